@@ -1,0 +1,1 @@
+"""The platform's shared library: settings, database, events, signing, auth, web and testing."""

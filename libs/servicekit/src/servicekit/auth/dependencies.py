@@ -1,0 +1,66 @@
+"""FastAPI dependencies turning `Authorization: Bearer <key>` into a principal, or 401/403."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.repository import ApiKeyRepository
+from servicekit.db.engine import SessionDep
+from servicekit.web.errors import Forbidden, Unauthorized
+
+bearer_scheme = HTTPBearer(auto_error=False, description="An API key: `Bearer <key>`")
+BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the owner every resource is scoped to, and what they may do."""
+
+    owner: str
+    level: AccessLevel
+    key_id: uuid.UUID | None = None
+    email: str | None = None
+
+    def require(self, level: AccessLevel) -> None:
+        if not self.level.allows(level):
+            raise Forbidden(f"This operation needs the '{level.value}' access level")
+
+
+async def principal_from_api_key(session: SessionDep, token: str) -> Principal | None:
+    record = await ApiKeyRepository(session).find_active(token)
+    if record is None:
+        return None
+    return Principal(
+        owner=record.owner, level=AccessLevel(record.level), key_id=record.id, email=record.email
+    )
+
+
+async def authenticate(session: SessionDep, credentials: BearerCredentials) -> Principal:
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized("Missing bearer credentials")
+    principal = await principal_from_api_key(session, credentials.credentials)
+    if principal is None:
+        raise Unauthorized("Invalid API key")
+    return principal
+
+
+def require_level(level: AccessLevel) -> Callable[..., Awaitable[Principal]]:
+    """A dependency that authenticates the caller and checks their level."""
+
+    async def dependency(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+        principal.require(level)
+        return principal
+
+    return dependency
+
+
+ReadPrincipal = Annotated[Principal, Depends(require_level(AccessLevel.READ))]
+WritePrincipal = Annotated[Principal, Depends(require_level(AccessLevel.WRITE))]
+AdminPrincipal = Annotated[Principal, Depends(require_level(AccessLevel.ADMIN))]

@@ -1,0 +1,124 @@
+"""The console script every service has: serve | worker | migrate | api-keys create | ..."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.repository import ApiKeyRepository
+from servicekit.db.admin import ensure_database
+from servicekit.db.engine import create_engine, create_session_factory
+from servicekit.db.migrations import upgrade
+from servicekit.settings import ServiceSettings
+
+Command = Callable[[Any, argparse.Namespace], int]
+
+
+@dataclass
+class ExtraCommand:
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Command
+
+
+class ServiceCLI:
+    def __init__(
+        self,
+        *,
+        name: str,
+        settings: Callable[[], ServiceSettings],
+        app: Callable[[Any], FastAPI],
+        worker: Callable[[Any], Any],
+        migrations: Path,
+        extra: Sequence[ExtraCommand] = (),
+    ) -> None:
+        self.name = name
+        self._settings = settings
+        self._app = app
+        self._worker = worker
+        self._migrations = migrations
+        self._extra = list(extra)
+
+    def parser(self) -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser(prog=self.name)
+        commands = parser.add_subparsers(dest="command", required=True)
+        serve = commands.add_parser("serve", help="run the HTTP API")
+        serve.add_argument("--host", help="address to bind (default: settings)")
+        serve.add_argument("--port", type=int, help="port to bind (default: settings)")
+        commands.add_parser("worker", help="run the background worker")
+        migrate = commands.add_parser("migrate", help="apply database migrations")
+        migrate.add_argument("--revision", default="head")
+        migrate.add_argument(
+            "--create-database", action="store_true", help="create the database first if missing"
+        )
+        keys = commands.add_parser("api-keys", help="manage API keys").add_subparsers(
+            dest="keys_command", required=True
+        )
+        create = keys.add_parser("create", help="create a key; prints it as the last line")
+        create.add_argument("--owner", required=True)
+        create.add_argument(
+            "--level", required=True, choices=[level.value for level in AccessLevel]
+        )
+        create.add_argument("--email", help="where the owner is told about their resources")
+        create.add_argument("--description")
+        for extra in self._extra:
+            sub = commands.add_parser(extra.name, help=extra.help)
+            extra.configure(sub)
+        return parser
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        args = self.parser().parse_args(argv)
+        settings = self._settings()
+        if args.command == "serve":
+            app = self._app(settings)
+            uvicorn.run(
+                app,
+                host=args.host or settings.host,
+                port=args.port or settings.port,
+                log_config=None,
+                proxy_headers=True,
+                timeout_graceful_shutdown=10,
+            )
+            return 0
+        if args.command == "worker":
+            asyncio.run(self._worker(settings))
+            return 0
+        if args.command == "migrate":
+            if args.create_database and ensure_database(settings.database_url):
+                print(f"created database for {self.name}")
+            upgrade(self._migrations, settings.database_url, args.revision)
+            print(f"{self.name}: database at revision {args.revision}")
+            return 0
+        if args.command == "api-keys":
+            return asyncio.run(self._create_key(settings, args))
+        for extra in self._extra:
+            if args.command == extra.name:
+                return extra.run(settings, args)
+        return 2
+
+    async def _create_key(self, settings: ServiceSettings, args: argparse.Namespace) -> int:
+        engine = create_engine(settings)
+        try:
+            async with create_session_factory(engine)() as session, session.begin():
+                record, plaintext = await ApiKeyRepository(session).create(
+                    prefix=settings.api_key_prefix,
+                    owner=args.owner,
+                    level=AccessLevel(args.level),
+                    email=args.email,
+                    description=args.description,
+                )
+        finally:
+            await engine.dispose()
+        print(f"created {record.level} key {record.id} for owner {record.owner!r}", file=sys.stderr)
+        print(plaintext)
+        return 0

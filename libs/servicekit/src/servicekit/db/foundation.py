@@ -1,0 +1,58 @@
+"""Tables every service has (API keys, outbox, processed events), created by its first migration.
+
+Each service's first Alembic revision calls `create_foundation_tables()`, so the DDL is
+written once and every service's schema still changes only through its own migrations.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+
+def create_foundation_tables() -> None:
+    op.create_table(
+        "api_keys",
+        sa.Column("id", sa.Uuid(), primary_key=True),
+        sa.Column("owner", sa.String(200), nullable=False),
+        sa.Column("level", sa.String(16), nullable=False),
+        sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
+        sa.Column("key_prefix", sa.String(32), nullable=False),
+        sa.Column("email", sa.String(320), nullable=True),
+        sa.Column("description", sa.String(500), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+        sa.CheckConstraint("level IN ('read', 'write', 'admin')", name="ck_api_keys_level"),
+    )
+    op.create_index("ix_api_keys_owner", "api_keys", ["owner"])
+    op.create_table(
+        "outbox_events",
+        sa.Column("id", sa.Uuid(), primary_key=True),
+        sa.Column("seq", sa.BigInteger(), sa.Identity(always=True), nullable=False, unique=True),
+        sa.Column("type", sa.String(200), nullable=False),
+        sa.Column("tenant", sa.String(200), nullable=True),
+        sa.Column("data", postgresql.JSONB(), nullable=False),
+        sa.Column("occurred_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("published_at", sa.DateTime(timezone=True), nullable=True),
+    )
+    op.create_index(
+        "ix_outbox_events_pending",
+        "outbox_events",
+        ["seq"],
+        postgresql_where=sa.text("published_at IS NULL"),
+    )
+    op.create_index("ix_outbox_events_published_at", "outbox_events", ["published_at"])
+    op.create_table(
+        "processed_events",
+        sa.Column("consumer", sa.String(200), primary_key=True),
+        sa.Column("event_id", sa.Uuid(), primary_key=True),
+        sa.Column("processed_at", sa.DateTime(timezone=True), nullable=False),
+    )
+    op.create_index("ix_processed_events_processed_at", "processed_events", ["processed_at"])
+
+
+def drop_foundation_tables() -> None:
+    op.drop_table("processed_events")
+    op.drop_table("outbox_events")
+    op.drop_table("api_keys")

@@ -1,0 +1,67 @@
+"""SQLModel mirrors of the foundation tables (see `foundation.py` for their DDL)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class ApiKey(SQLModel, table=True):
+    __tablename__ = "api_keys"
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    owner: str = Field(max_length=200, index=True)
+    level: str = Field(max_length=16)
+    key_hash: str = Field(max_length=64, unique=True)
+    key_prefix: str = Field(max_length=32)
+    email: str | None = Field(default=None, max_length=320)
+    description: str | None = Field(default=None, max_length=500)
+    created_at: datetime = Field(
+        default_factory=utcnow,
+        sa_type=sa.DateTime(timezone=True),
+    )
+    revoked_at: datetime | None = Field(
+        default=None,
+        sa_type=sa.DateTime(timezone=True),
+    )
+
+
+class OutboxEvent(SQLModel, table=True):
+    __tablename__ = "outbox_events"
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    seq: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.BigInteger(), sa.Identity(always=True), unique=True),
+    )
+    type: str = Field(max_length=200)
+    tenant: str | None = Field(default=None, max_length=200)
+    data: dict[str, Any] = Field(sa_column=sa.Column(postgresql.JSONB(), nullable=False))
+    occurred_at: datetime = Field(
+        default_factory=utcnow,
+        sa_type=sa.DateTime(timezone=True),
+    )
+    published_at: datetime | None = Field(
+        default=None,
+        sa_type=sa.DateTime(timezone=True),
+    )
+
+
+class ProcessedEvent(SQLModel, table=True):
+    __tablename__ = "processed_events"
+
+    consumer: str = Field(primary_key=True, max_length=200)
+    event_id: uuid.UUID = Field(primary_key=True)
+    processed_at: datetime = Field(
+        default_factory=utcnow,
+        sa_type=sa.DateTime(timezone=True),
+    )

@@ -1,0 +1,141 @@
+"""Durable pull consumers: batched fetch, idempotent on the event id, ack after commit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import nats.errors
+import structlog
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from pydantic import ValidationError
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from servicekit.events.envelope import CloudEvent
+
+logger = structlog.get_logger(__name__)
+
+BatchHandler = Callable[[AsyncSession, Sequence[CloudEvent]], Awaitable[None]]
+
+_MARK_PROCESSED = text(
+    """
+    INSERT INTO processed_events (consumer, event_id, processed_at)
+    SELECT :consumer, unnest(CAST(:ids AS uuid[])), now()
+    ON CONFLICT DO NOTHING
+    RETURNING event_id
+    """
+)
+
+
+class EventConsumer:
+    """Runs `handler` on batches of new events inside one transaction.
+
+    The ids of a batch are recorded in `processed_events` in that same transaction, so an
+    event that JetStream redelivers after a crash, or that was published twice, is skipped.
+    Messages are acknowledged only after the transaction commits; a failing batch is
+    negatively acknowledged with a delay and comes back.
+    """
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        session_factory: async_sessionmaker[AsyncSession],
+        *,
+        durable: str,
+        handler: BatchHandler,
+        stream: str = "EVENTS",
+        subject: str = "events.>",
+        batch_size: int = 100,
+        fetch_timeout: float = 1.0,
+        ack_wait: float = 60.0,
+        nak_delay: float = 5.0,
+        max_ack_pending: int = 20_000,
+    ) -> None:
+        self._js = js
+        self._session_factory = session_factory
+        self.durable = durable
+        self._handler = handler
+        self._stream = stream
+        self._subject = subject
+        self._batch_size = batch_size
+        self._fetch_timeout = fetch_timeout
+        self._ack_wait = ack_wait
+        self._nak_delay = nak_delay
+        self._max_ack_pending = max_ack_pending
+        self._subscription: Any = None
+
+    async def subscribe(self) -> None:
+        config = ConsumerConfig(
+            durable_name=self.durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            ack_wait=self._ack_wait,
+            max_ack_pending=self._max_ack_pending,
+            filter_subject=self._subject,
+        )
+        self._subscription = await self._js.pull_subscribe(
+            self._subject, durable=self.durable, stream=self._stream, config=config
+        )
+
+    async def poll_once(self) -> int:
+        """Fetch and process one batch; the number of messages handled."""
+        if self._subscription is None:
+            await self.subscribe()
+        try:
+            msgs: list[Msg] = await self._subscription.fetch(
+                self._batch_size, timeout=self._fetch_timeout
+            )
+        except nats.errors.TimeoutError:
+            return 0
+        await self.process(msgs)
+        return len(msgs)
+
+    async def process(self, msgs: Sequence[Msg]) -> None:
+        events: list[CloudEvent] = []
+        valid: list[Msg] = []
+        for msg in msgs:
+            try:
+                events.append(CloudEvent.from_json(msg.data))
+                valid.append(msg)
+            except ValidationError as exc:
+                # A malformed message will never parse; redelivering it would only block others.
+                logger.error("dropping malformed event", subject=msg.subject, error=str(exc))
+                await msg.term()
+        if not events:
+            return
+        try:
+            async with self._session_factory() as session, session.begin():
+                connection = await session.connection()
+                result = await connection.execute(
+                    _MARK_PROCESSED,
+                    {"consumer": self.durable, "ids": [str(event.id) for event in events]},
+                )
+                fresh = {row[0] for row in result}
+                new_events = [event for event in events if event.id in fresh]
+                if new_events:
+                    await self._handler(session, new_events)
+        except Exception as exc:
+            logger.warning(
+                "event batch failed; redelivering later", consumer=self.durable, error=repr(exc)
+            )
+            for msg in valid:
+                await msg.nak(delay=self._nak_delay)
+            return
+        for msg in valid:
+            await msg.ack()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("consumer poll failed", consumer=self.durable, error=repr(exc))
+                self._subscription = None
+                await asyncio.sleep(1.0)

@@ -1,0 +1,41 @@
+"""The CloudEvents 1.0 structured JSON envelope that travels on `events.<type>`."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EVENT_TYPE_PATTERN = r"^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)+$"
+SUBJECT_PREFIX = "events."
+
+
+def subject_for(event_type: str) -> str:
+    return SUBJECT_PREFIX + event_type
+
+
+class CloudEvent(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    specversion: Literal["1.0"] = "1.0"
+    id: uuid.UUID = Field(default_factory=uuid.uuid4)
+    source: str = Field(min_length=1)
+    type: str = Field(pattern=EVENT_TYPE_PATTERN)
+    time: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    datacontenttype: Literal["application/json"] = "application/json"
+    data: dict[str, Any]
+    # Extension attribute: the one consumer this event belongs to, when it belongs to one.
+    tenant: str | None = None
+
+    @property
+    def subject(self) -> str:
+        return subject_for(self.type)
+
+    def to_json(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> CloudEvent:
+        return cls.model_validate_json(raw)

@@ -1,0 +1,120 @@
+"""What a running process holds: database engine, session factory and the NATS connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+import nats
+import structlog
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from servicekit.db.engine import create_engine, create_session_factory
+from servicekit.events.registry import EventTypeRegistry, publish_event_types
+from servicekit.events.stream import ensure_events_stream
+from servicekit.settings import ServiceSettings
+from servicekit.web.errors import ServiceUnavailable
+
+logger = structlog.get_logger(__name__)
+
+
+class NatsConnection:
+    """Connects in the background and keeps reconnecting, so a process starts while NATS is
+    down and `/readyz` says so; on every (re)connect the stream and event types are ensured."""
+
+    def __init__(self, settings: ServiceSettings, registry: EventTypeRegistry | None) -> None:
+        self._settings = settings
+        self._registry = registry
+        self._client: NatsClient | None = None
+        self._ready = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._connect_forever())
+
+    async def _connect_forever(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                client = await nats.connect(
+                    servers=[self._settings.nats_url],
+                    name=type(self._settings).service_name,
+                    connect_timeout=2,
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=0.5,
+                )
+                js = client.jetstream()
+                await ensure_events_stream(js, self._settings)
+                if self._registry is not None:
+                    await publish_event_types(js, self._registry)
+                self._client = client
+                self._ready.set()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.info("waiting for NATS", url=self._settings.nats_url, error=repr(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def wait_ready(self, timeout: float | None = None) -> None:
+        await asyncio.wait_for(self._ready.wait(), timeout)
+
+    @property
+    def is_connected(self) -> bool:
+        return self._client is not None and self._client.is_connected
+
+    @property
+    def client(self) -> NatsClient:
+        if self._client is None:
+            raise ServiceUnavailable("The event bus is not reachable yet")
+        return self._client
+
+    @property
+    def js(self) -> JetStreamContext:
+        return self.client.jetstream()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.drain()
+
+
+@dataclass
+class ServiceRuntime:
+    settings: ServiceSettings
+    engine: AsyncEngine
+    session_factory: async_sessionmaker[AsyncSession]
+    nats: NatsConnection
+    extras: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def open(
+        cls, settings: ServiceSettings, registry: EventTypeRegistry | None = None
+    ) -> ServiceRuntime:
+        engine = create_engine(settings)
+        connection = NatsConnection(settings, registry)
+        connection.start()
+        return cls(settings, engine, create_session_factory(engine), connection)
+
+    async def database_reachable(self, timeout: float = 2.0) -> bool:
+        try:
+            async with asyncio.timeout(timeout), self.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except Exception:
+            return False
+        return True
+
+    async def close(self) -> None:
+        await self.nats.close()
+        await self.engine.dispose()

@@ -1,0 +1,131 @@
+"""Service settings from the environment, with a per-service prefix and shared fall-backs."""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from pydantic import SecretStr, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+# Values that ship in code for development; production refuses to start with any of them.
+INSECURE_SECRET_VALUES = frozenset({"", "change-me", "changeme", "secret", "dev", "development"})
+DEV_SECRET_PREFIX = "dev-insecure-"  # noqa: S105 (a marker, not a secret)
+
+
+class Environment(StrEnum):
+    DEVELOPMENT = "development"
+    TEST = "test"
+    PRODUCTION = "production"
+
+
+class InsecureSettingsError(ValueError):
+    """Production mode was asked to run with a missing or development secret."""
+
+
+class SharedEnvironmentSource(PydanticBaseSettingsSource):
+    """Reads bare `DATABASE_URL`, `NATS_URL`, `SMTP_URL` when the prefixed variable is unset.
+
+    One set of servers can then serve all three services (the embedded dev stack, CI), while
+    an operator can still point one service elsewhere with its prefixed variable.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], shared: frozenset[str]) -> None:
+        super().__init__(settings_cls)
+        self._shared = shared
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        value = os.environ.get(field_name.upper()) if field_name in self._shared else None
+        return value, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for name in self._shared:
+            value = os.environ.get(name.upper())
+            if value:
+                found[name] = value
+        return found
+
+
+class ServiceSettings(BaseSettings):
+    """Base of every service's settings; subclasses set `env_prefix` and their own fields."""
+
+    model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)
+
+    shared_env_fields: ClassVar[frozenset[str]] = frozenset(
+        {"database_url", "nats_url", "smtp_url"}
+    )
+    service_name: ClassVar[str] = "service"
+
+    env: Environment = Environment.DEVELOPMENT
+    host: str = "127.0.0.1"
+    port: int = 8000
+    database_url: str = "postgresql://postgres@127.0.0.1:15432/postgres"
+    db_pool_size: int = 10
+    db_max_overflow: int = 10
+    nats_url: str = "nats://127.0.0.1:14222"
+    smtp_url: str = "smtp://127.0.0.1:10025"
+    smtp_from: str = "platform@localhost"
+    log_level: str = "INFO"
+    log_json: bool = True
+    events_stream: str = "EVENTS"
+    events_max_age_days: float = 7.0
+    events_duplicate_window_seconds: float = 120.0
+    outbox_batch_size: int = 500
+    outbox_poll_seconds: float = 1.0
+    outbox_retention_hours: float = 24.0
+    api_key_prefix: str = "key"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            env_settings,
+            SharedEnvironmentSource(settings_cls, cls.shared_env_fields),
+            dotenv_settings,
+            file_secret_settings,
+        )
+
+    @property
+    def is_production(self) -> bool:
+        return self.env is Environment.PRODUCTION
+
+    @model_validator(mode="after")
+    def _refuse_insecure_production(self) -> ServiceSettings:
+        if not self.is_production:
+            return self
+        problems: list[str] = []
+        for name, field in type(self).model_fields.items():
+            if not _is_secret_field(field):
+                continue
+            value = getattr(self, name)
+            raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+            if raw is None:
+                problems.append(f"{name} is missing")
+            elif raw.strip().lower() in INSECURE_SECRET_VALUES or raw.startswith(DEV_SECRET_PREFIX):
+                problems.append(f"{name} has a development default")
+        if problems:
+            raise InsecureSettingsError(
+                "refusing to start in production mode: " + "; ".join(sorted(problems))
+            )
+        return self
+
+
+def _is_secret_field(field: FieldInfo) -> bool:
+    annotation = field.annotation
+    if annotation is SecretStr:
+        return True
+    return SecretStr in getattr(annotation, "__args__", ())

@@ -1,0 +1,34 @@
+"""Driving a service's app in tests: its lifespan, an HTTP client, and a rolled-back session."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from servicekit.db.engine import get_session
+
+
+def use_session(app: FastAPI, session: AsyncSession) -> None:
+    """Run every request in a savepoint of the test's session: a request that fails rolls back
+    to the savepoint, as it would roll back its own transaction; the test's transaction is
+    rolled back at the end, so tests never see each other's rows."""
+
+    async def savepoint_session() -> AsyncIterator[AsyncSession]:
+        async with session.begin_nested():
+            yield session
+
+    app.dependency_overrides[get_session] = savepoint_session
+
+
+@asynccontextmanager
+async def serve_app(app: FastAPI, base_url: str = "http://testserver") -> AsyncIterator[httpx.AsyncClient]:
+    """The app with its lifespan running, and an in-process HTTP client for it."""
+    async with LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager:
+        transport = httpx.ASGITransport(app=manager.app)
+        async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
+            yield client

@@ -1,0 +1,1 @@
+"""HTTP plumbing shared by the services: errors, health, metrics, request ids, logging."""

@@ -1,0 +1,74 @@
+"""The FastAPI application every service starts from."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+
+from servicekit.events.registry import EventTypeRegistry
+from servicekit.runtime import ServiceRuntime
+from servicekit.settings import ServiceSettings
+from servicekit.web.errors import ErrorRenderer, install_error_handlers
+from servicekit.web.health import operations_router
+from servicekit.web.logging import configure_logging
+from servicekit.web.middleware import (
+    BodySizeLimitMiddleware,
+    HttpMetrics,
+    MetricsMiddleware,
+    RequestIdMiddleware,
+)
+
+StartupHook = Callable[[FastAPI, ServiceRuntime], Awaitable[None]]
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
+
+def create_service_app(
+    settings: ServiceSettings,
+    *,
+    title: str,
+    description: str,
+    version: str,
+    render_error: ErrorRenderer,
+    validation_status: int = 422,
+    registry: EventTypeRegistry | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    startup_hooks: Sequence[StartupHook] = (),
+) -> FastAPI:
+    """An app with the lifespan (DB engine, NATS), error envelope, health, metrics and ids.
+
+    Nothing global: the runtime lives on `app.state`, so tests build as many apps as they like.
+    """
+    configure_logging(settings.log_level, json=settings.log_json)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = ServiceRuntime.open(settings, registry)
+        app.state.runtime = runtime
+        app.state.session_factory = runtime.session_factory
+        try:
+            for hook in startup_hooks:
+                await hook(app, runtime)
+            yield
+        finally:
+            await runtime.close()
+
+    docs_enabled = not settings.is_production
+    app = FastAPI(
+        title=title,
+        description=description,
+        version=version,
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url="/redoc" if docs_enabled else None,
+    )
+    app.state.settings = settings
+    app.state.metrics_registry = CollectorRegistry()
+    install_error_handlers(app, render_error, validation_status=validation_status)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=HttpMetrics(app.state.metrics_registry))
+    app.add_middleware(RequestIdMiddleware)
+    app.include_router(operations_router())
+    return app

@@ -1,0 +1,80 @@
+"""The long-running worker process: the outbox relay plus whatever loops a service adds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+from datetime import timedelta
+
+import structlog
+
+from servicekit.events.registry import EventTypeRegistry
+from servicekit.events.relay import OutboxRelay
+from servicekit.runtime import ServiceRuntime
+from servicekit.settings import ServiceSettings
+
+logger = structlog.get_logger(__name__)
+
+WorkerLoop = Callable[[ServiceRuntime, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+def outbox_relay_loop(source: str) -> WorkerLoop:
+    async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        settings = runtime.settings
+        relay = OutboxRelay(
+            runtime.engine,
+            runtime.nats.js,
+            source=source,
+            database_url=settings.database_url,
+            batch_size=settings.outbox_batch_size,
+            poll_seconds=settings.outbox_poll_seconds,
+            retention=timedelta(hours=settings.outbox_retention_hours),
+        )
+        await relay.run(stop)
+
+    return run
+
+
+async def run_worker(
+    settings: ServiceSettings,
+    *,
+    source: str,
+    registry: EventTypeRegistry | None,
+    loops: Sequence[WorkerLoop] = (),
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run the relay and the service's loops until SIGINT/SIGTERM (or `stop`) ."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    runtime = ServiceRuntime.open(settings, registry)
+    try:
+        while not stop.is_set():
+            try:
+                await runtime.nats.wait_ready(timeout=1.0)
+                break
+            except TimeoutError:
+                continue
+        if stop.is_set():
+            return
+        logger.info("worker started", service=source)
+        tasks = [
+            asyncio.create_task(each(runtime, stop)) for each in (outbox_relay_loop(source), *loops)
+        ]
+        stopper = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait({stopper, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
+        for task in done:
+            if task is not stopper and task.exception() is not None:
+                logger.error("worker loop crashed", error=repr(task.exception()))
+        await asyncio.wait(tasks, timeout=10)
+        for task in tasks:
+            task.cancel()
+    finally:
+        await runtime.close()
+        logger.info("worker stopped", service=source)

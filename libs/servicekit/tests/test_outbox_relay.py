@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import nats
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from factories import unique_event_type
+from servicekit.embedded.nats import EmbeddedNats
+from servicekit.events import record_event
+from servicekit.events.relay import OutboxRelay
+from servicekit.events.stream import ensure_events_stream
+from servicekit.settings import ServiceSettings
+
+
+def relay_for(engine: AsyncEngine, js: JetStreamContext, settings: ServiceSettings) -> OutboxRelay:
+    return OutboxRelay(
+        engine, js, source="servicekit-tests", database_url=settings.database_url, poll_seconds=0.2
+    )
+
+
+async def messages_on(js: JetStreamContext, subject: str, expected: int = 1) -> list[nats.aio.msg.Msg]:
+    """Every message on `subject`, read with an ephemeral consumer."""
+    sub = await js.pull_subscribe(subject, stream="EVENTS")
+    received: list[nats.aio.msg.Msg] = []
+    try:
+        while True:
+            batch = await sub.fetch(100, timeout=1.0)
+            received.extend(batch)
+            for msg in batch:
+                await msg.ack()
+    except nats.errors.TimeoutError:
+        pass
+    finally:
+        await sub.unsubscribe()
+    return received
+
+
+async def test_committed_event_arrives_once_as_a_cloudevent_with_msg_id(
+    committing_session: AsyncSession, db_engine: AsyncEngine, js: JetStreamContext,
+    kit_settings: ServiceSettings,
+) -> None:
+    event_type = unique_event_type("order")
+    async with committing_session.begin():
+        event_id = await record_event(
+            committing_session, event_type, {"id": 7, "total": "10.50"}, tenant="consumer-a"
+        )
+    await relay_for(db_engine, js, kit_settings).publish_pending()
+
+    messages = await messages_on(js, f"events.{event_type}")
+    assert len(messages) == 1
+    body = json.loads(messages[0].data)
+    assert body["specversion"] == "1.0"
+    assert body["id"] == str(event_id)
+    assert body["source"] == "servicekit-tests"
+    assert body["type"] == event_type
+    assert body["datacontenttype"] == "application/json"
+    assert body["data"] == {"id": 7, "total": "10.50"}
+    assert body["tenant"] == "consumer-a"
+    assert "time" in body
+    assert messages[0].headers is not None
+    assert messages[0].headers["Nats-Msg-Id"] == str(event_id)
+
+
+async def test_rolled_back_transaction_publishes_nothing(
+    committing_session: AsyncSession, db_engine: AsyncEngine, js: JetStreamContext,
+    kit_settings: ServiceSettings,
+) -> None:
+    event_type = unique_event_type()
+    with pytest.raises(RuntimeError):
+        async with committing_session.begin():
+            await record_event(committing_session, event_type, {"n": 1})
+            raise RuntimeError("the change failed")
+    await relay_for(db_engine, js, kit_settings).publish_pending()
+    assert await messages_on(js, f"events.{event_type}") == []
+
+
+async def test_publishing_the_same_outbox_row_twice_yields_one_stream_message(
+    committing_session: AsyncSession, db_engine: AsyncEngine, js: JetStreamContext,
+    kit_settings: ServiceSettings,
+) -> None:
+    event_type = unique_event_type()
+    async with committing_session.begin():
+        event_id = await record_event(committing_session, event_type, {"n": 1})
+    relay = relay_for(db_engine, js, kit_settings)
+    await relay.publish_pending()
+    # As if the relay crashed after publishing but before marking the row sent.
+    async with db_engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE outbox_events SET published_at = NULL WHERE id = :id"), {"id": event_id}
+        )
+    assert await relay.publish_pending() >= 1
+    assert len(await messages_on(js, f"events.{event_type}")) == 1
+
+
+async def test_relay_wakes_on_commit_without_waiting_for_the_poll(
+    committing_session: AsyncSession, db_engine: AsyncEngine, js: JetStreamContext,
+    kit_settings: ServiceSettings,
+) -> None:
+    event_type = unique_event_type()
+    relay = OutboxRelay(
+        db_engine, js, source="servicekit-tests", database_url=kit_settings.database_url,
+        poll_seconds=30.0,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(relay.run(stop))
+    try:
+        await asyncio.sleep(0.5)  # let it drain older rows and LISTEN
+        sub = await js.subscribe(f"events.{event_type}", stream="EVENTS")
+        async with committing_session.begin():
+            await record_event(committing_session, event_type, {"n": 1})
+        msg = await sub.next_msg(timeout=5.0)
+        assert json.loads(msg.data)["type"] == event_type
+        await sub.unsubscribe()
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+async def test_event_recorded_while_nats_is_down_is_published_after_it_returns(
+    committing_session: AsyncSession, db_engine: AsyncEngine,
+    restartable_nats: EmbeddedNats, kit_settings: ServiceSettings,
+) -> None:
+    client = await nats.connect(
+        restartable_nats.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2
+    )
+    js = client.jetstream()
+    await ensure_events_stream(js, kit_settings)
+    relay = OutboxRelay(
+        db_engine, js, source="servicekit-tests", database_url=kit_settings.database_url,
+        publish_timeout=1.0,
+    )
+    await relay.publish_pending()  # the shared database may hold other tests' rows
+    try:
+        restartable_nats.stop()
+        event_type = unique_event_type()
+        async with committing_session.begin():
+            event_id = await record_event(committing_session, event_type, {"n": 1})
+        with pytest.raises(Exception):  # noqa: B017 - any transport error will do
+            await relay.publish_pending()
+        async with db_engine.connect() as conn:
+            pending = await conn.scalar(
+                text("SELECT published_at IS NULL FROM outbox_events WHERE id = :id"),
+                {"id": event_id},
+            )
+        assert pending is True
+
+        restartable_nats.start()
+        for _ in range(100):
+            if client.is_connected:
+                break
+            await asyncio.sleep(0.1)
+        assert await relay.publish_pending() >= 1
+        messages = await messages_on(js, f"events.{event_type}")
+        assert [json.loads(m.data)["id"] for m in messages] == [str(event_id)]
+    finally:
+        await client.close()
+
+
+async def test_record_event_refuses_a_type_not_of_the_resource_action_form(
+    db_session: AsyncSession,
+) -> None:
+    with pytest.raises(ValueError, match="resource"):
+        await record_event(db_session, "NotAType", {})
+
+
+async def test_unique_ids_for_every_recorded_event(db_session: AsyncSession) -> None:
+    first = await record_event(db_session, "probe.happened", {})
+    second = await record_event(db_session, "probe.happened", {})
+    assert isinstance(first, uuid.UUID)
+    assert first != second
