@@ -7,19 +7,16 @@ import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlmodel.ext.asyncio.session import AsyncSession
 from servicekit.db.engine import create_session_factory
 from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 
 @pytest.fixture(scope="session")
 def migrations_dir() -> Path:
     return Path(__file__).parent / "migrations"
-
-
-
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from servicekit.auth import AccessLevel, InvalidToken, JWTCodec, generate_api_key, hash_api_key
 from servicekit.auth.api_keys import display_prefix, key_matches
 
@@ -52,9 +51,7 @@ def test_levels_are_ordered_read_write_admin(
 def codec(**overrides: str) -> JWTCodec:
     options = {"secret": JWT_SECRET, "issuer": "commerce-content", "audience": "commerce-api"}
     options.update(overrides)
-    return JWTCodec(
-        options["secret"], issuer=options["issuer"], audience=options["audience"]
-    )
+    return JWTCodec(options["secret"], issuer=options["issuer"], audience=options["audience"])
 
 
 def test_issued_jwt_verifies_with_its_claims() -> None:

@@ -3,7 +3,6 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr, ValidationError
 from pydantic_settings import SettingsConfigDict
-
 from servicekit.settings import ServiceSettings
 
 

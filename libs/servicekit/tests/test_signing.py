@@ -6,8 +6,6 @@ import time
 
 import pytest
 import stripe
-from standardwebhooks import Webhook, WebhookVerificationError
-
 from servicekit.signing import (
     SignatureError,
     generate_secret,
@@ -16,6 +14,7 @@ from servicekit.signing import (
     verify_webhook,
     webhook_headers,
 )
+from standardwebhooks import Webhook, WebhookVerificationError
 
 BODY = json.dumps({"type": "order.paid", "timestamp": "2026-11-22T10:00:00Z", "data": {}}).encode()
 

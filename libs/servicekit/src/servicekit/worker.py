@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
 from datetime import timedelta
+from typing import Any
 
 import structlog
 

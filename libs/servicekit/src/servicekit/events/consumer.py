@@ -116,7 +116,12 @@ class EventConsumer:
                     {"consumer": self.durable, "ids": [str(event.id) for event in events]},
                 )
                 fresh = {row[0] for row in result}
-                new_events = [event for event in events if event.id in fresh]
+                new_events = []
+                for event in events:
+                    # `discard` also drops a second copy of the same id within this batch.
+                    if event.id in fresh:
+                        fresh.discard(event.id)
+                        new_events.append(event)
                 if new_events:
                     await self._handler(session, new_events)
         except Exception as exc:

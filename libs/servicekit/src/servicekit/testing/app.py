@@ -26,9 +26,12 @@ def use_session(app: FastAPI, session: AsyncSession) -> None:
 
 
 @asynccontextmanager
-async def serve_app(app: FastAPI, base_url: str = "http://testserver") -> AsyncIterator[httpx.AsyncClient]:
+async def serve_app(
+    app: FastAPI, base_url: str = "http://testserver"
+) -> AsyncIterator[httpx.AsyncClient]:
     """The app with its lifespan running, and an in-process HTTP client for it."""
     async with LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager:
-        transport = httpx.ASGITransport(app=manager.app)
+        # Unexpected errors must reach the client as the 500 a real server sends, not as raises.
+        transport = httpx.ASGITransport(app=manager.app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
             yield client

@@ -67,7 +67,7 @@ def create_service_app(
     app.state.settings = settings
     app.state.metrics_registry = CollectorRegistry()
     install_error_handlers(app, render_error, validation_status=validation_status)
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes, render=render_error)
     app.add_middleware(MetricsMiddleware, metrics=HttpMetrics(app.state.metrics_registry))
     app.add_middleware(RequestIdMiddleware)
     app.include_router(operations_router())

@@ -7,10 +7,12 @@ import time
 import uuid
 
 import structlog
+from fastapi import Request
+from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from servicekit.web.errors import PayloadTooLarge
+from servicekit.web.errors import ErrorRenderer, PayloadTooLarge
 
 REQUEST_ID_HEADER = b"x-request-id"
 _VALID_REQUEST_ID = re.compile(rb"^[A-Za-z0-9._\-]{1,128}$")
@@ -89,33 +91,51 @@ class MetricsMiddleware:
 
 
 class BodySizeLimitMiddleware:
-    """Refuse bodies over `max_bytes` with the service's 413, as soon as the body is read.
+    """Refuse bodies over `max_bytes` with 413 in the service's envelope.
 
-    The error is raised from `receive`, inside the endpoint, so the service's own error handler
-    renders it in the service's envelope.
+    A declared Content-Length over the limit is refused before the endpoint runs. A streamed
+    body is cut off when it passes the limit; whatever the app then answers is replaced by 413.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, render: ErrorRenderer) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.render = render
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length", b"")
-        too_large_declared = declared.isdigit() and int(declared) > self.max_bytes
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(scope, send)
+            return
         received = 0
+        exceeded = False
 
         async def limited_receive() -> Message:
-            nonlocal received
-            if too_large_declared:
-                raise PayloadTooLarge(f"Request body larger than {self.max_bytes} bytes")
+            nonlocal received, exceeded
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise PayloadTooLarge(f"Request body larger than {self.max_bytes} bytes")
+                    exceeded = True
+                    raise PayloadTooLarge()
             return message
 
-        await self.app(scope, limited_receive, send)
+        async def guarded_send(message: Message) -> None:
+            if not exceeded:
+                await send(message)
+
+        await self.app(scope, limited_receive, guarded_send)
+        if exceeded:
+            await self._refuse(scope, send)
+
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        error = PayloadTooLarge(f"Request body larger than {self.max_bytes} bytes")
+        response = JSONResponse(self.render(error, Request(scope)), status_code=413)
+        await response(scope, _no_body, send)
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}

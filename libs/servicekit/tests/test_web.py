@@ -1,0 +1,196 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import APIRouter, Request
+from pydantic import BaseModel
+from servicekit.auth import AccessLevel
+from servicekit.auth.dependencies import ReadPrincipal, WritePrincipal
+from servicekit.auth.repository import ApiKeyRepository
+from servicekit.db.engine import create_session_factory
+from servicekit.settings import ServiceSettings
+from servicekit.testing import serve_app
+from servicekit.web.app import create_service_app
+from servicekit.web.errors import Conflict, ServiceError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+def flat_envelope(error: ServiceError, request: Request) -> dict[str, Any]:
+    return {"error": error.message, "code": error.code, **error.extra}
+
+
+class Echo(BaseModel):
+    name: str
+    count: int
+
+
+def build_app(settings: ServiceSettings) -> Any:
+    app = create_service_app(
+        settings,
+        title="example",
+        description="servicekit test app",
+        version="0.0.1",
+        render_error=flat_envelope,
+        max_body_bytes=1024,
+    )
+    router = APIRouter()
+
+    @router.get("/whoami")
+    async def whoami(principal: ReadPrincipal) -> dict[str, str]:
+        return {"owner": principal.owner, "level": principal.level.value}
+
+    @router.post("/things")
+    async def create_thing(body: Echo, principal: WritePrincipal) -> Echo:
+        return body
+
+    @router.get("/conflict")
+    async def conflict() -> None:
+        raise Conflict("That already exists", extra={"existing_id": 3})
+
+    @router.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("internal detail that must not leak")
+
+    app.include_router(router)
+    return app
+
+
+@pytest.fixture
+async def client(kit_settings: ServiceSettings) -> AsyncIterator[httpx.AsyncClient]:
+    async with serve_app(build_app(kit_settings)) as http:
+        yield http
+
+
+async def make_key(engine: AsyncEngine, level: AccessLevel, owner: str = "acme") -> str:
+    async with create_session_factory(engine)() as session, session.begin():
+        _, plaintext = await ApiKeyRepository(session).create(
+            prefix="tst", owner=owner, level=level
+        )
+    return plaintext
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def test_missing_authorization_gets_401_in_the_envelope(client: httpx.AsyncClient) -> None:
+    response = await client.get("/whoami")
+    assert response.status_code == 401
+    assert response.json() == {"error": "Missing bearer credentials", "code": "unauthorized"}
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+async def test_wrong_key_gets_401(client: httpx.AsyncClient) -> None:
+    response = await client.get("/whoami", headers=bearer("tst_not-a-real-key"))
+    assert response.status_code == 401
+    assert response.json()["error"] == "Invalid API key"
+
+
+async def test_too_low_a_level_gets_403(client: httpx.AsyncClient, db_engine: AsyncEngine) -> None:
+    key = await make_key(db_engine, AccessLevel.READ)
+    response = await client.post("/things", json={"name": "a", "count": 1}, headers=bearer(key))
+    assert response.status_code == 403
+    assert response.json()["code"] == "forbidden"
+
+
+async def test_valid_key_identifies_its_owner(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    key = await make_key(db_engine, AccessLevel.ADMIN, owner="globex")
+    response = await client.get("/whoami", headers=bearer(key))
+    assert response.status_code == 200
+    assert response.json() == {"owner": "globex", "level": "admin"}
+
+
+async def test_typed_error_is_rendered_with_its_status_and_extra_members(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.get("/conflict")
+    assert response.status_code == 409
+    assert response.json() == {"error": "That already exists", "code": "conflict", "existing_id": 3}
+
+
+async def test_unexpected_error_is_a_500_without_internals(client: httpx.AsyncClient) -> None:
+    response = await client.get("/boom")
+    assert response.status_code == 500
+    assert response.json() == {"error": "Internal server error", "code": "internal_error"}
+
+
+async def test_malformed_json_is_a_4xx_in_the_envelope(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    key = await make_key(db_engine, AccessLevel.WRITE)
+    response = await client.post(
+        "/things",
+        content=b"{not json",
+        headers={**bearer(key), "content-type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert response.json()["code"] == "validation_error"
+
+
+async def test_wrong_types_are_a_4xx_naming_the_field(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    key = await make_key(db_engine, AccessLevel.WRITE)
+    response = await client.post(
+        "/things", json={"name": "a", "count": "many"}, headers=bearer(key)
+    )
+    assert response.status_code == 422
+    assert "body.count" in response.json()["error"]
+
+
+async def test_body_over_the_limit_gets_413(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    key = await make_key(db_engine, AccessLevel.WRITE)
+    response = await client.post(
+        "/things", json={"name": "x" * 2000, "count": 1}, headers=bearer(key)
+    )
+    assert response.status_code == 413
+    assert response.json()["code"] == "payload_too_large"
+
+
+async def test_unknown_route_is_a_404_in_the_envelope(client: httpx.AsyncClient) -> None:
+    response = await client.get("/nowhere")
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+
+
+async def test_health_and_readiness_answer(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    for _ in range(50):
+        ready = await client.get("/readyz")
+        if ready.status_code == 200:
+            break
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ready", "checks": {"database": True, "nats": True}}
+
+
+async def test_readiness_is_503_when_the_database_is_unreachable(
+    kit_settings: ServiceSettings,
+) -> None:
+    broken = kit_settings.model_copy(
+        update={"database_url": "postgresql://postgres@127.0.0.1:1/none"}
+    )
+    async with serve_app(build_app(broken)) as http:
+        response = await http.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["database"] is False
+
+
+async def test_request_id_is_echoed_or_generated(client: httpx.AsyncClient) -> None:
+    given = await client.get("/healthz", headers={"X-Request-ID": "abc-123"})
+    assert given.headers["x-request-id"] == "abc-123"
+    generated = await client.get("/healthz", headers={"X-Request-ID": "bad id with spaces"})
+    assert len(generated.headers["x-request-id"]) == 32
+
+
+async def test_metrics_count_requests_by_route_template(client: httpx.AsyncClient) -> None:
+    await client.get("/healthz")
+    metrics = (await client.get("/metrics")).text
+    assert 'http_requests_total{method="GET",route="/healthz",status="200"}' in metrics
+    assert "http_request_duration_seconds_bucket" in metrics

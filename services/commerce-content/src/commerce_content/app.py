@@ -1,0 +1,29 @@
+"""`create_app(settings)`: the commerce-content HTTP API."""
+
+from fastapi import FastAPI
+from servicekit.auth.endpoints import api_keys_router
+from servicekit.web.app import create_service_app
+
+from commerce_content import __version__
+from commerce_content.errors import ResourceErrorBody, render_error
+from commerce_content.events import registry
+from commerce_content.settings import Settings
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(settings: Settings) -> FastAPI:
+    app = create_service_app(
+        settings,
+        title="commerce-content",
+        description=(
+            "Resource API, checkout and payments, search, contact, admin action, "
+            "product content API and GraphQL."
+        ),
+        version=__version__,
+        render_error=render_error,
+        validation_status=400,
+        registry=registry,
+    )
+    app.include_router(api_keys_router(ResourceErrorBody), prefix=API_PREFIX)
+    return app

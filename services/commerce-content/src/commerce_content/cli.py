@@ -1,0 +1,52 @@
+"""The `commerce-content` console script, with `tokens create` for bearer JWTs."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from servicekit.auth.jwt import JWTCodec
+from servicekit.cli import ExtraCommand, ServiceCLI
+
+from commerce_content.app import create_app
+from commerce_content.settings import Settings
+from commerce_content.worker import run
+
+MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+ROLES = ("admin", "manager", "user", "guest")
+
+
+def configure_tokens(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="tokens_command", required=True)
+    create = actions.add_parser("create", help="issue an HS256 JWT; prints it as the last line")
+    create.add_argument("--sub", required=True, help="the user id")
+    create.add_argument("--role", required=True, choices=ROLES)
+    create.add_argument("--ttl", type=int, help="lifetime in seconds (default: settings)")
+
+
+def create_token(settings: Settings, args: argparse.Namespace) -> int:
+    codec = JWTCodec(
+        settings.jwt_secret.get_secret_value(),
+        issuer=settings.jwt_issuer,
+        audience=settings.jwt_audience,
+        ttl_seconds=settings.jwt_ttl_seconds,
+    )
+    print(codec.issue(args.sub, {"role": args.role}, ttl_seconds=args.ttl))
+    return 0
+
+
+cli = ServiceCLI(
+    name="commerce-content",
+    settings=Settings,
+    app=create_app,
+    worker=run,
+    migrations=MIGRATIONS,
+    extra=[ExtraCommand("tokens", "issue bearer JWTs", configure_tokens, create_token)],
+)
+
+
+def main() -> None:
+    sys.exit(cli.main())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Settings of commerce-content, read from `COMMERCE_CONTENT_*` (bare `DATABASE_URL`,
+`NATS_URL`, `SMTP_URL` as fall-backs). The names outside parties rely on are fixed by
+ARCHITECTURE.md."""
+
+from typing import ClassVar, Literal
+
+from pydantic import SecretStr
+from pydantic_settings import SettingsConfigDict
+from servicekit.settings import ServiceSettings
+
+
+class Settings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="COMMERCE_CONTENT_")
+    service_name: ClassVar[str] = "commerce-content"
+
+    port: int = 8003
+    database_url: str = "postgresql://postgres@127.0.0.1:15432/commerce_content"
+    api_key_prefix: str = "cck"
+
+    jwt_secret: SecretStr = SecretStr("dev-insecure-commerce-jwt-secret-0123456789")
+    jwt_issuer: str = "commerce-content"
+    jwt_audience: str = "commerce-content"
+    jwt_ttl_seconds: int = 3600
+
+    frontend_url: str = "http://localhost:5173"
+    frontend_origin: str = "http://localhost:5173"
+    content_api_key: SecretStr = SecretStr("dev-insecure-content-api-key")
+    content_webhook_url: str | None = None
+    payment_provider: Literal["sandbox", "stripe"] = "sandbox"
+    payment_webhook_secret: SecretStr = SecretStr("dev-insecure-payment-webhook-secret")
+    currency: str = "usd"

@@ -1,0 +1,4 @@
+from scraper_manager.models import metadata
+from servicekit.db.migrations import run_migrations
+
+run_migrations(metadata)

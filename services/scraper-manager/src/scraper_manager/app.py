@@ -1,0 +1,26 @@
+"""`create_app(settings)`: the scraper-manager HTTP API."""
+
+from fastapi import FastAPI
+from servicekit.auth.endpoints import api_keys_router
+from servicekit.web.app import create_service_app
+
+from scraper_manager import __version__
+from scraper_manager.errors import ErrorBody, render_error
+from scraper_manager.events import registry
+from scraper_manager.settings import Settings
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(settings: Settings) -> FastAPI:
+    app = create_service_app(
+        settings,
+        title="scraper-manager",
+        description="Register, schedule, run, stop and monitor scrapers.",
+        version=__version__,
+        render_error=render_error,
+        validation_status=422,
+        registry=registry,
+    )
+    app.include_router(api_keys_router(ErrorBody), prefix=API_PREFIX)
+    return app

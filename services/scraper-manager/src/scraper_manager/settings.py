@@ -1,0 +1,16 @@
+"""Settings of scraper-manager, read from `SCRAPER_MANAGER_*` (bare `DATABASE_URL`,
+`NATS_URL`, `SMTP_URL` as fall-backs)."""
+
+from typing import ClassVar
+
+from pydantic_settings import SettingsConfigDict
+from servicekit.settings import ServiceSettings
+
+
+class Settings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="SCRAPER_MANAGER_")
+    service_name: ClassVar[str] = "scraper-manager"
+
+    port: int = 8002
+    database_url: str = "postgresql://postgres@127.0.0.1:15432/scraper_manager"
+    api_key_prefix: str = "smk"
