@@ -28,7 +28,7 @@ def kit_settings(database_url: str, nats_url: str) -> ServiceSettings:
 async def nats_client(nats_url: str) -> AsyncIterator[NatsClient]:
     client = await nats.connect(nats_url)
     yield client
-    await client.drain()
+    await client.close()
 
 
 @pytest.fixture(scope="session")
