@@ -7,6 +7,7 @@ import uuid
 import nats
 import pytest
 from factories import unique_event_type
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.events import record_event
@@ -24,12 +25,10 @@ def relay_for(engine: AsyncEngine, js: JetStreamContext, settings: ServiceSettin
     )
 
 
-async def messages_on(
-    js: JetStreamContext, subject: str, expected: int = 1
-) -> list[nats.aio.msg.Msg]:
+async def messages_on(js: JetStreamContext, subject: str, expected: int = 1) -> list[Msg]:
     """Every message on `subject`, read with an ephemeral consumer."""
     sub = await js.pull_subscribe(subject, stream="EVENTS")
-    received: list[nats.aio.msg.Msg] = []
+    received: list[Msg] = []
     try:
         while True:
             batch = await sub.fetch(100, timeout=1.0)

@@ -1,0 +1,59 @@
+# Two commands on a fresh machine with Python 3.11+ and make: `make run` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PYTHON ?= python3
+# uv from PATH, else a private copy installed with pip into .tools/
+UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
+RUN := $(UV) run --frozen
+SERVICES := webhook-hub scraper-manager commerce-content
+PYTEST := $(RUN) pytest -p no:cacheprovider
+
+.PHONY: help install run test test-unit lint fmt migrate clean
+
+help:
+	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
+	@echo "make test     lint, then every test"
+	@echo "make lint     ruff, ruff format --check, mypy --strict"
+	@echo "make fmt      format and auto-fix"
+	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
+	@echo "make clean    remove the dev data (.data/) and caches"
+
+$(CURDIR)/.tools/bin/uv:
+	$(PYTHON) -m venv $(CURDIR)/.tools
+	$(CURDIR)/.tools/bin/pip install --quiet uv
+
+.venv/.synced: $(UV) uv.lock pyproject.toml libs/servicekit/pyproject.toml $(wildcard services/*/pyproject.toml) tests-e2e/pyproject.toml
+	$(UV) sync --frozen --all-packages
+	@touch $@
+
+install: .venv/.synced
+
+run: install
+	$(RUN) python deploy/local/stack.py
+
+lint: install
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+	$(RUN) mypy libs/servicekit/src services/*/src deploy/local
+	@# Test folders share module names (conftest), so each is checked on its own.
+	@for d in libs/servicekit/tests $(addprefix services/,$(addsuffix /tests,$(SERVICES))); do \
+		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml .) || exit 1; done
+
+# One pair of embedded servers for the whole suite; each pytest run gets its own databases.
+test: lint
+	$(RUN) python -m servicekit.embedded -- $(MAKE) --no-print-directory test-unit
+
+test-unit: install
+	$(PYTEST) libs/servicekit/tests
+	@for s in $(SERVICES); do (cd services/$$s && $(PYTEST) tests) || exit 1; done
+
+fmt: install
+	$(RUN) ruff check --fix .
+	$(RUN) ruff format .
+
+migrate: install
+	@for s in $(SERVICES); do $(RUN) $$s migrate --create-database || exit 1; done
+
+clean:
+	rm -rf .data .mypy_cache .ruff_cache .pytest_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
