@@ -37,7 +37,7 @@ lint: install
 	$(RUN) mypy libs/servicekit/src services/*/src deploy/local
 	@# Test folders share module names (conftest), so each is checked on its own.
 	@for d in libs/servicekit/tests $(addprefix services/,$(addsuffix /tests,$(SERVICES))); do \
-		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml .) || exit 1; done
+		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .) || exit 1; done
 
 # One pair of embedded servers for the whole suite; each pytest run gets its own databases.
 test: lint

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel
 from servicekit.auth import AccessLevel
 from servicekit.auth.dependencies import ReadPrincipal, WritePrincipal
+from servicekit.auth.endpoints import api_keys_router
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import create_session_factory
 from servicekit.settings import ServiceSettings
@@ -20,6 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 def flat_envelope(error: ServiceError, request: Request) -> dict[str, Any]:
     return {"error": error.message, "code": error.code, **error.extra}
+
+
+class ErrorBody(BaseModel):
+    error: str
+    code: str
 
 
 class Echo(BaseModel):
@@ -55,6 +61,7 @@ def build_app(settings: ServiceSettings) -> Any:
         raise RuntimeError("internal detail that must not leak")
 
     app.include_router(router)
+    app.include_router(api_keys_router(ErrorBody))
     return app
 
 
@@ -194,3 +201,71 @@ async def test_metrics_count_requests_by_route_template(client: httpx.AsyncClien
     metrics = (await client.get("/metrics")).text
     assert 'http_requests_total{method="GET",route="/healthz",status="200"}' in metrics
     assert "http_request_duration_seconds_bucket" in metrics
+
+
+async def test_streamed_body_over_the_limit_gets_413(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    key = await make_key(db_engine, AccessLevel.WRITE)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"name": "'
+        for _ in range(10):
+            yield b"x" * 200
+        yield b'", "count": 1}'
+
+    response = await client.post(
+        "/things", content=chunks(), headers={**bearer(key), "content-type": "application/json"}
+    )
+    assert response.status_code == 413
+    assert response.json()["code"] == "payload_too_large"
+
+
+async def test_admin_creates_lists_and_revokes_keys_of_its_own_owner(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    admin = await make_key(db_engine, AccessLevel.ADMIN, owner="initech")
+    created = await client.post(
+        "/api-keys", json={"level": "read", "description": "dashboards"}, headers=bearer(admin)
+    )
+    assert created.status_code == 201
+    body = created.json()
+    assert body["owner"] == "initech"
+    assert body["key"].startswith("key_")
+    assert (await client.get("/api-keys/me", headers=bearer(body["key"]))).status_code == 200
+
+    listed = (await client.get("/api-keys", headers=bearer(admin))).json()
+    assert {item["id"] for item in listed} >= {body["id"]}
+    assert all("key" not in item for item in listed)
+
+    revoked = await client.delete(f"/api-keys/{body['id']}", headers=bearer(admin))
+    assert revoked.status_code == 204
+    assert (await client.get("/api-keys/me", headers=bearer(body["key"]))).status_code == 401
+
+
+async def test_another_owners_key_is_not_found(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    ours = await make_key(db_engine, AccessLevel.ADMIN, owner="owner-one")
+    theirs = await make_key(db_engine, AccessLevel.ADMIN, owner="owner-two")
+    their_id = (await client.get("/api-keys/me", headers=bearer(theirs))).json()["key_id"]
+    response = await client.delete(f"/api-keys/{their_id}", headers=bearer(ours))
+    assert response.status_code == 404
+    assert (await client.get("/api-keys/me", headers=bearer(theirs))).status_code == 200
+
+
+async def test_a_key_cannot_revoke_itself(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    admin = await make_key(db_engine, AccessLevel.ADMIN)
+    own_id = (await client.get("/api-keys/me", headers=bearer(admin))).json()["key_id"]
+    response = await client.delete(f"/api-keys/{own_id}", headers=bearer(admin))
+    assert response.status_code == 409
+
+
+async def test_creating_a_key_with_an_unknown_level_is_refused(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    admin = await make_key(db_engine, AccessLevel.ADMIN)
+    response = await client.post("/api-keys", json={"level": "root"}, headers=bearer(admin))
+    assert response.status_code == 422

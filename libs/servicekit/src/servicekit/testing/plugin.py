@@ -4,6 +4,7 @@ worker built by the service's own migrations, a rolled-back session per test, re
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -22,15 +23,19 @@ from servicekit.testing.servers import nats_server, postgres_server
 
 
 @pytest.fixture(scope="session")
-def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with postgres_server(tmp_path_factory.mktemp("servers")) as url:
-        yield url
+def postgres_server_url() -> Iterator[str]:
+    # Not under pytest's basetemp: pytest prunes old basetemps, which would pull the data
+    # directory from under a server another concurrent run still uses.
+    with tempfile.TemporaryDirectory(prefix="servicekit-pg-") as workdir:
+        with postgres_server(Path(workdir)) as url:
+            yield url
 
 
 @pytest.fixture(scope="session")
-def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with nats_server(tmp_path_factory.mktemp("servers")) as url:
-        yield url
+def nats_url() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="servicekit-nats-") as workdir:
+        with nats_server(Path(workdir)) as url:
+            yield url
 
 
 @pytest.fixture(scope="session")
@@ -92,9 +97,10 @@ def smtp_server() -> Iterator[SmtpServer]:
 
 
 @pytest.fixture
-def restartable_nats(tmp_path: Path) -> Iterator[EmbeddedNats]:
+def restartable_nats() -> Iterator[EmbeddedNats]:
     """A NATS server of the test's own, which the test may stop and start again."""
-    server = EmbeddedNats(tmp_path / "nats")
-    server.start()
-    yield server
-    server.stop()
+    with tempfile.TemporaryDirectory(prefix="servicekit-nats-") as workdir:
+        server = EmbeddedNats(Path(workdir) / "nats")
+        server.start()
+        yield server
+        server.stop()
