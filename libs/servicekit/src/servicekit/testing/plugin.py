@@ -26,16 +26,20 @@ from servicekit.testing.servers import nats_server, postgres_server
 def postgres_server_url() -> Iterator[str]:
     # Not under pytest's basetemp: pytest prunes old basetemps, which would pull the data
     # directory from under a server another concurrent run still uses.
-    with tempfile.TemporaryDirectory(prefix="servicekit-pg-") as workdir:
-        with postgres_server(Path(workdir)) as url:
-            yield url
+    with (
+        tempfile.TemporaryDirectory(prefix="servicekit-pg-") as workdir,
+        postgres_server(Path(workdir)) as url,
+    ):
+        yield url
 
 
 @pytest.fixture(scope="session")
 def nats_url() -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="servicekit-nats-") as workdir:
-        with nats_server(Path(workdir)) as url:
-            yield url
+    with (
+        tempfile.TemporaryDirectory(prefix="servicekit-nats-") as workdir,
+        nats_server(Path(workdir)) as url,
+    ):
+        yield url
 
 
 @pytest.fixture(scope="session")
