@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 from commerce_content.settings import Settings
 from servicekit.auth.jwt import JWTCodec
 from servicekit.testing.conformance import run_cli
@@ -22,10 +23,9 @@ def test_tokens_create_prints_a_jwt_with_subject_and_role(service_settings: Sett
     assert claims["role"] == "manager"
 
 
-async def test_errors_outside_the_resource_api_use_the_plain_envelope(client: object) -> None:
-    import httpx
-
-    assert isinstance(client, httpx.AsyncClient)
+async def test_errors_outside_the_resource_api_use_the_plain_envelope(
+    client: httpx.AsyncClient,
+) -> None:
     response = await client.get("/api/nowhere")
     assert response.status_code == 404
     assert response.json() == {"error": "Not Found"}

@@ -1,50 +1,28 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from scraper_manager.app import create_app
 from scraper_manager.cli import MIGRATIONS
 from scraper_manager.settings import Settings
-from servicekit.testing import serve_app
+from servicekit.testing.service import ServiceUnderTest
+
+
+def error_text(body: dict[str, Any]) -> str:
+    """The flat envelope: `{"error": <text>, "code": <code>}`."""
+    assert set(body) >= {"error", "code"}
+    assert isinstance(body["error"], str)
+    return str(body["error"])
 
 
 @pytest.fixture(scope="session")
-def migrations_dir() -> Path:
-    return MIGRATIONS
-
-
-@pytest.fixture(scope="session")
-def service_settings(database_url: str, nats_url: str) -> Settings:
-    return Settings(database_url=database_url, nats_url=nats_url, log_json=False)
-
-
-@pytest.fixture
-async def client(service_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    async with serve_app(create_app(service_settings)) as http:
-        yield http
-
-
-@pytest.fixture(scope="session")
-def service_command() -> str:
-    return "scraper-manager"
-
-
-@pytest.fixture(scope="session")
-def api_prefix() -> str:
-    return "/api/v1"
-
-
-@pytest.fixture(scope="session")
-def error_text() -> Any:
-    """scraper-manager's envelope: `{"error": <text>, "code": <code>}`."""
-
-    def read(body: dict[str, Any]) -> str:
-        assert set(body) >= {"error", "code"}
-        assert isinstance(body["error"], str)
-        return str(body["error"])
-
-    return read
+def service() -> ServiceUnderTest:
+    return ServiceUnderTest(
+        command="scraper-manager",
+        settings=Settings,
+        create_app=create_app,
+        migrations=MIGRATIONS,
+        api_prefix="/api/v1",
+        error_text=error_text,
+    )

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
@@ -18,8 +20,11 @@ from servicekit.db.engine import to_async_url
 from servicekit.db.migrations import upgrade
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.embedded.smtp import SmtpServer
+from servicekit.settings import ServiceSettings
+from servicekit.testing.app import serve_app
 from servicekit.testing.receiver import HttpReceiver
 from servicekit.testing.servers import nats_server, postgres_server
+from servicekit.testing.service import ServiceUnderTest
 
 
 @pytest.fixture(scope="session")
@@ -43,9 +48,53 @@ def nats_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def migrations_dir() -> Path | None:
-    """A service's conftest overrides this with its `migrations/` folder."""
+def service() -> ServiceUnderTest | None:
+    """A service's conftest overrides this to describe itself; the fixtures below follow."""
     return None
+
+
+@pytest.fixture(scope="session")
+def migrations_dir(service: ServiceUnderTest | None) -> Path | None:
+    return None if service is None else service.migrations
+
+
+def _described(service: ServiceUnderTest | None) -> ServiceUnderTest:
+    if service is None:
+        raise pytest.UsageError("override the `service` fixture to use service fixtures")
+    return service
+
+
+@pytest.fixture(scope="session")
+def service_settings(
+    service: ServiceUnderTest | None, database_url: str, nats_url: str
+) -> ServiceSettings:
+    return _described(service).settings(
+        database_url=database_url, nats_url=nats_url, log_json=False
+    )
+
+
+@pytest.fixture
+async def client(
+    service: ServiceUnderTest | None, service_settings: ServiceSettings
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The service's app with its lifespan running, and an HTTP client for it."""
+    async with serve_app(_described(service).create_app(service_settings)) as http:
+        yield http
+
+
+@pytest.fixture(scope="session")
+def service_command(service: ServiceUnderTest | None) -> str:
+    return _described(service).command
+
+
+@pytest.fixture(scope="session")
+def api_prefix(service: ServiceUnderTest | None) -> str:
+    return _described(service).api_prefix
+
+
+@pytest.fixture(scope="session")
+def error_text(service: ServiceUnderTest | None) -> Callable[[Any], str]:
+    return _described(service).error_text
 
 
 @pytest.fixture(scope="session")
