@@ -35,7 +35,7 @@ async def messages_on(js: JetStreamContext, subject: str, expected: int = 1) -> 
             received.extend(batch)
             for msg in batch:
                 await msg.ack()
-    except nats.errors.TimeoutError:
+    except TimeoutError:  # nats-py's own or a bare asyncio one
         pass
     finally:
         await sub.unsubscribe()

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import nats.errors
 import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -90,7 +89,8 @@ class EventConsumer:
             msgs: list[Msg] = await self._subscription.fetch(
                 self._batch_size, timeout=self._fetch_timeout
             )
-        except nats.errors.TimeoutError:
+        except TimeoutError:
+            # nats-py raises its own TimeoutError or a bare asyncio one; both mean "nothing".
             return 0
         await self.process(msgs)
         return len(msgs)
