@@ -1,13 +1,18 @@
 """`create_app(settings)`: the webhook-hub HTTP API."""
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from servicekit.auth.endpoints import api_keys_router
 from servicekit.web.app import create_service_app
 
 from webhook_hub import __version__
+from webhook_hub.deliveries.endpoints import router as deliveries_router
+from webhook_hub.dependencies import http_resources
 from webhook_hub.errors import ErrorBody, render_error
+from webhook_hub.event_types.endpoints import router as event_types_router
 from webhook_hub.events import registry
+from webhook_hub.producer_events.endpoints import router as producer_events_router
 from webhook_hub.settings import Settings
+from webhook_hub.subscriptions.endpoints import router as subscriptions_router
 
 API_PREFIX = "/webhooks"
 
@@ -22,6 +27,13 @@ def create_app(settings: Settings) -> FastAPI:
         validation_status=422,
         registry=registry,
         max_body_bytes=settings.max_request_body_bytes,
+        resources=[http_resources],
     )
-    app.include_router(api_keys_router(ErrorBody), prefix=API_PREFIX)
+    api = APIRouter(prefix=API_PREFIX)
+    api.include_router(subscriptions_router)
+    api.include_router(deliveries_router)
+    api.include_router(event_types_router)
+    api.include_router(producer_events_router)
+    api.include_router(api_keys_router(ErrorBody))
+    app.include_router(api)
     return app

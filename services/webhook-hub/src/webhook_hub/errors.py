@@ -20,3 +20,20 @@ class ErrorBody(BaseModel):
 
 def render_error(error: ServiceError, request: Request) -> dict[str, Any]:
     return {"error": error.message, "code": error.code, **error.extra}
+
+
+def _declared(status: int, description: str) -> dict[str, Any]:
+    return {"model": ErrorBody, "description": description}
+
+
+AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: _declared(401, "Missing or invalid API key"),
+    403: _declared(403, "The key's level is too low"),
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: _declared(404, "No such resource (or not yours)")
+}
+INVALID: dict[int | str, dict[str, Any]] = {
+    413: _declared(413, "Request body too large"),
+    422: _declared(422, "Invalid body, unknown event types, or refused endpoint"),
+}

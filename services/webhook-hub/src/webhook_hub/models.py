@@ -1,9 +1,147 @@
 """Tables of webhook-hub. The foundation tables (API keys, outbox, processed events) come from
-servicekit; the service's own tables are added here by later migrations."""
+servicekit; their DDL is in the first migration, these in the second."""
 
-from servicekit.db.models import ApiKey, OutboxEvent, ProcessedEvent
-from sqlmodel import SQLModel
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from servicekit.db.models import ApiKey, OutboxEvent, ProcessedEvent, utcnow
+from sqlalchemy.dialects import postgresql
+from sqlmodel import Field, SQLModel
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiKey", "OutboxEvent", "ProcessedEvent", "metadata"]
+
+def _tz(**kwargs: Any) -> Any:
+    return Field(sa_type=sa.DateTime(timezone=True), **kwargs)
+
+
+class Consumer(SQLModel, table=True):
+    """Who subscriptions belong to: an API key's owner, or a tenant a service subscribed for."""
+
+    __tablename__ = "consumers"
+
+    owner: str = Field(primary_key=True, max_length=200)
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, unique=True)
+    email: str | None = Field(default=None, max_length=320)
+    created_at: datetime = _tz(default_factory=utcnow)
+
+
+class EventType(SQLModel, table=True):
+    __tablename__ = "event_types"
+
+    name: str = Field(primary_key=True, max_length=200)
+    description: str = Field(default="")
+    example_payload: dict[str, Any] = Field(
+        default_factory=dict, sa_column=sa.Column(postgresql.JSONB(), nullable=False)
+    )
+    schema_: dict[str, Any] = Field(
+        default_factory=dict,
+        sa_column=sa.Column("schema", postgresql.JSONB(), nullable=False),
+    )
+    source: str = Field(default="", max_length=200)
+    is_active: bool = True
+    updated_at: datetime = _tz(default_factory=utcnow)
+
+
+class Subscription(SQLModel, table=True):
+    __tablename__ = "subscriptions"
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    consumer_id: uuid.UUID = Field(index=True)
+    owner: str = Field(max_length=200, index=True)
+    endpoint_url: str = Field(max_length=2048)
+    secret: str = Field(max_length=64)
+    description: str | None = None
+    events: list[str] = Field(sa_column=sa.Column(postgresql.ARRAY(sa.String(200)), nullable=False))
+    is_active: bool = True
+    headers: dict[str, str] = Field(
+        default_factory=dict, sa_column=sa.Column(postgresql.JSONB(), nullable=False)
+    )
+    timeout_seconds: int = 10
+    created_at: datetime = _tz(default_factory=utcnow)
+    updated_at: datetime = _tz(default_factory=utcnow)
+    last_delivery_at: datetime | None = _tz(default=None)
+    failure_count: int = 0
+    disabled_at: datetime | None = _tz(default=None)
+    disabled_reason: str | None = None
+    secret_old: str | None = Field(default=None, max_length=64)
+    secret_rotated_at: datetime | None = _tz(default=None)
+    # The service that asked for it over NATS (scraper-manager), or null for the HTTP API.
+    created_by_source: str | None = Field(default=None, max_length=200)
+
+
+class Delivery(SQLModel, table=True):
+    """One event for one subscription: created once, attempted until it succeeds or gives up."""
+
+    __tablename__ = "deliveries"
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    subscription_id: uuid.UUID = Field(foreign_key="subscriptions.id", ondelete="CASCADE")
+    event_id: uuid.UUID
+    event_type: str = Field(max_length=200)
+    payload: dict[str, Any] = Field(sa_column=sa.Column(postgresql.JSONB(), nullable=False))
+    event_time: datetime = _tz(default_factory=utcnow)
+    status: str = Field(default="pending", max_length=16)
+    attempts: int = 0
+    next_attempt_at: datetime | None = _tz(default_factory=utcnow)
+    lease_until: datetime | None = _tz(default=None)
+    last_attempt_at: datetime | None = _tz(default=None)
+    last_status_code: int | None = None
+    last_error: str | None = None
+    created_at: datetime = _tz(default_factory=utcnow)
+    completed_at: datetime | None = _tz(default=None)
+
+
+class DeliveryAttempt(SQLModel, table=True):
+    __tablename__ = "delivery_attempts"
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    delivery_id: uuid.UUID = Field(foreign_key="deliveries.id", ondelete="CASCADE", index=True)
+    attempted_at: datetime = _tz(default_factory=utcnow)
+    status_code: int | None = None
+    response_body: str | None = None
+    duration_ms: int = 0
+    error: str | None = None
+
+
+class IdempotencyKey(SQLModel, table=True):
+    __tablename__ = "idempotency_keys"
+
+    owner: str = Field(primary_key=True, max_length=200)
+    key: str = Field(primary_key=True, max_length=200)
+    event_id: uuid.UUID
+    created_at: datetime = _tz(default_factory=utcnow)
+
+
+class MailMessage(SQLModel, table=True):
+    """Mail to send, written in the transaction that decided it, sent by the worker."""
+
+    __tablename__ = "mail_outbox"
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    recipient: str = Field(max_length=320)
+    subject: str = Field(max_length=500)
+    body: str
+    created_at: datetime = _tz(default_factory=utcnow)
+    sent_at: datetime | None = _tz(default=None)
+    attempts: int = 0
+    last_error: str | None = None
+
+
+__all__ = [
+    "ApiKey",
+    "Consumer",
+    "Delivery",
+    "DeliveryAttempt",
+    "EventType",
+    "IdempotencyKey",
+    "MailMessage",
+    "OutboxEvent",
+    "ProcessedEvent",
+    "Subscription",
+    "metadata",
+]

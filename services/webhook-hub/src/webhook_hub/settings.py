@@ -3,8 +3,12 @@
 
 from typing import ClassVar
 
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 from servicekit.settings import ServiceSettings
+
+# 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: the schedule Svix publishes, about 28 h in all.
+DEFAULT_RETRY_SCHEDULE = [5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0]
 
 
 class Settings(ServiceSettings):
@@ -15,3 +19,26 @@ class Settings(ServiceSettings):
     database_url: str = "postgresql://postgres@127.0.0.1:15432/webhook_hub"
     api_key_prefix: str = "whk"
     max_request_body_bytes: int = 256 * 1024
+
+    retry_schedule_seconds: list[float] = Field(default_factory=lambda: DEFAULT_RETRY_SCHEDULE)
+    retry_jitter: float = 0.2
+    retry_after_cap_seconds: float = 86400.0
+    failure_threshold: int = 100
+    secret_transition_seconds: int = 600
+    per_subscription_concurrency: int = 16
+    delivery_concurrency: int = 512
+    delivery_claim_batch: int = 1000
+    delivery_poll_seconds: float = 1.0
+    response_body_limit: int = 4096
+    dispatch_batch_size: int = 500
+    probe_timeout_seconds: float = 3.0
+    user_agent: str = "webhook-hub/0.1 (+https://www.standardwebhooks.com)"
+    # Networks endpoints may resolve to in production despite the SSRF guard (e.g. 10.0.0.0/8).
+    allowed_networks: list[str] = Field(default_factory=list)
+    # The guard is on in production; tests and development may switch it on explicitly.
+    ssrf_protection: bool | None = None
+    idempotency_window_hours: float = 24.0
+
+    @property
+    def ssrf_guard_enabled(self) -> bool:
+        return self.is_production if self.ssrf_protection is None else self.ssrf_protection

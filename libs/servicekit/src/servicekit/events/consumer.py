@@ -19,7 +19,7 @@ from servicekit.events.envelope import CloudEvent
 
 logger = structlog.get_logger(__name__)
 
-BatchHandler = Callable[[AsyncSession, Sequence[CloudEvent]], Awaitable[None]]
+BatchHandler = Callable[[AsyncSession, Sequence[CloudEvent]], Awaitable[object]]
 
 _MARK_PROCESSED = text(
     """

@@ -23,6 +23,8 @@ async def record_event(
     type: str,
     data: BaseModel | dict[str, Any],
     tenant: str | None = None,
+    *,
+    event_id: uuid.UUID | None = None,
 ) -> uuid.UUID:
     """Add an outbox row to the session's transaction and wake the relay when it commits.
 
@@ -31,7 +33,13 @@ async def record_event(
     if not _TYPE_RE.match(type):
         raise ValueError(f"event type {type!r} is not of the form <resource>.<action>")
     payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-    event = OutboxEvent(type=type, tenant=tenant, data=payload, occurred_at=datetime.now(UTC))
+    event = OutboxEvent(
+        id=event_id or uuid.uuid4(),
+        type=type,
+        tenant=tenant,
+        data=payload,
+        occurred_at=datetime.now(UTC),
+    )
     session.add(event)
     await session.flush()
     # NOTIFY inside a transaction is delivered at commit, and never for a rollback.

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
@@ -21,7 +21,9 @@ from servicekit.web.middleware import (
     RequestIdMiddleware,
 )
 
-StartupHook = Callable[[FastAPI, ServiceRuntime], Awaitable[None]]
+# Resources an app holds for its lifetime (an HTTP client pool, say): opened at startup,
+# closed at shutdown, in reverse order.
+AppResource = Callable[[FastAPI, ServiceRuntime], AbstractAsyncContextManager[None]]
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 
@@ -35,7 +37,7 @@ def create_service_app(
     validation_status: int = 422,
     registry: EventTypeRegistry | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    startup_hooks: Sequence[StartupHook] = (),
+    resources: Sequence[AppResource] = (),
 ) -> FastAPI:
     """An app with the lifespan (DB engine, NATS), error envelope, health, metrics and ids.
 
@@ -49,9 +51,10 @@ def create_service_app(
         app.state.runtime = runtime
         app.state.session_factory = runtime.session_factory
         try:
-            for hook in startup_hooks:
-                await hook(app, runtime)
-            yield
+            async with AsyncExitStack() as stack:
+                for resource in resources:
+                    await stack.enter_async_context(resource(app, runtime))
+                yield
         finally:
             await runtime.close()
 

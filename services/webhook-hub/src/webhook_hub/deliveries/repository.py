@@ -1,0 +1,119 @@
+"""Queries on `deliveries` and `delivery_attempts`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text, tuple_, update
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from webhook_hub.models import Delivery, DeliveryAttempt, Subscription
+
+DELIVERIES_CHANNEL = "webhook_deliveries"
+
+
+async def wake_delivery_workers(session: AsyncSession) -> None:
+    """Delivered at commit, so workers look for due deliveries right away."""
+    connection = await session.connection()
+    await connection.execute(text(f"NOTIFY {DELIVERIES_CHANNEL}"))
+
+
+class DeliveryRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def add(
+        self,
+        subscription_id: uuid.UUID,
+        *,
+        event_id: uuid.UUID,
+        event_type: str,
+        payload: dict[str, Any],
+        event_time: datetime,
+    ) -> Delivery:
+        delivery = Delivery(
+            subscription_id=subscription_id,
+            event_id=event_id,
+            event_type=event_type,
+            payload=payload,
+            event_time=event_time,
+        )
+        self.session.add(delivery)
+        await self.session.flush()
+        await wake_delivery_workers(self.session)
+        return delivery
+
+    async def get_owned(self, delivery_id: uuid.UUID, owner: str) -> Delivery | None:
+        statement = (
+            select(Delivery)
+            .join(Subscription, col(Subscription.id) == col(Delivery.subscription_id))
+            .where(Delivery.id == delivery_id, Subscription.owner == owner)
+        )
+        return (await self.session.exec(statement)).first()
+
+    async def attempts_of(self, delivery_id: uuid.UUID) -> Sequence[DeliveryAttempt]:
+        statement = (
+            select(DeliveryAttempt)
+            .where(DeliveryAttempt.delivery_id == delivery_id)
+            .order_by(col(DeliveryAttempt.attempted_at))
+        )
+        return (await self.session.exec(statement)).all()
+
+    async def page(
+        self,
+        subscription_id: uuid.UUID,
+        *,
+        limit: int,
+        after: tuple[datetime, uuid.UUID] | None,
+        status: str | None,
+        event_type: str | None,
+    ) -> Sequence[Delivery]:
+        statement = select(Delivery).where(Delivery.subscription_id == subscription_id)
+        if after is not None:
+            statement = statement.where(
+                tuple_(col(Delivery.created_at), col(Delivery.id)) < tuple_(*after)
+            )
+        if status is not None:
+            statement = statement.where(Delivery.status == status)
+        if event_type is not None:
+            statement = statement.where(Delivery.event_type == event_type)
+        statement = statement.order_by(
+            col(Delivery.created_at).desc(), col(Delivery.id).desc()
+        ).limit(limit)
+        return (await self.session.exec(statement)).all()
+
+    async def schedule_now(self, delivery: Delivery) -> None:
+        """Attempt again now, whatever its state; its attempt history stays."""
+        delivery.status = "pending"
+        delivery.next_attempt_at = await self._now()
+        delivery.lease_until = None
+        delivery.completed_at = None
+        self.session.add(delivery)
+        await self.session.flush()
+        await wake_delivery_workers(self.session)
+
+    async def reschedule_failed_since(self, subscription_id: uuid.UUID, since: datetime) -> int:
+        statement = (
+            update(Delivery)
+            .where(
+                col(Delivery.subscription_id) == subscription_id,
+                col(Delivery.status) == "failed",
+                col(Delivery.created_at) >= since,
+            )
+            .values(
+                status="pending", next_attempt_at=text("now()"), lease_until=None, completed_at=None
+            )
+        )
+        result = await self.session.exec(statement)
+        await wake_delivery_workers(self.session)
+        return int(result.rowcount or 0)
+
+    async def _now(self) -> datetime:
+        connection = await self.session.connection()
+        value = await connection.scalar(text("SELECT now()"))
+        assert isinstance(value, datetime)
+        return value

@@ -1,0 +1,69 @@
+"""The delivery log as a consumer sees it: listing, inspecting, retrying, recovering."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from servicekit.web.errors import NotFound
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from webhook_hub.deliveries.repository import DeliveryRepository
+from webhook_hub.models import Delivery, DeliveryAttempt
+from webhook_hub.pagination import decode_cursor, encode_cursor
+from webhook_hub.subscriptions.repository import SubscriptionRepository
+
+
+class DeliveryService:
+    def __init__(self, session: AsyncSession) -> None:
+        self.deliveries = DeliveryRepository(session)
+        self.subscriptions = SubscriptionRepository(session)
+
+    async def _owned_subscription(self, owner: str, subscription_id: uuid.UUID) -> None:
+        if await self.subscriptions.get_owned(subscription_id, owner) is None:
+            raise NotFound("Subscription not found")
+
+    async def page(
+        self,
+        owner: str,
+        subscription_id: uuid.UUID,
+        *,
+        limit: int,
+        cursor: str | None,
+        status: str | None,
+        event_type: str | None,
+    ) -> tuple[list[Delivery], str | None]:
+        await self._owned_subscription(owner, subscription_id)
+        rows = list(
+            await self.deliveries.page(
+                subscription_id,
+                limit=limit + 1,
+                after=decode_cursor(cursor) if cursor else None,
+                status=status,
+                event_type=event_type,
+            )
+        )
+        next_cursor = None
+        if len(rows) > limit:
+            rows = rows[:limit]
+            next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id)
+        return rows, next_cursor
+
+    async def get(
+        self, owner: str, delivery_id: uuid.UUID
+    ) -> tuple[Delivery, list[DeliveryAttempt]]:
+        delivery = await self.deliveries.get_owned(delivery_id, owner)
+        if delivery is None:
+            raise NotFound("Delivery not found")
+        return delivery, list(await self.deliveries.attempts_of(delivery.id))
+
+    async def retry(self, owner: str, delivery_id: uuid.UUID) -> Delivery:
+        delivery = await self.deliveries.get_owned(delivery_id, owner)
+        if delivery is None:
+            raise NotFound("Delivery not found")
+        await self.deliveries.schedule_now(delivery)
+        return delivery
+
+    async def recover(self, owner: str, subscription_id: uuid.UUID, since: datetime) -> int:
+        await self._owned_subscription(owner, subscription_id)
+        return await self.deliveries.reschedule_failed_since(subscription_id, since)

@@ -1,0 +1,199 @@
+"""Recording a batch of attempts in one transaction: the attempt log, each delivery's next
+step, each subscription's consecutive-failure count, and auto-disable with its notice."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from servicekit.events import record_event
+from sqlalchemy import text
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from webhook_hub.delivery_engine.policy import (
+    RETRY_AFTER_STATUSES,
+    next_attempt_delay,
+    parse_retry_after,
+)
+from webhook_hub.delivery_engine.sender import AttemptResult
+from webhook_hub.events import SUBSCRIPTION_DISABLED, SubscriptionDisabled
+from webhook_hub.models import MailMessage
+from webhook_hub.settings import Settings
+
+_INSERT_ATTEMPT = text(
+    """
+    INSERT INTO delivery_attempts
+        (id, delivery_id, attempted_at, status_code, response_body, duration_ms, error)
+    VALUES (:id, :delivery_id, :attempted_at, :status_code, :response_body, :duration_ms, :error)
+    """
+)
+_UPDATE_DELIVERY = text(
+    """
+    UPDATE deliveries SET status = :status, attempts = attempts + 1,
+        next_attempt_at = :next_attempt_at, lease_until = NULL,
+        last_attempt_at = :attempted_at, last_status_code = :status_code,
+        last_error = :error, completed_at = :completed_at
+    WHERE id = :id
+    """
+)
+_UPDATE_SUBSCRIPTION = text(
+    """
+    UPDATE subscriptions SET
+        failure_count = CASE WHEN :reset THEN :failures ELSE failure_count + :failures END,
+        last_delivery_at = COALESCE(:last_success, last_delivery_at)
+    WHERE id = :id
+    RETURNING id, failure_count, is_active
+    """
+)
+_DISABLE = text(
+    """
+    UPDATE subscriptions SET is_active = false, disabled_at = :now, disabled_reason = :reason,
+        updated_at = :now
+    WHERE id = :id AND is_active
+    RETURNING id, consumer_id, owner, endpoint_url, failure_count
+    """
+)
+_CONSUMER_EMAIL = text("SELECT email FROM consumers WHERE owner = :owner")
+
+
+@dataclass
+class _SubscriptionTally:
+    reset: bool = False
+    failures: int = 0  # consecutive failures after the last success in this batch
+    last_success: datetime | None = None
+    gone: bool = False
+    attempts: list[AttemptResult] = field(default_factory=list)
+
+
+def _next_step(result: AttemptResult, settings: Settings) -> dict[str, Any]:
+    attempts_made = result.job.attempts + 1
+    if result.succeeded:
+        return {"status": "succeeded", "next_attempt_at": None, "completed_at": result.attempted_at}
+    retry_after = None
+    if result.status_code in RETRY_AFTER_STATUSES:
+        retry_after = parse_retry_after(result.retry_after, result.attempted_at)
+    delay = next_attempt_delay(
+        attempts_made,
+        settings.retry_schedule_seconds,
+        settings.retry_jitter,
+        retry_after=retry_after,
+        retry_after_cap=settings.retry_after_cap_seconds,
+    )
+    if delay is None or result.status_code == 410:
+        return {"status": "failed", "next_attempt_at": None, "completed_at": result.attempted_at}
+    return {
+        "status": "pending",
+        "next_attempt_at": result.attempted_at + timedelta(seconds=delay),
+        "completed_at": None,
+    }
+
+
+async def record_outcomes(
+    session: AsyncSession, results: Sequence[AttemptResult], settings: Settings
+) -> list[uuid.UUID]:
+    """Write a batch of results; returns the ids of subscriptions it disabled."""
+    if not results:
+        return []
+    connection = await session.connection()
+    ordered = sorted(results, key=lambda r: r.attempted_at)
+    await connection.execute(
+        _INSERT_ATTEMPT,
+        [
+            {
+                "id": uuid.uuid4(),
+                "delivery_id": r.job.delivery_id,
+                "attempted_at": r.attempted_at,
+                "status_code": r.status_code,
+                "response_body": r.response_body,
+                "duration_ms": r.duration_ms,
+                "error": r.error,
+            }
+            for r in ordered
+        ],
+    )
+    await connection.execute(
+        _UPDATE_DELIVERY,
+        [
+            {
+                "id": r.job.delivery_id,
+                "attempted_at": r.attempted_at,
+                "status_code": r.status_code,
+                "error": r.error,
+                **_next_step(r, settings),
+            }
+            for r in ordered
+        ],
+    )
+    tallies: dict[uuid.UUID, _SubscriptionTally] = {}
+    for r in ordered:
+        tally = tallies.setdefault(r.job.subscription_id, _SubscriptionTally())
+        if r.succeeded:
+            tally.reset, tally.failures, tally.last_success = True, 0, r.attempted_at
+        else:
+            tally.failures += 1
+            tally.gone = tally.gone or r.status_code == 410
+    to_disable: dict[uuid.UUID, str] = {}
+    for sub_id, tally in sorted(tallies.items()):
+        row = (
+            await connection.execute(
+                _UPDATE_SUBSCRIPTION,
+                {
+                    "id": sub_id,
+                    "reset": tally.reset,
+                    "failures": tally.failures,
+                    "last_success": tally.last_success,
+                },
+            )
+        ).first()
+        if row is None or not row.is_active:
+            continue
+        if tally.gone:
+            to_disable[sub_id] = "the endpoint answered 410 Gone"
+        elif row.failure_count >= settings.failure_threshold:
+            to_disable[sub_id] = f"{row.failure_count} consecutive failed deliveries"
+    for sub_id, reason in to_disable.items():
+        await disable_subscription(session, sub_id, reason)
+    return list(to_disable)
+
+
+async def disable_subscription(
+    session: AsyncSession, subscription_id: uuid.UUID, reason: str
+) -> bool:
+    """Disable, publish `subscription.disabled` to its owner, and mail the owner."""
+    connection = await session.connection()
+    now = datetime.now(UTC)
+    row = (
+        await connection.execute(_DISABLE, {"id": subscription_id, "now": now, "reason": reason})
+    ).first()
+    if row is None:
+        return False
+    payload = SubscriptionDisabled(
+        subscription_id=row.id,
+        consumer_id=row.consumer_id,
+        endpoint_url=row.endpoint_url,
+        failure_count=row.failure_count,
+        disabled_at=now,
+        reason=reason,
+    )
+    await record_event(session, SUBSCRIPTION_DISABLED, payload, tenant=row.owner)
+    email = await connection.scalar(_CONSUMER_EMAIL, {"owner": row.owner})
+    if email:
+        session.add(
+            MailMessage(
+                recipient=email,
+                subject=f"Webhook subscription disabled: {row.endpoint_url}",
+                body=(
+                    f"Your webhook subscription {row.id} to {row.endpoint_url} was disabled "
+                    f"on {now.isoformat()} because {reason}.\n\n"
+                    "No events are delivered to it until you re-enable it with "
+                    f'PATCH /webhooks/subscriptions/{row.id} and {{"is_active": true}}. '
+                    "Deliveries that failed meanwhile can be sent again with "
+                    f"POST /webhooks/subscriptions/{row.id}/recover.\n"
+                ),
+            )
+        )
+        await session.flush()
+    return True

@@ -1,0 +1,23 @@
+"""Wire shapes of events sent by producers over HTTP."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from servicekit.events.envelope import EVENT_TYPE_PATTERN
+
+
+class EventSubmission(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(pattern=EVENT_TYPE_PATTERN, max_length=200, examples=["invoice.paid"])
+    data: dict[str, Any]
+    tenant: str | None = Field(
+        default=None, max_length=200, description="Deliver only to this consumer's subscriptions"
+    )
+
+
+class EventAccepted(BaseModel):
+    id: uuid.UUID

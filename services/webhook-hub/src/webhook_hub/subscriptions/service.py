@@ -1,0 +1,198 @@
+"""The rules of subscriptions: who owns them, which events they may take, which endpoints they
+may point at, and how their secret rotates."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from servicekit.signing import generate_secret
+from servicekit.web.errors import NotFound, UnprocessableEntity
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from webhook_hub.deliveries.repository import DeliveryRepository
+from webhook_hub.event_types.repository import EventTypeRepository
+from webhook_hub.events import TEST_EVENT_TYPE
+from webhook_hub.models import Delivery, Subscription
+from webhook_hub.pagination import decode_cursor, encode_cursor
+from webhook_hub.settings import Settings
+from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
+from webhook_hub.subscriptions.repository import SubscriptionRepository
+from webhook_hub.subscriptions.schemas import SubscriptionCreate, SubscriptionUpdate
+
+WILDCARD = "*"
+
+
+class UnknownEventTypes(UnprocessableEntity):
+    code = "unknown_event_types"
+
+    def __init__(self, names: Iterable[str]) -> None:
+        invalid = sorted(set(names))
+        super().__init__(
+            f"Unknown event types: {', '.join(invalid)}", extra={"invalid_events": invalid}
+        )
+
+
+class EndpointNotAllowed(UnprocessableEntity):
+    code = "endpoint_not_allowed"
+
+
+@dataclass(frozen=True)
+class Rotation:
+    secret: str
+    valid_until: datetime
+
+
+class SubscriptionService:
+    def __init__(self, session: AsyncSession, settings: Settings, guard: EndpointGuard) -> None:
+        self.session = session
+        self.settings = settings
+        self.guard = guard
+        self.subscriptions = SubscriptionRepository(session)
+        self.deliveries = DeliveryRepository(session)
+        self.event_types = EventTypeRepository(session)
+
+    async def check_events(self, events: list[str], *, source: str | None = None) -> None:
+        named = [name for name in events if name != WILDCARD]
+        known = (
+            await self.event_types.names_of_source(source)
+            if source is not None
+            else await self.event_types.active_names(named)
+        )
+        if source is not None and WILDCARD in events:
+            raise UnknownEventTypes([WILDCARD])
+        unknown = [name for name in named if name not in known]
+        if unknown:
+            raise UnknownEventTypes(unknown)
+
+    async def check_endpoint(self, url: str) -> None:
+        if not self.settings.ssrf_guard_enabled:
+            return
+        try:
+            await self.guard.check(url)
+        except EndpointRefused as exc:
+            raise EndpointNotAllowed(str(exc)) from exc
+
+    async def create(
+        self,
+        owner: str,
+        email: str | None,
+        body: SubscriptionCreate,
+        *,
+        source: str | None = None,
+    ) -> tuple[Subscription, Delivery]:
+        await self.check_events(body.events, source=source)
+        await self.check_endpoint(body.endpoint_url)
+        consumer = await self.subscriptions.ensure_consumer(owner, email)
+        subscription = await self.subscriptions.add(
+            Subscription(
+                consumer_id=consumer.id,
+                owner=owner,
+                endpoint_url=body.endpoint_url,
+                secret=generate_secret(),
+                description=body.description,
+                events=body.events,
+                headers=body.headers,
+                timeout_seconds=body.timeout_seconds,
+                created_by_source=source,
+            )
+        )
+        test = await self.queue_test(subscription)
+        return subscription, test
+
+    async def queue_test(self, subscription: Subscription) -> Delivery:
+        return await self.deliveries.add(
+            subscription.id,
+            event_id=uuid.uuid4(),
+            event_type=TEST_EVENT_TYPE,
+            payload={
+                "subscription_id": str(subscription.id),
+                "message": "A test event from webhook-hub: your endpoint is subscribed.",
+            },
+            event_time=datetime.now(UTC),
+        )
+
+    async def get(self, owner: str, subscription_id: uuid.UUID) -> Subscription:
+        subscription = await self.subscriptions.get_owned(subscription_id, owner)
+        if subscription is None:
+            raise NotFound("Subscription not found")
+        return subscription
+
+    async def page(
+        self,
+        owner: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        is_active: bool | None,
+        event_type: str | None,
+        source: str | None = None,
+    ) -> tuple[list[Subscription], str | None]:
+        rows = list(
+            await self.subscriptions.page(
+                owner,
+                limit=limit + 1,
+                after=decode_cursor(cursor) if cursor else None,
+                is_active=is_active,
+                event_type=event_type,
+                created_by_source=source,
+            )
+        )
+        next_cursor = None
+        if len(rows) > limit:
+            rows = rows[:limit]
+            next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id)
+        return rows, next_cursor
+
+    async def update(
+        self, owner: str, subscription_id: uuid.UUID, patch: SubscriptionUpdate
+    ) -> Subscription:
+        subscription = await self.subscriptions.get_owned_for_update(subscription_id, owner)
+        if subscription is None:
+            raise NotFound("Subscription not found")
+        changes: dict[str, Any] = patch.model_dump(exclude_unset=True)
+        if changes.get("events") is not None:
+            await self.check_events(changes["events"], source=subscription.created_by_source)
+        if changes.get("endpoint_url") is not None:
+            await self.check_endpoint(changes["endpoint_url"])
+        for field in ("endpoint_url", "events", "description", "headers", "timeout_seconds"):
+            if field in changes and (changes[field] is not None or field == "description"):
+                setattr(subscription, field, changes[field])
+        if changes.get("is_active") is True and not subscription.is_active:
+            subscription.is_active = True
+            subscription.disabled_at = None
+            subscription.disabled_reason = None
+            subscription.failure_count = 0
+        elif changes.get("is_active") is False and subscription.is_active:
+            subscription.is_active = False
+            subscription.disabled_at = datetime.now(UTC)
+            subscription.disabled_reason = "disabled by its owner"
+        subscription.updated_at = datetime.now(UTC)
+        self.session.add(subscription)
+        await self.session.flush()
+        return subscription
+
+    async def delete(self, owner: str, subscription_id: uuid.UUID) -> None:
+        subscription = await self.subscriptions.get_owned_for_update(subscription_id, owner)
+        if subscription is None:
+            raise NotFound("Subscription not found")
+        await self.subscriptions.delete(subscription)
+
+    async def rotate_secret(self, owner: str, subscription_id: uuid.UUID) -> Rotation:
+        subscription = await self.subscriptions.get_owned_for_update(subscription_id, owner)
+        if subscription is None:
+            raise NotFound("Subscription not found")
+        now = datetime.now(UTC)
+        subscription.secret_old = subscription.secret
+        subscription.secret = generate_secret()
+        subscription.secret_rotated_at = now
+        subscription.updated_at = now
+        self.session.add(subscription)
+        await self.session.flush()
+        return Rotation(
+            subscription.secret,
+            now + timedelta(seconds=self.settings.secret_transition_seconds),
+        )
