@@ -1,12 +1,22 @@
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
+import nats
 import pytest
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from servicekit.db.engine import create_session_factory
 from servicekit.testing.service import ServiceUnderTest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
 from webhook_hub.cli import MIGRATIONS
+from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.settings import Settings
+from webhook_hub.worker import run as run_worker
 
 
 def error_text(body: dict[str, Any]) -> str:
@@ -26,3 +36,61 @@ def service() -> ServiceUnderTest:
         api_prefix="/webhooks",
         error_text=error_text,
     )
+
+
+# --- webhook-hub fixtures -------------------------------------------------------------------
+
+
+SEEDED_TYPES = [
+    {"name": "order.created", "source": "commerce-content", "example_payload": {"id": 1}},
+    {"name": "order.paid", "source": "commerce-content", "example_payload": {"id": 1}},
+    {"name": "run.completed", "source": "scraper-manager", "example_payload": {"run_id": 1}},
+    {"name": "run.failed", "source": "scraper-manager", "example_payload": {"run_id": 1}},
+    {"name": "legacy.retired", "source": "commerce-content", "example_payload": {}},
+]
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def seeded_event_types(db_engine: AsyncEngine) -> None:
+    async with create_session_factory(db_engine)() as session, session.begin():
+        await EventTypeRepository(session).upsert(SEEDED_TYPES)
+        connection = await session.connection()
+        await connection.execute(
+            text("UPDATE event_types SET is_active = false WHERE name = 'legacy.retired'")
+        )
+
+
+@pytest.fixture
+def fast_settings(service_settings: Settings) -> Settings:
+    """Retries in fractions of a second so failure paths run in test time."""
+    return service_settings.model_copy(
+        update={
+            "retry_schedule_seconds": [0.1, 0.1, 0.1, 0.1, 0.1],
+            "retry_jitter": 0.0,
+            "delivery_poll_seconds": 0.1,
+            "outbox_poll_seconds": 0.1,
+        }
+    )
+
+
+@pytest.fixture
+async def worker(fast_settings: Settings) -> AsyncIterator[Settings]:
+    """The whole worker (relay, dispatch, delivery, mail, NATS service) in this process."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(fast_settings, stop))
+    await asyncio.sleep(0.5)
+    yield fast_settings
+    stop.set()
+    await asyncio.wait_for(task, 30)
+
+
+@pytest.fixture
+async def nats_client(nats_url: str) -> AsyncIterator[NatsClient]:
+    client = await nats.connect(nats_url)
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+def js(nats_client: NatsClient) -> JetStreamContext:
+    return nats_client.jetstream()

@@ -101,7 +101,7 @@ class ServiceSettings(BaseSettings):
 
     @property
     def is_production(self) -> bool:
-        return self.env is Environment.PRODUCTION
+        return self.env == Environment.PRODUCTION
 
     @model_validator(mode="after")
     def _refuse_insecure_production(self) -> ServiceSettings:

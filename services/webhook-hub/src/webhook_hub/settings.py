@@ -29,6 +29,9 @@ class Settings(ServiceSettings):
     delivery_concurrency: int = 512
     delivery_claim_batch: int = 1000
     delivery_poll_seconds: float = 1.0
+    # A claimed delivery is leased for twice its timeout plus this; after a crash it is
+    # claimed again (same webhook-id) once the lease runs out.
+    delivery_lease_extra_seconds: float = 30.0
     response_body_limit: int = 4096
     dispatch_batch_size: int = 500
     probe_timeout_seconds: float = 3.0

@@ -48,7 +48,7 @@ _CLAIM = text(
         ORDER BY next_attempt_at LIMIT :limit
     )
     UPDATE deliveries d
-    SET lease_until = now() + make_interval(secs => s.timeout_seconds * 2 + 30)
+    SET lease_until = now() + make_interval(secs => s.timeout_seconds * 2 + :lease_extra)
     FROM picked, subscriptions s
     WHERE d.id = picked.id AND s.id = d.subscription_id AND d.status = 'pending'
       AND (d.lease_until IS NULL OR d.lease_until < now())
@@ -94,6 +94,7 @@ class DeliveryEngine:
                         "saturated": [str(s) for s in saturated],
                         "per_subscription": cap,
                         "limit": limit,
+                        "lease_extra": self._settings.delivery_lease_extra_seconds,
                     },
                 )
             ).all()

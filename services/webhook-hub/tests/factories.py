@@ -1,0 +1,48 @@
+"""Test data for webhook-hub."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from nats.js import JetStreamContext
+from servicekit.auth import AccessLevel
+from servicekit.auth.repository import ApiKeyRepository
+from servicekit.db.engine import create_session_factory
+from servicekit.events import CloudEvent
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+class Consumer:
+    """A consumer with a key; `headers` authenticates as it."""
+
+    def __init__(self, owner: str, key: str) -> None:
+        self.owner = owner
+        self.key = key
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+async def make_consumer(
+    engine: AsyncEngine, level: str = "admin", email: str | None = None, owner: str | None = None
+) -> Consumer:
+    owner = owner or f"consumer-{uuid.uuid4().hex[:8]}"
+    async with create_session_factory(engine)() as session, session.begin():
+        _, key = await ApiKeyRepository(session).create(
+            prefix="whk", owner=owner, level=AccessLevel(level), email=email
+        )
+    return Consumer(owner, key)
+
+
+def subscription_body(url: str, events: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"endpoint_url": url, "events": events or ["order.paid"], **extra}
+
+
+async def publish_event(
+    js: JetStreamContext, event_type: str, data: dict[str, Any], tenant: str | None = None
+) -> CloudEvent:
+    event = CloudEvent(source="tests", type=event_type, data=data, tenant=tenant)
+    await js.publish(event.subject, event.to_json(), headers={"Nats-Msg-Id": str(event.id)})
+    return event
