@@ -86,8 +86,12 @@ class NatsConnection:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self._client is not None:
+            # flush + close, not drain: draining waits on pull subscriptions for its full
+            # timeout, and everything we publish is acknowledged (JetStream) already.
             with contextlib.suppress(Exception):
-                await self._client.drain()
+                await self._client.flush(timeout=2)
+            with contextlib.suppress(Exception):
+                await self._client.close()
 
 
 @dataclass

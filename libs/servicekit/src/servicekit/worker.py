@@ -64,7 +64,8 @@ async def run_worker(
             return
         logger.info("worker started", service=source)
         tasks = [
-            asyncio.create_task(each(runtime, stop)) for each in (outbox_relay_loop(source), *loops)
+            asyncio.create_task(each(runtime, stop), name=each.__qualname__)
+            for each in (outbox_relay_loop(source), *loops)
         ]
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({stopper, *tasks}, return_when=asyncio.FIRST_COMPLETED)
@@ -72,8 +73,9 @@ async def run_worker(
         for task in done:
             if task is not stopper and task.exception() is not None:
                 logger.error("worker loop crashed", error=repr(task.exception()))
-        await asyncio.wait(tasks, timeout=10)
-        for task in tasks:
+        _, pending = await asyncio.wait(tasks, timeout=10)
+        for task in pending:
+            logger.warning("worker loop did not stop in time; cancelling", loop=task.get_name())
             task.cancel()
     finally:
         await runtime.close()

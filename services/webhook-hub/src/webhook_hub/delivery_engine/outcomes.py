@@ -27,7 +27,9 @@ _INSERT_ATTEMPT = text(
     """
     INSERT INTO delivery_attempts
         (id, delivery_id, attempted_at, status_code, response_body, duration_ms, error)
-    VALUES (:id, :delivery_id, :attempted_at, :status_code, :response_body, :duration_ms, :error)
+    SELECT :id, :delivery_id, :attempted_at, :status_code, :response_body, :duration_ms, :error
+    -- A subscription deleted while its delivery was in flight took the delivery with it.
+    WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = :delivery_id)
     """
 )
 _UPDATE_DELIVERY = text(

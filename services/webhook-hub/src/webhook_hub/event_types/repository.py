@@ -37,6 +37,7 @@ class EventTypeRepository:
 
     async def upsert(self, documents: Iterable[dict[str, Any]]) -> int:
         """Insert new types, refresh known ones; `is_active` stays as an operator set it."""
+        by_name = {doc["name"]: doc for doc in documents if doc.get("name")}
         rows = [
             {
                 "name": doc["name"],
@@ -47,8 +48,7 @@ class EventTypeRepository:
                 "is_active": True,
                 "updated_at": datetime.now(UTC),
             }
-            for doc in documents
-            if doc.get("name")
+            for doc in by_name.values()
         ]
         if not rows:
             return 0

@@ -1,0 +1,463 @@
+"""The delivery engine end to end: NATS event -> dispatch -> signed POST -> outcome recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from factories import make_consumer, publish_event, subscription_body
+from nats.js import JetStreamContext
+from servicekit.embedded.smtp import SmtpServer
+from servicekit.testing import HttpReceiver
+from servicekit.testing.receiver import PlannedResponse, ReceivedRequest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+from standardwebhooks import Webhook, WebhookVerificationError
+from webhook_hub.settings import Settings
+
+
+async def subscribe(
+    client: httpx.AsyncClient, headers: dict[str, str], url: str, events: list[str] | None = None
+) -> dict[str, Any]:
+    response = await client.post(
+        "/webhooks/subscriptions", json=subscription_body(url, events), headers=headers
+    )
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def verified(secret: str, request: ReceivedRequest) -> dict[str, Any]:
+    return dict(Webhook(secret).verify(request.body, request.headers))
+
+
+def non_test(requests: list[ReceivedRequest]) -> list[ReceivedRequest]:
+    return [r for r in requests if r.method == "POST" and b'"webhook.test"' not in r.body]
+
+
+async def wait_for_posts(
+    receiver: HttpReceiver, count: int, timeout: float = 15.0
+) -> list[ReceivedRequest]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        posts = non_test(receiver.requests)
+        if len(posts) >= count:
+            return posts
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"expected {count} deliveries, got {len(non_test(receiver.requests))}")
+
+
+async def subscription_row(engine: AsyncEngine, sub_id: str) -> Any:
+    async with engine.connect() as conn:
+        return (
+            await conn.execute(text("SELECT * FROM subscriptions WHERE id = :id"), {"id": sub_id})
+        ).one()
+
+
+async def test_test_event_is_delivered_signed_on_creation(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url)
+    await http_receiver.wait_for(2)  # the probe, then the test event
+    post = next(r for r in http_receiver.requests if r.method == "POST")
+    body = verified(created["secret"], post)
+    assert body["type"] == "webhook.test"
+    assert body["data"]["subscription_id"] == created["id"]
+
+
+async def test_an_event_reaches_every_matching_subscription_signed_and_shaped(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    exact = await subscribe(client, consumer.headers, f"{http_receiver.url}/exact", ["order.paid"])
+    wildcard = await subscribe(client, consumer.headers, f"{http_receiver.url}/all", ["*"])
+    other = await subscribe(
+        client, consumer.headers, f"{http_receiver.url}/other", ["order.created"]
+    )
+    event = await publish_event(js, "order.paid", {"id": 42, "status": "paid", "total": "9.99"})
+    posts = await wait_for_posts(http_receiver, 2)
+    await asyncio.sleep(0.3)
+    assert {p.path for p in non_test(http_receiver.requests)} == {"/exact", "/all"}
+    secrets = {"/exact": exact["secret"], "/all": wildcard["secret"]}
+    for post in posts:
+        body = verified(secrets[post.path], post)
+        assert body["type"] == "order.paid"
+        assert body["data"] == {"id": 42, "status": "paid", "total": "9.99"}
+        assert body["timestamp"].endswith("Z")
+        assert post.headers["content-type"] == "application/json"
+        assert post.headers["user-agent"].startswith("webhook-hub/")
+        assert post.headers["webhook-id"].startswith("msg_")
+    assert other["id"]
+    assert event.id
+
+
+async def test_custom_headers_are_sent_with_each_delivery(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    response = await client.post(
+        "/webhooks/subscriptions",
+        json=subscription_body(http_receiver.url, headers={"X-Api-Token": "abc123"}),
+        headers=consumer.headers,
+    )
+    assert response.status_code == 201
+    await publish_event(js, "order.paid", {"id": 1})
+    posts = await wait_for_posts(http_receiver, 1)
+    assert posts[0].headers["x-api-token"] == "abc123"
+
+
+async def test_events_with_a_tenant_reach_only_that_consumers_subscriptions(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    alice = await make_consumer(db_engine, "write")
+    bob = await make_consumer(db_engine, "write")
+    await subscribe(client, alice.headers, f"{http_receiver.url}/alice", ["run.completed"])
+    await subscribe(client, bob.headers, f"{http_receiver.url}/bob", ["run.completed"])
+    await publish_event(js, "run.completed", {"run_id": 1}, tenant=alice.owner)
+    await wait_for_posts(http_receiver, 1)
+    await asyncio.sleep(0.5)
+    assert [p.path for p in non_test(http_receiver.requests)] == ["/alice"]
+
+
+async def test_a_failing_receiver_gets_the_same_webhook_id_until_it_succeeds(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
+    await http_receiver.wait_for(2)  # probe and test event, both answered 200
+    http_receiver.respond_with(500, 502, 500)
+    await publish_event(js, "order.created", {"id": 7})
+    posts = await wait_for_posts(http_receiver, 4)
+    assert len({p.headers["webhook-id"] for p in posts}) == 1
+    for post in posts:
+        verified(created["secret"], post)
+    await asyncio.sleep(0.5)
+    deliveries = (
+        await client.get(
+            f"/webhooks/subscriptions/{created['id']}/deliveries?event_type=order.created",
+            headers=consumer.headers,
+        )
+    ).json()["data"]
+    assert len(deliveries) == 1
+    assert deliveries[0]["status"] == "succeeded"
+    assert deliveries[0]["attempts"] == 4
+    detail = (
+        await client.get(f"/webhooks/deliveries/{deliveries[0]['id']}", headers=consumer.headers)
+    ).json()
+    assert [a["status_code"] for a in detail["attempt_log"]] == [500, 502, 500, 200]
+    sub = await subscription_row(db_engine, created["id"])
+    assert sub.failure_count == 0
+    assert sub.last_delivery_at is not None
+
+
+async def test_a_delivery_that_never_succeeds_ends_failed_after_the_schedule(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
+    await http_receiver.wait_for(2)
+    http_receiver.default = PlannedResponse(500, b"broken")
+    await publish_event(js, "order.created", {"id": 8})
+    attempts = len(worker.retry_schedule_seconds) + 1
+    await wait_for_posts(http_receiver, attempts)
+    await asyncio.sleep(0.5)
+    assert len(non_test(http_receiver.requests)) == attempts
+    deliveries = (
+        await client.get(
+            f"/webhooks/subscriptions/{created['id']}/deliveries?status=failed",
+            headers=consumer.headers,
+        )
+    ).json()["data"]
+    assert len(deliveries) == 1
+    assert deliveries[0]["attempts"] == attempts
+    sub = await subscription_row(db_engine, created["id"])
+    assert sub.failure_count == attempts
+    detail = (
+        await client.get(f"/webhooks/deliveries/{deliveries[0]['id']}", headers=consumer.headers)
+    ).json()
+    assert detail["attempt_log"][0]["response_body"] == "broken"
+
+
+async def test_response_bodies_are_kept_to_4_kib(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
+    await http_receiver.wait_for(2)
+    http_receiver.respond_with(PlannedResponse(200, b"y" * 10_000))
+    await publish_event(js, "order.created", {"id": 9})
+    await wait_for_posts(http_receiver, 1)
+    await asyncio.sleep(0.5)
+    delivery = (
+        await client.get(
+            f"/webhooks/subscriptions/{created['id']}/deliveries?event_type=order.created",
+            headers=consumer.headers,
+        )
+    ).json()["data"][0]
+    detail = (
+        await client.get(f"/webhooks/deliveries/{delivery['id']}", headers=consumer.headers)
+    ).json()
+    assert len(detail["attempt_log"][0]["response_body"]) == 4096
+
+
+async def test_410_gone_disables_the_subscription_at_once(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
+    await http_receiver.wait_for(2)
+    http_receiver.respond_with(410)
+    await publish_event(js, "order.created", {"id": 10})
+    await wait_for_posts(http_receiver, 1)
+    await asyncio.sleep(0.5)
+    sub = await subscription_row(db_engine, created["id"])
+    assert sub.is_active is False
+    assert sub.disabled_at is not None
+    assert "410" in sub.disabled_reason
+    assert len(non_test(http_receiver.requests)) == 1
+
+
+async def test_429_with_retry_after_waits_as_asked(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
+    await http_receiver.wait_for(2)
+    http_receiver.respond_with(PlannedResponse(429, headers={"Retry-After": "120"}))
+    await publish_event(js, "order.created", {"id": 11})
+    await wait_for_posts(http_receiver, 1)
+    await asyncio.sleep(0.5)
+    delivery = (
+        await client.get(
+            f"/webhooks/subscriptions/{created['id']}/deliveries?event_type=order.created",
+            headers=consumer.headers,
+        )
+    ).json()["data"][0]
+    assert delivery["status"] == "pending"
+    wait = datetime.fromisoformat(delivery["next_attempt_at"]) - datetime.fromisoformat(
+        delivery["last_attempt_at"]
+    )
+    assert timedelta(seconds=119) <= wait <= timedelta(seconds=121)
+
+
+async def test_100_consecutive_failures_disable_mail_the_owner_and_publish_an_event(
+    fast_settings: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+    smtp_server: SmtpServer,
+) -> None:
+    from webhook_hub.worker import run as run_worker
+
+    # Each event gets one attempt, so 100 events make 100 consecutive failures.
+    settings = fast_settings.model_copy(
+        update={"retry_schedule_seconds": [], "smtp_url": smtp_server.url}
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(settings, stop))
+    try:
+        consumer = await make_consumer(db_engine, "write", email="owner@consumer.example")
+        # The worker registers its own `subscription.disabled` type as it starts.
+        watcher = await subscribe(
+            client, consumer.headers, f"{http_receiver.url}/watcher", ["subscription.disabled"]
+        )
+        created = await subscribe(
+            client, consumer.headers, f"{http_receiver.url}/failing", ["order.created"]
+        )
+        disabled_events = await js.pull_subscribe("events.subscription.disabled", stream="EVENTS")
+        await asyncio.sleep(0.5)
+
+        http_receiver.default = PlannedResponse(500)
+        for n in range(100):
+            await publish_event(js, "order.created", {"id": n})
+        for _ in range(300):
+            sub = await subscription_row(db_engine, created["id"])
+            if not sub.is_active:
+                break
+            await asyncio.sleep(0.1)
+        assert sub.is_active is False
+        assert sub.failure_count == 100
+        assert sub.disabled_at is not None
+
+        mails = await asyncio.to_thread(smtp_server.wait_for, 1, 20.0)
+        assert mails[0].recipients == ("owner@consumer.example",)
+        assert created["id"] in mails[0].text
+        assert "disabled" in mails[0].subject.lower()
+
+        messages = await disabled_events.fetch(10, timeout=10)
+        bodies = [json.loads(m.data) for m in messages]
+        mine = [b for b in bodies if b["data"]["subscription_id"] == created["id"]]
+        assert mine
+        assert mine[0]["tenant"] == consumer.owner
+        assert mine[0]["data"]["failure_count"] == 100
+        assert watcher["id"]
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_rotation_signs_with_both_secrets_inside_the_window_and_new_only_after(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
+    await http_receiver.wait_for(2)
+    old = created["secret"]
+    new = (
+        await client.post(
+            f"/webhooks/subscriptions/{created['id']}/rotate-secret", headers=consumer.headers
+        )
+    ).json()["secret"]
+    await publish_event(js, "order.created", {"id": 1})
+    inside = (await wait_for_posts(http_receiver, 1))[0]
+    assert inside.headers["webhook-signature"].count("v1,") == 2
+    verified(new, inside)
+    verified(old, inside)
+
+    # Eleven minutes later, as far as the subscription knows.
+    async with db_engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE subscriptions SET secret_rotated_at = now() - interval '11 minutes'"
+                " WHERE id = :id"
+            ),
+            {"id": created["id"]},
+        )
+    await publish_event(js, "order.created", {"id": 2})
+    after = (await wait_for_posts(http_receiver, 2))[1]
+    assert after.headers["webhook-signature"].count("v1,") == 1
+    verified(new, after)
+    with pytest.raises(WebhookVerificationError):
+        verified(old, after)
+
+
+async def test_a_deleted_subscription_gets_no_more_deliveries(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "admin")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
+    await http_receiver.wait_for(2)
+    await client.delete(f"/webhooks/subscriptions/{created['id']}", headers=consumer.headers)
+    await publish_event(js, "order.created", {"id": 3})
+    await asyncio.sleep(1.0)
+    assert non_test(http_receiver.requests) == []
+
+
+async def test_manual_retry_and_recover_send_failed_deliveries_again(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
+    await http_receiver.wait_for(2)
+    attempts = len(worker.retry_schedule_seconds) + 1
+    http_receiver.default = PlannedResponse(500)
+    since = datetime.now(UTC).isoformat()
+    await publish_event(js, "order.created", {"id": 1})
+    await publish_event(js, "order.created", {"id": 2})
+    await wait_for_posts(http_receiver, 2 * attempts)
+    await asyncio.sleep(0.5)
+    failed = (
+        await client.get(
+            f"/webhooks/subscriptions/{created['id']}/deliveries?status=failed",
+            headers=consumer.headers,
+        )
+    ).json()["data"]
+    assert len(failed) == 2
+
+    http_receiver.default = PlannedResponse(200)
+    retried = await client.post(
+        f"/webhooks/deliveries/{failed[0]['id']}/retry", headers=consumer.headers
+    )
+    assert retried.status_code == 202
+    await wait_for_posts(http_receiver, 2 * attempts + 1)
+
+    recovered = await client.post(
+        f"/webhooks/subscriptions/{created['id']}/recover",
+        json={"since": since},
+        headers=consumer.headers,
+    )
+    assert recovered.status_code == 202
+    assert recovered.json() == {"recovered": 1}
+    await wait_for_posts(http_receiver, 2 * attempts + 2)
+    await asyncio.sleep(0.5)
+    statuses = (
+        await client.get(
+            f"/webhooks/subscriptions/{created['id']}/deliveries?event_type=order.created",
+            headers=consumer.headers,
+        )
+    ).json()["data"]
+    assert {d["status"] for d in statuses} == {"succeeded"}
+
+
+async def test_redelivered_events_do_not_make_a_second_delivery(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    from servicekit.events import CloudEvent
+
+    consumer = await make_consumer(db_engine, "write")
+    await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
+    await http_receiver.wait_for(2)
+    event = CloudEvent(source="tests", type="order.created", data={"id": 5})
+    await js.publish(event.subject, event.to_json(), headers={"Nats-Msg-Id": str(event.id)})
+    # The same event again under another message id, as a publisher retrying past the window.
+    await js.publish(event.subject, event.to_json(), headers={"Nats-Msg-Id": f"{uuid.uuid4()}"})
+    await wait_for_posts(http_receiver, 1)
+    await asyncio.sleep(1.0)
+    assert len(non_test(http_receiver.requests)) == 1
