@@ -1,0 +1,115 @@
+"""The NATS request/reply service scraper-manager uses to subscribe its clients."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from servicekit.testing import HttpReceiver
+from standardwebhooks import Webhook
+from webhook_hub.settings import Settings
+
+
+async def ask(nc: NatsClient, action: str, payload: dict[str, Any]) -> dict[str, Any]:
+    reply = await nc.request(f"hub.subscriptions.{action}", json.dumps(payload).encode(), timeout=5)
+    return dict(json.loads(reply.data))
+
+
+async def test_create_makes_a_subscription_owned_by_the_tenant_with_its_secret(
+    worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
+) -> None:
+    tenant = f"client-{uuid.uuid4().hex[:6]}"
+    reply = await ask(
+        nats_client,
+        "create",
+        {
+            "source": "scraper-manager",
+            "tenant": tenant,
+            "endpoint_url": http_receiver.url,
+            "events": ["run.completed", "run.failed"],
+        },
+    )
+    assert reply["ok"] is True
+    record = reply["subscription"]
+    assert len(record["secret"]) == 32
+    assert record["events"] == ["run.completed", "run.failed"]
+    test_event = next(r for r in await http_receiver.wait_for(1) if r.method == "POST")
+    Webhook(record["secret"]).verify(test_event.body, test_event.headers)
+
+
+async def test_create_refuses_event_types_of_another_service(
+    worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
+) -> None:
+    reply = await ask(
+        nats_client,
+        "create",
+        {
+            "source": "scraper-manager",
+            "tenant": "client-x",
+            "endpoint_url": http_receiver.url,
+            "events": ["run.completed", "order.paid"],
+        },
+    )
+    assert reply["ok"] is False
+    assert reply["status"] == 422
+    assert reply["invalid_events"] == ["order.paid"]
+
+
+async def test_create_refuses_the_wildcard(
+    worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
+) -> None:
+    reply = await ask(
+        nats_client,
+        "create",
+        {
+            "source": "scraper-manager",
+            "tenant": "c",
+            "endpoint_url": http_receiver.url,
+            "events": ["*"],
+        },
+    )
+    assert reply["ok"] is False
+    assert reply["invalid_events"] == ["*"]
+
+
+async def test_list_and_delete_see_only_the_tenants_own_subscriptions(
+    worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
+) -> None:
+    mine, theirs = f"client-{uuid.uuid4().hex[:6]}", f"client-{uuid.uuid4().hex[:6]}"
+    base = {
+        "source": "scraper-manager",
+        "endpoint_url": http_receiver.url,
+        "events": ["run.completed"],
+    }
+    created = await ask(nats_client, "create", {**base, "tenant": mine})
+    await ask(nats_client, "create", {**base, "tenant": theirs})
+
+    listed = await ask(nats_client, "list", {"source": "scraper-manager", "tenant": mine})
+    assert [s["id"] for s in listed["subscriptions"]] == [created["subscription"]["id"]]
+    assert "secret" not in listed["subscriptions"][0]
+
+    sub_id = created["subscription"]["id"]
+    stranger = await ask(
+        nats_client, "delete", {"source": "scraper-manager", "tenant": theirs, "id": sub_id}
+    )
+    assert stranger["ok"] is False
+    assert stranger["status"] == 404
+    deleted = await ask(
+        nats_client, "delete", {"source": "scraper-manager", "tenant": mine, "id": sub_id}
+    )
+    assert deleted == {"ok": True}
+    assert (await ask(nats_client, "list", {"source": "scraper-manager", "tenant": mine}))[
+        "subscriptions"
+    ] == []
+
+
+async def test_malformed_requests_get_a_422_reply(
+    worker: Settings, nats_client: NatsClient
+) -> None:
+    reply = await ask(nats_client, "create", {"tenant": "no-source"})
+    assert reply["ok"] is False
+    assert reply["status"] == 422
+    raw = await nats_client.request("hub.subscriptions.create", b"{not json", timeout=5)
+    assert json.loads(raw.data)["status"] == 422

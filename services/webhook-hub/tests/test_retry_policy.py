@@ -1,0 +1,64 @@
+"""The retry schedule, Retry-After and the signing secrets, as pure functions of the clock."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from webhook_hub.delivery_engine.policy import (
+    next_attempt_delay,
+    parse_retry_after,
+    signing_secrets,
+)
+from webhook_hub.settings import DEFAULT_RETRY_SCHEDULE
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def test_the_default_schedule_is_5s_5m_30m_2h_5h_10h_10h() -> None:
+    assert DEFAULT_RETRY_SCHEDULE == [5, 300, 1800, 7200, 18000, 36000, 36000]
+
+
+@pytest.mark.parametrize("attempt", range(1, 8))
+def test_each_delay_stays_within_20_percent_jitter(attempt: int) -> None:
+    rng = random.Random(attempt)
+    base = DEFAULT_RETRY_SCHEDULE[attempt - 1]
+    for _ in range(200):
+        delay = next_attempt_delay(attempt, DEFAULT_RETRY_SCHEDULE, 0.2, rng=rng)
+        assert delay is not None
+        assert base * 0.8 <= delay <= base * 1.2
+
+
+def test_after_the_last_retry_the_delivery_gives_up() -> None:
+    assert next_attempt_delay(8, DEFAULT_RETRY_SCHEDULE, 0.2) is None
+
+
+def test_retry_after_lengthens_but_never_shortens_the_wait() -> None:
+    assert next_attempt_delay(1, [5.0], 0.0, retry_after=60) == 60
+    assert next_attempt_delay(1, [500.0], 0.0, retry_after=60) == 500
+
+
+def test_retry_after_is_capped() -> None:
+    assert next_attempt_delay(1, [5.0], 0.0, retry_after=10**9, retry_after_cap=3600) == 3600
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    assert parse_retry_after("120", NOW) == 120
+    assert parse_retry_after("Sun, 22 Nov 2026 12:01:00 GMT", NOW) == 60
+    assert parse_retry_after("soon", NOW) is None
+    assert parse_retry_after(None, NOW) is None
+
+
+def test_both_secrets_sign_during_the_ten_minute_transition() -> None:
+    rotated = NOW - timedelta(minutes=9, seconds=59)
+    assert signing_secrets("new", "old", rotated, NOW, 600) == ["new", "old"]
+
+
+def test_only_the_new_secret_signs_after_the_transition() -> None:
+    rotated = NOW - timedelta(minutes=10)
+    assert signing_secrets("new", "old", rotated, NOW, 600) == ["new"]
+
+
+def test_a_never_rotated_subscription_signs_with_its_one_secret() -> None:
+    assert signing_secrets("only", None, None, NOW, 600) == ["only"]
