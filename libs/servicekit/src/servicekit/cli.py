@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+import uvloop
 from fastapi import FastAPI
 
 from servicekit.auth.api_keys import AccessLevel
@@ -91,7 +92,9 @@ class ServiceCLI:
             )
             return 0
         if args.command == "worker":
-            asyncio.run(self._worker(settings))
+            # uvloop (installed with uvicorn[standard]) roughly halves the event loop's cost
+            # per socket operation, which is most of a delivery worker's work.
+            uvloop.run(self._worker(settings))
             return 0
         if args.command == "migrate":
             if args.create_database and ensure_database(settings.database_url):

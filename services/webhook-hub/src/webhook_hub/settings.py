@@ -25,7 +25,7 @@ class Settings(ServiceSettings):
     retry_after_cap_seconds: float = 86400.0
     failure_threshold: int = 100
     secret_transition_seconds: int = 600
-    per_subscription_concurrency: int = 16
+    per_subscription_concurrency: int = 64
     delivery_concurrency: int = 512
     delivery_claim_batch: int = 1000
     delivery_poll_seconds: float = 1.0

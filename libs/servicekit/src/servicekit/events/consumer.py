@@ -19,7 +19,10 @@ from servicekit.events.envelope import CloudEvent
 
 logger = structlog.get_logger(__name__)
 
-BatchHandler = Callable[[AsyncSession, Sequence[CloudEvent]], Awaitable[object]]
+BatchHandler = Callable[[AsyncSession, Sequence[CloudEvent]], Awaitable[Any]]
+# Runs with the handler's result once its transaction has committed (work that must not
+# happen for a rolled-back batch, such as handing jobs to an in-process queue).
+CommitHook = Callable[[Any], Awaitable[None]]
 
 _MARK_PROCESSED = text(
     """
@@ -54,6 +57,7 @@ class EventConsumer:
         ack_wait: float = 60.0,
         nak_delay: float = 5.0,
         max_ack_pending: int = 20_000,
+        on_committed: CommitHook | None = None,
     ) -> None:
         self._js = js
         self._session_factory = session_factory
@@ -67,6 +71,7 @@ class EventConsumer:
         self._nak_delay = nak_delay
         self._max_ack_pending = max_ack_pending
         self._subscription: Any = None
+        self._on_committed = on_committed
 
     async def subscribe(self) -> None:
         config = ConsumerConfig(
@@ -108,6 +113,7 @@ class EventConsumer:
                 await msg.term()
         if not events:
             return
+        outcome: Any = None
         try:
             async with self._session_factory() as session, session.begin():
                 connection = await session.connection()
@@ -123,7 +129,7 @@ class EventConsumer:
                         fresh.discard(event.id)
                         new_events.append(event)
                 if new_events:
-                    await self._handler(session, new_events)
+                    outcome = await self._handler(session, new_events)
         except Exception as exc:
             logger.warning(
                 "event batch failed; redelivering later", consumer=self.durable, error=repr(exc)
@@ -133,6 +139,8 @@ class EventConsumer:
             return
         for msg in valid:
             await msg.ack()
+        if self._on_committed is not None and outcome is not None:
+            await self._on_committed(outcome)
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

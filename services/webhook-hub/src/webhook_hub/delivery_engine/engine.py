@@ -35,14 +35,20 @@ logger = structlog.get_logger(__name__)
 
 _CLAIM = text(
     """
-    WITH due AS (
-        SELECT d.id, d.next_attempt_at,
-               row_number() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at) AS rank
+    WITH candidates AS (
+        -- Bounded scan of the due index, so a deep backlog does not make every claim slower.
+        SELECT d.id, d.subscription_id, d.next_attempt_at
         FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id
         WHERE d.status = 'pending' AND d.next_attempt_at <= now()
           AND (d.lease_until IS NULL OR d.lease_until < now())
           AND s.is_active
           AND NOT (d.subscription_id = ANY(CAST(:saturated AS uuid[])))
+        ORDER BY d.next_attempt_at
+        LIMIT :scan
+    ), due AS (
+        SELECT id, next_attempt_at,
+               row_number() OVER (PARTITION BY subscription_id ORDER BY next_attempt_at) AS rank
+        FROM candidates
     ), picked AS (
         SELECT id FROM due WHERE rank <= :per_subscription
         ORDER BY next_attempt_at LIMIT :limit
@@ -57,6 +63,7 @@ _CLAIM = text(
               s.timeout_seconds
     """
 )
+DISPATCH_CONSUMER = "webhook-hub-dispatch"
 FLUSH_INTERVAL_SECONDS = 0.05
 FLUSH_BATCH = 1000
 
@@ -94,6 +101,7 @@ class DeliveryEngine:
                         "saturated": [str(s) for s in saturated],
                         "per_subscription": cap,
                         "limit": limit,
+                        "scan": limit * 4,
                         "lease_extra": self._settings.delivery_lease_extra_seconds,
                     },
                 )
@@ -120,6 +128,17 @@ class DeliveryEngine:
             headers=row.headers,
             timeout_seconds=row.timeout_seconds,
         )
+
+    def room_for(self, subscription_id: uuid.UUID) -> int:
+        """How many more attempts this worker may start for the subscription now."""
+        free = self._settings.delivery_concurrency - sum(self._in_flight.values())
+        cap = self._settings.per_subscription_concurrency - self._in_flight.get(subscription_id, 0)
+        return max(0, min(free, cap))
+
+    async def take(self, jobs: list[DeliveryJob]) -> None:
+        """Jobs leased to this worker by dispatch (the hot path)."""
+        for job in jobs:
+            self.start(job)
 
     def start(self, job: DeliveryJob) -> None:
         self._in_flight[job.subscription_id] += 1
@@ -213,7 +232,12 @@ class DeliveryEngine:
                 await asyncio.sleep(1.0)
 
 
-def delivery_loop(settings: Settings) -> WorkerLoop:
+def delivery_pipeline(settings: Settings) -> WorkerLoop:
+    """Dispatch and delivery in one loop, so dispatch can hand fresh jobs to the engine."""
+    from servicekit.events.consumer import EventConsumer
+
+    from webhook_hub.dispatch.handler import Dispatcher
+
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         connector = aiohttp.TCPConnector(
             limit=settings.delivery_concurrency,
@@ -230,6 +254,16 @@ def delivery_loop(settings: Settings) -> WorkerLoop:
                 if settings.ssrf_guard_enabled
                 else None,
             )
-            await DeliveryEngine(runtime.session_factory, settings, sender).run(stop)
+            engine = DeliveryEngine(runtime.session_factory, settings, sender)
+            consumer = EventConsumer(
+                runtime.nats.js,
+                runtime.session_factory,
+                durable=DISPATCH_CONSUMER,
+                handler=Dispatcher(settings, engine),
+                on_committed=engine.take,
+                stream=settings.events_stream,
+                batch_size=settings.dispatch_batch_size,
+            )
+            await asyncio.gather(engine.run(stop), consumer.run(stop))
 
     return run
