@@ -8,7 +8,7 @@ RUN := $(UV) run --frozen
 SERVICES := webhook-hub scraper-manager commerce-content
 PYTEST := $(RUN) pytest -p no:cacheprovider
 
-.PHONY: help install run test test-unit lint fmt migrate clean
+.PHONY: help install run test test-unit lint fmt migrate clean bench
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
@@ -16,6 +16,7 @@ help:
 	@echo "make lint     ruff, ruff format --check, mypy --strict"
 	@echo "make fmt      format and auto-fix"
 	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
+	@echo "make bench    benchmarks that print their figures (webhook-hub delivery throughput)"
 	@echo "make clean    remove the dev data (.data/) and caches"
 
 $(CURDIR)/.tools/bin/uv:
@@ -34,7 +35,7 @@ run: install
 lint: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy libs/servicekit/src services/*/src deploy/local
+	$(RUN) mypy libs/servicekit/src services/*/src deploy/local services/webhook-hub/bench
 	@# Test folders share module names (conftest), so each is checked on its own.
 	@for d in libs/servicekit/tests $(addprefix services/,$(addsuffix /tests,$(SERVICES))); do \
 		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .) || exit 1; done
@@ -46,6 +47,10 @@ test: lint
 test-unit: install
 	$(PYTEST) libs/servicekit/tests
 	@for s in $(SERVICES); do (cd services/$$s && $(PYTEST) tests) || exit 1; done
+
+# Figures, not pass/fail: each benchmark starts its own servers on loopback and stops itself.
+bench: install
+	$(RUN) python services/webhook-hub/bench/run.py --workers 2
 
 fmt: install
 	$(RUN) ruff check --fix .

@@ -4,7 +4,6 @@ delivery from the `sent_at` its event carries, and reports at `GET /stats`."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
@@ -53,8 +52,6 @@ async def reset(request: web.Request) -> web.Response:
 
 def main() -> None:
     port = int(sys.argv[1])
-    if len(sys.argv) > 2 and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {int(sys.argv[2])})
     app = web.Application()
     app.router.add_get("/stats", stats)
     app.router.add_post("/reset", reset)
