@@ -461,3 +461,39 @@ async def test_redelivered_events_do_not_make_a_second_delivery(
     await wait_for_posts(http_receiver, 1)
     await asyncio.sleep(1.0)
     assert len(non_test(http_receiver.requests)) == 1
+
+
+async def test_a_slow_endpoint_does_not_delay_other_subscriptions(
+    fast_settings: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+) -> None:
+    from webhook_hub.worker import run as run_worker
+
+    slow, fast = HttpReceiver(), HttpReceiver()
+    await slow.start()
+    await fast.start()
+    settings = fast_settings.model_copy(update={"per_subscription_concurrency": 2})
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(settings, stop))
+    try:
+        consumer = await make_consumer(db_engine, "write")
+        await subscribe(client, consumer.headers, slow.url, ["order.paid"])
+        await subscribe(client, consumer.headers, fast.url, ["order.paid"])
+        await slow.wait_for(2)
+        await fast.wait_for(2)
+        slow.default = PlannedResponse(200, delay=3.0)
+        for n in range(20):
+            await publish_event(js, "order.paid", {"n": n})
+        started = asyncio.get_running_loop().time()
+        await wait_for_posts(fast, 20, timeout=10)
+        fast_done = asyncio.get_running_loop().time() - started
+        # The slow endpoint holds at most its two slots; the fast one is not queued behind it.
+        assert fast_done < 3.0
+        assert len(non_test(slow.requests)) <= 2
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        await slow.stop()
+        await fast.stop()
