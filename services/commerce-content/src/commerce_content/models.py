@@ -1,8 +1,6 @@
 """Tables of commerce-content. The foundation tables (API keys, outbox, processed events) come
 from servicekit; these are created by the second migration."""
 
-from __future__ import annotations
-
 import uuid
 from datetime import datetime
 from decimal import Decimal
@@ -43,7 +41,7 @@ class Tag(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(max_length=100, unique=True)
-    articles: list[Article] = Relationship(back_populates="tags", link_model=ArticleTag)
+    articles: list["Article"] = Relationship(back_populates="tags", link_model=ArticleTag)
 
 
 class Article(SQLModel, table=True):
@@ -59,9 +57,9 @@ class Article(SQLModel, table=True):
     updated_at: datetime = _tz(default_factory=utcnow)
     published_at: datetime | None = _tz(default=None)
 
-    author: User = Relationship()
-    tags: list[Tag] = Relationship(back_populates="articles", link_model=ArticleTag)
-    comments: list[Comment] = Relationship(
+    author: "User" = Relationship()
+    tags: list["Tag"] = Relationship(back_populates="articles", link_model=ArticleTag)
+    comments: list["Comment"] = Relationship(
         back_populates="article", sa_relationship_kwargs={"order_by": "Comment.id"}
     )
 
@@ -76,7 +74,7 @@ class Comment(SQLModel, table=True):
     body: str
     created_at: datetime = _tz(default_factory=utcnow)
 
-    article: Article = Relationship(back_populates="comments")
+    article: "Article" = Relationship(back_populates="comments")
 
 
 class Category(SQLModel, table=True):
@@ -120,7 +118,7 @@ class Product(SQLModel, table=True):
     created_at: datetime = _tz(default_factory=utcnow)
     updated_at: datetime = _tz(default_factory=utcnow)
 
-    variants: list[ProductVariant] = Relationship(
+    variants: list["ProductVariant"] = Relationship(
         back_populates="product", sa_relationship_kwargs={"order_by": "ProductVariant.id"}
     )
 
@@ -135,7 +133,7 @@ class ProductVariant(SQLModel, table=True):
     price: Decimal | None = Field(default=None, sa_type=MONEY)
     stock: int = 0
 
-    product: Product = Relationship(back_populates="variants")
+    product: "Product" = Relationship(back_populates="variants")
 
 
 class Page(SQLModel, table=True):
@@ -180,7 +178,7 @@ class Order(SQLModel, table=True):
     created_at: datetime = _tz(default_factory=utcnow)
     paid_at: datetime | None = _tz(default=None)
 
-    items: list[OrderItem] = Relationship(
+    items: list["OrderItem"] = Relationship(
         back_populates="order", sa_relationship_kwargs={"order_by": "OrderItem.id"}
     )
 
@@ -195,7 +193,7 @@ class OrderItem(SQLModel, table=True):
     price: Decimal = Field(sa_type=MONEY)
     quantity: int
 
-    order: Order = Relationship(back_populates="items")
+    order: "Order" = Relationship(back_populates="items")
 
 
 class PaymentNotification(SQLModel, table=True):
