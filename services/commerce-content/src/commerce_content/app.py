@@ -5,8 +5,10 @@ from servicekit.auth.endpoints import api_keys_router
 from servicekit.web.app import create_service_app
 
 from commerce_content import __version__
+from commerce_content.articles.endpoints import router as articles_router
 from commerce_content.errors import ResourceErrorBody, render_error
 from commerce_content.events import registry
+from commerce_content.rate_limit.limiter import RequestLimiter
 from commerce_content.settings import Settings
 
 API_PREFIX = "/api/v1"
@@ -25,5 +27,7 @@ def create_app(settings: Settings) -> FastAPI:
         validation_status=400,
         registry=registry,
     )
+    app.state.request_limiter = RequestLimiter(settings.rate_limit, settings.rate_limit_storage_url)
     app.include_router(api_keys_router(ResourceErrorBody), prefix=API_PREFIX)
+    app.include_router(articles_router, prefix=API_PREFIX)
     return app

@@ -31,3 +31,21 @@ def render_error(error: ServiceError, request: Request) -> dict[str, Any]:
     if request.url.path.startswith(RESOURCE_API_PREFIX):
         return {"error": {"code": error.code, "message": error.message, **error.extra}}
     return {"error": error.message}
+
+
+def _resource(description: str) -> dict[str, Any]:
+    return {"model": ResourceErrorBody, "description": description}
+
+
+# Every status the resource API's spec lists besides its successes.
+RESOURCE_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _resource("Validation error: a bad parameter or body"),
+    401: _resource("Missing or invalid token"),
+    403: _resource("The caller's role may not do this"),
+    404: _resource("No such article"),
+    406: _resource("Unknown API version in Accept"),
+    409: _resource("Conflict, e.g. a slug already used"),
+    422: _resource("Semantic error, e.g. an author that does not exist"),
+    429: _resource("Rate limit exceeded; see Retry-After"),
+    500: _resource("Unexpected error (no internals)"),
+}

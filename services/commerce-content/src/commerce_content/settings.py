@@ -29,3 +29,7 @@ class Settings(ServiceSettings):
     payment_provider: Literal["sandbox", "stripe"] = "sandbox"
     payment_webhook_secret: SecretStr = SecretStr("dev-insecure-payment-webhook-secret")
     currency: str = "usd"
+
+    # Resource API limits per client (`limits` notation) and where the counts live.
+    rate_limit: str = "120/minute"
+    rate_limit_storage_url: str = "memory://"

@@ -158,8 +158,8 @@ def install_error_handlers(
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        error_cls = _STATUS_ERRORS.get(validation_status, UnprocessableEntity)
-        error = error_cls(
+        # `validation_error` whatever the status the service answers it with (422 or 400).
+        error = UnprocessableEntity(
             describe_validation_errors(exc.errors()),
             extra={"details": _json_safe_errors(exc.errors())},
         )

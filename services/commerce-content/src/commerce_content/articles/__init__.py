@@ -1,0 +1,1 @@
+"""The example resource of the REST conventions: /api/v1/articles."""

@@ -1,0 +1,152 @@
+"""The rules of articles: unique slugs, existing authors, who may write, what events follow."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+
+from servicekit.events import record_event
+from servicekit.web.errors import Conflict, NotFound, UnprocessableEntity
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from commerce_content.articles.repository import ArticleRepository
+from commerce_content.articles.schemas import (
+    ArticleCreate,
+    ArticleReplace,
+    ArticleUpdate,
+    CommentCreate,
+)
+from commerce_content.events import (
+    ARTICLE_CREATED,
+    ARTICLE_DELETED,
+    ARTICLE_UPDATED,
+    ArticleChanged,
+)
+from commerce_content.identity.dependencies import Caller
+from commerce_content.models import Article, Comment
+
+
+class SlugTaken(Conflict):
+    code = "slug_taken"
+
+
+class UnknownAuthor(UnprocessableEntity):
+    code = "unknown_author"
+
+
+def slugify(title: str) -> str:
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")
+    return slug[:300] or "article"
+
+
+class ArticleService:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+        self.articles = ArticleRepository(session)
+
+    async def get(self, article_id: int, include: Sequence[str] = ()) -> Article:
+        article = await self.articles.get(article_id, include)
+        if article is None:
+            raise NotFound(f"Article {article_id} not found")
+        return article
+
+    async def _check_author(self, author_id: int) -> None:
+        if not await self.articles.user_exists(author_id):
+            raise UnknownAuthor(f"Author {author_id} does not exist")
+
+    async def _check_slug(self, slug: str, except_id: int | None = None) -> None:
+        if await self.articles.slug_taken(slug, except_id):
+            raise SlugTaken(f"The slug '{slug}' is already used by another article")
+
+    async def create(self, body: ArticleCreate, caller: Caller) -> Article:
+        author_id = body.author_id if body.author_id is not None else caller.user_id
+        if author_id is None:
+            raise UnprocessableEntity("author_id is required when the caller is not a user")
+        await self._check_author(author_id)
+        slug = body.slug or slugify(body.title)
+        await self._check_slug(slug)
+        now = datetime.now(UTC)
+        article = Article(
+            title=body.title,
+            slug=slug,
+            body=body.body,
+            status=body.status,
+            author_id=author_id,
+            created_at=now,
+            updated_at=now,
+            published_at=now if body.status == "published" else None,
+        )
+        article.tags = await self.articles.tags_named(body.tags)
+        self.session.add(article)
+        await self.session.flush()
+        await self._record(ARTICLE_CREATED, article)
+        return article
+
+    async def replace(self, article_id: int, body: ArticleReplace) -> Article:
+        return await self._apply(article_id, body.model_dump())
+
+    async def update(self, article_id: int, body: ArticleUpdate) -> Article:
+        return await self._apply(article_id, body.model_dump(exclude_unset=True))
+
+    async def _apply(self, article_id: int, changes: dict[str, Any]) -> Article:
+        article = await self.get(article_id, ["tags"])
+        if changes.get("author_id") is not None:
+            await self._check_author(changes["author_id"])
+        if changes.get("slug") is not None:
+            await self._check_slug(changes["slug"], article_id)
+        for field in ("title", "slug", "body", "status", "author_id"):
+            if changes.get(field) is not None:
+                setattr(article, field, changes[field])
+        if changes.get("tags") is not None:
+            article.tags = await self.articles.tags_named(changes["tags"])
+        if article.status == "published" and article.published_at is None:
+            article.published_at = datetime.now(UTC)
+        article.updated_at = datetime.now(UTC)
+        self.session.add(article)
+        await self.session.flush()
+        await self._record(ARTICLE_UPDATED, article)
+        return article
+
+    async def delete(self, article_id: int) -> None:
+        article = await self.get(article_id)
+        await self._record(ARTICLE_DELETED, article)
+        await self.session.delete(article)
+        await self.session.flush()
+
+    async def add_comment(self, article_id: int, body: CommentCreate, caller: Caller) -> Comment:
+        await self.get(article_id)
+        comment = Comment(
+            article_id=article_id,
+            author_name=body.author_name or caller.subject,
+            user_id=caller.user_id,
+            body=body.body,
+        )
+        self.session.add(comment)
+        await self.session.flush()
+        return comment
+
+    async def _record(self, event_type: str, article: Article) -> None:
+        assert article.id is not None
+        await record_event(
+            self.session,
+            event_type,
+            ArticleChanged(
+                id=article.id,
+                slug=article.slug,
+                title=article.title,
+                status=article.status,
+                author_id=article.author_id,
+            ),
+        )
+
+
+def parse_created_after(value: str | None) -> date | None:
+    if value is None:
+        return None
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise ValueError("created_after must be a date of the form YYYY-MM-DD")
+    return date.fromisoformat(value)

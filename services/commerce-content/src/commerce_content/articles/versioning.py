@@ -1,0 +1,30 @@
+"""Representation versions: `/api/v1` serves v1 unless `Accept` asks for
+`application/vnd.commerce.v2+json`; an unknown version is 406. The response's Content-Type
+names the version served."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import Request
+from servicekit.web.errors import NotAcceptable
+
+SUPPORTED_VERSIONS = (1, 2)
+_VENDOR = re.compile(r"application/vnd\.commerce\.v(\d+)\+json")
+
+
+def negotiate_version(request: Request) -> int:
+    asked = [int(v) for v in _VENDOR.findall(request.headers.get("accept", ""))]
+    if not asked:
+        return 1
+    for version in asked:
+        if version in SUPPORTED_VERSIONS:
+            return version
+    raise NotAcceptable(
+        f"Version {asked[0]} is not served; supported: "
+        + ", ".join(f"application/vnd.commerce.v{v}+json" for v in SUPPORTED_VERSIONS)
+    )
+
+
+def media_type(version: int) -> str:
+    return f"application/vnd.commerce.v{version}+json"

@@ -1,0 +1,1 @@
+"""Who is calling: bearer JWTs with a role, or API keys."""

@@ -1,0 +1,86 @@
+"""The caller of the resource API: a bearer HS256 JWT (`sub` = user id, `role`), or an API key
+(its level maps to a role: admin -> ADMIN, write -> MANAGER, read -> USER)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.dependencies import BearerCredentials, principal_from_api_key
+from servicekit.auth.jwt import InvalidToken, JWTCodec
+from servicekit.db.engine import SessionDep
+from servicekit.web.errors import Forbidden, Unauthorized
+
+from commerce_content.identity.roles import Role
+from commerce_content.settings import Settings
+
+LEVEL_ROLES = {
+    AccessLevel.ADMIN: Role.ADMIN,
+    AccessLevel.WRITE: Role.MANAGER,
+    AccessLevel.READ: Role.USER,
+}
+
+
+@dataclass(frozen=True)
+class Caller:
+    subject: str  # the user id of a JWT, or the owner of an API key
+    role: Role
+    user_id: int | None  # set when the subject is one of our users
+    via: str  # "jwt" or "api_key"
+
+    def require(self, role: Role) -> None:
+        if not self.role.allows(role):
+            raise Forbidden(f"This operation needs the {role.value} role")
+
+
+def jwt_codec(settings: Settings) -> JWTCodec:
+    return JWTCodec(
+        settings.jwt_secret.get_secret_value(),
+        issuer=settings.jwt_issuer,
+        audience=settings.jwt_audience,
+        ttl_seconds=settings.jwt_ttl_seconds,
+    )
+
+
+def caller_from_jwt(token: str, settings: Settings) -> Caller:
+    claims = jwt_codec(settings).verify(token)
+    try:
+        role = Role(str(claims.get("role", Role.USER.value)).lower())
+    except ValueError as exc:
+        raise InvalidToken("unknown role") from exc
+    subject = str(claims["sub"])
+    return Caller(subject, role, int(subject) if subject.isdigit() else None, "jwt")
+
+
+async def authenticate(
+    request: Request, session: SessionDep, credentials: BearerCredentials
+) -> Caller:
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized("Missing bearer token")
+    token = credentials.credentials
+    settings: Settings = request.app.state.settings
+    if token.count(".") == 2:
+        try:
+            return caller_from_jwt(token, settings)
+        except InvalidToken as exc:
+            raise Unauthorized("Invalid token") from exc
+    principal = await principal_from_api_key(session, token)
+    if principal is None:
+        raise Unauthorized("Invalid token")
+    return Caller(principal.owner, LEVEL_ROLES[principal.level], None, "api_key")
+
+
+def require_role(role: Role) -> Callable[..., Awaitable[Caller]]:
+    async def dependency(caller: Annotated[Caller, Depends(authenticate)]) -> Caller:
+        caller.require(role)
+        return caller
+
+    return dependency
+
+
+AnyCaller = Annotated[Caller, Depends(require_role(Role.GUEST))]
+UserCaller = Annotated[Caller, Depends(require_role(Role.USER))]
+ManagerCaller = Annotated[Caller, Depends(require_role(Role.MANAGER))]

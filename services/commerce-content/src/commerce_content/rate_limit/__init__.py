@@ -1,0 +1,1 @@
+"""Per-client request limits."""
