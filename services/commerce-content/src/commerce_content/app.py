@@ -5,10 +5,13 @@ from servicekit.auth.endpoints import api_keys_router
 from servicekit.web.app import create_service_app
 
 from commerce_content import __version__
+from commerce_content.admin_action.endpoints import router as admin_action_router
 from commerce_content.articles.endpoints import router as articles_router
+from commerce_content.contact.endpoints import router as contact_router
 from commerce_content.errors import ResourceErrorBody, render_error
 from commerce_content.events import registry
 from commerce_content.rate_limit.limiter import RequestLimiter
+from commerce_content.search.endpoints import router as search_router
 from commerce_content.settings import Settings
 
 API_PREFIX = "/api/v1"
@@ -30,4 +33,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.request_limiter = RequestLimiter(settings.rate_limit, settings.rate_limit_storage_url)
     app.include_router(api_keys_router(ResourceErrorBody), prefix=API_PREFIX)
     app.include_router(articles_router, prefix=API_PREFIX)
+    app.include_router(search_router, prefix="/api")
+    app.include_router(contact_router, prefix="/api")
+    app.include_router(admin_action_router, prefix="/api")
     return app

@@ -49,3 +49,15 @@ RESOURCE_ERRORS: dict[int | str, dict[str, Any]] = {
     429: _resource("Rate limit exceeded; see Retry-After"),
     500: _resource("Unexpected error (no internals)"),
 }
+
+
+def _plain(description: str) -> dict[str, Any]:
+    return {"model": PlainErrorBody, "description": description}
+
+
+PLAIN_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _plain("Missing or invalid input"),
+    401: _plain("Unauthorized"),
+    403: _plain("Forbidden"),
+    429: _plain("Rate limit exceeded; see Retry-After"),
+}

@@ -31,3 +31,28 @@ for _name, _what in (
     (ARTICLE_DELETED, "An article was deleted."),
 ):
     registry.declare(_name, ArticleChanged, description=_what, example=_ARTICLE_EXAMPLE)
+
+
+INQUIRY_CREATED = "inquiry.created"
+
+
+class InquiryCreated(BaseModel):
+    id: int
+    name: str
+    email: str
+    message: str
+    status: str
+
+
+registry.declare(
+    INQUIRY_CREATED,
+    InquiryCreated,
+    description="A visitor sent the contact form.",
+    example={
+        "id": 7,
+        "name": "Ada Lovelace",
+        "email": "ada@example.com",
+        "message": "Do you ship to Norway?",
+        "status": "new",
+    },
+)

@@ -29,6 +29,8 @@ class Settings(ServiceSettings):
     payment_provider: Literal["sandbox", "stripe"] = "sandbox"
     payment_webhook_secret: SecretStr = SecretStr("dev-insecure-payment-webhook-secret")
     currency: str = "usd"
+    # Who hears about contact inquiries.
+    admin_emails: list[str] = ["admin@localhost"]
 
     # Resource API limits per client (`limits` notation) and where the counts live.
     rate_limit: str = "120/minute"

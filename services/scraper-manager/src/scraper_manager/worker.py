@@ -1,10 +1,12 @@
 """`scraper-manager worker`: the outbox relay and the service's background loops."""
 
+import asyncio
+
 from servicekit.worker import run_worker
 
 from scraper_manager.events import registry
 from scraper_manager.settings import Settings
 
 
-async def run(settings: Settings) -> None:
-    await run_worker(settings, source="scraper-manager", registry=registry)
+async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    await run_worker(settings, source="scraper-manager", registry=registry, stop=stop)

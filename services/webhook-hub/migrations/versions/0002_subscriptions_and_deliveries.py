@@ -7,6 +7,7 @@ Revises: 0001
 
 import sqlalchemy as sa
 from alembic import op
+from servicekit.db.foundation import create_mail_outbox_table
 from sqlalchemy.dialects import postgresql
 
 revision = "0002"
@@ -128,23 +129,7 @@ def upgrade() -> None:
         sa.Column("event_id", sa.Uuid(), nullable=False),
         sa.Column("created_at", TZ, nullable=False),
     )
-    op.create_table(
-        "mail_outbox",
-        sa.Column("id", sa.Uuid(), primary_key=True),
-        sa.Column("recipient", sa.String(320), nullable=False),
-        sa.Column("subject", sa.String(500), nullable=False),
-        sa.Column("body", sa.Text(), nullable=False),
-        sa.Column("created_at", TZ, nullable=False),
-        sa.Column("sent_at", TZ),
-        sa.Column("attempts", sa.Integer(), nullable=False, server_default="0"),
-        sa.Column("last_error", sa.Text()),
-    )
-    op.create_index(
-        "ix_mail_outbox_pending",
-        "mail_outbox",
-        ["created_at"],
-        postgresql_where=sa.text("sent_at IS NULL"),
-    )
+    create_mail_outbox_table()
 
 
 def downgrade() -> None:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from servicekit.db.models import ApiKey, OutboxEvent, ProcessedEvent, utcnow
+from servicekit.db.models import ApiKey, MailMessage, OutboxEvent, ProcessedEvent, utcnow
 from sqlalchemy.dialects import postgresql
 from sqlmodel import Field, SQLModel
 
@@ -115,21 +115,6 @@ class IdempotencyKey(SQLModel, table=True):
     key: str = Field(primary_key=True, max_length=200)
     event_id: uuid.UUID
     created_at: datetime = _tz(default_factory=utcnow)
-
-
-class MailMessage(SQLModel, table=True):
-    """Mail to send, written in the transaction that decided it, sent by the worker."""
-
-    __tablename__ = "mail_outbox"
-
-    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
-    recipient: str = Field(max_length=320)
-    subject: str = Field(max_length=500)
-    body: str
-    created_at: datetime = _tz(default_factory=utcnow)
-    sent_at: datetime | None = _tz(default=None)
-    attempts: int = 0
-    last_error: str | None = None
 
 
 __all__ = [

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
+from servicekit.mail_outbox import mail_loop
 from servicekit.worker import run_worker
 
 from webhook_hub.delivery_engine.engine import delivery_pipeline
 from webhook_hub.event_types.service import event_type_sync_loop
 from webhook_hub.events import registry
 from webhook_hub.nats_service.handlers import subscription_requests_loop
-from webhook_hub.notifications.mailer import mail_loop
 from webhook_hub.settings import Settings
 
 

@@ -56,3 +56,23 @@ def drop_foundation_tables() -> None:
     op.drop_table("processed_events")
     op.drop_table("outbox_events")
     op.drop_table("api_keys")
+
+
+def create_mail_outbox_table() -> None:
+    op.create_table(
+        "mail_outbox",
+        sa.Column("id", sa.Uuid(), primary_key=True),
+        sa.Column("recipient", sa.String(320), nullable=False),
+        sa.Column("subject", sa.String(500), nullable=False),
+        sa.Column("body", sa.Text(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("sent_at", sa.DateTime(timezone=True)),
+        sa.Column("attempts", sa.Integer(), nullable=False, server_default="0"),
+        sa.Column("last_error", sa.Text()),
+    )
+    op.create_index(
+        "ix_mail_outbox_pending",
+        "mail_outbox",
+        ["created_at"],
+        postgresql_where=sa.text("sent_at IS NULL"),
+    )

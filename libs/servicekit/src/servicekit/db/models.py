@@ -65,3 +65,19 @@ class ProcessedEvent(SQLModel, table=True):
         default_factory=utcnow,
         sa_type=sa.DateTime(timezone=True),
     )
+
+
+class MailMessage(SQLModel, table=True):
+    """Mail to send, written in the transaction that decided it and sent by the worker, so an
+    SMTP outage delays a message but never loses it."""
+
+    __tablename__ = "mail_outbox"
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    recipient: str = Field(max_length=320)
+    subject: str = Field(max_length=500)
+    body: str
+    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    sent_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+    attempts: int = 0
+    last_error: str | None = None

@@ -1,17 +1,17 @@
 """Sends the mail that transactions wrote to `mail_outbox` (so a notice is never lost to an
-SMTP outage: it waits and goes out when the server answers)."""
+SMTP outage: it waits and goes out when the server answers). Any service's worker runs it."""
 
 from __future__ import annotations
 
 import asyncio
 
 import structlog
-from servicekit.mail import send_mail
-from servicekit.runtime import ServiceRuntime
-from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 
-from webhook_hub.settings import Settings
+from servicekit.mail import send_mail
+from servicekit.runtime import ServiceRuntime
+from servicekit.settings import ServiceSettings
+from servicekit.worker import WorkerLoop
 
 logger = structlog.get_logger(__name__)
 POLL_SECONDS = 2.0
@@ -26,7 +26,7 @@ _SENT = text("UPDATE mail_outbox SET sent_at = now(), attempts = attempts + 1 WH
 _FAILED = text("UPDATE mail_outbox SET attempts = attempts + 1, last_error = :error WHERE id = :id")
 
 
-async def send_pending_mail(runtime: ServiceRuntime, settings: Settings) -> int:
+async def send_pending_mail(runtime: ServiceRuntime, settings: ServiceSettings) -> int:
     sent = 0
     async with runtime.session_factory() as session, session.begin():
         connection = await session.connection()
@@ -50,7 +50,7 @@ async def send_pending_mail(runtime: ServiceRuntime, settings: Settings) -> int:
     return sent
 
 
-def mail_loop(settings: Settings) -> WorkerLoop:
+def mail_loop(settings: ServiceSettings) -> WorkerLoop:
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:

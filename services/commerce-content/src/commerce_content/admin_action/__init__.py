@@ -1,0 +1,1 @@
+"""The audited admin-only action."""

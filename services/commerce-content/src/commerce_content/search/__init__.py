@@ -1,0 +1,1 @@
+"""Cross-collection search (posts, products, pages)."""

@@ -1,0 +1,34 @@
+"""`GET /api/search`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel
+from servicekit.db.engine import SessionDep
+from servicekit.web.errors import BadRequest
+
+from commerce_content.errors import PLAIN_ERRORS
+from commerce_content.search.service import COLLECTIONS, MIN_QUERY_LENGTH, search
+
+router = APIRouter(tags=["search"])
+
+
+class SearchResult(BaseModel):
+    docs: list[dict[str, Any]]
+    totalDocs: int
+
+
+@router.get("/search", response_model=SearchResult, responses=PLAIN_ERRORS)
+async def search_collections(
+    session: SessionDep,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    type: Annotated[str, Query(description="all, posts, products or pages")] = "all",
+) -> SearchResult:
+    if type != "all" and type not in COLLECTIONS:
+        raise BadRequest(f"Unknown type '{type}'; use all, {', '.join(COLLECTIONS)}")
+    if q is None or len(q.strip()) < MIN_QUERY_LENGTH:
+        return SearchResult(docs=[], totalDocs=0)
+    docs = await search(session, q.strip(), COLLECTIONS if type == "all" else (type,))
+    return SearchResult(docs=docs, totalDocs=len(docs))

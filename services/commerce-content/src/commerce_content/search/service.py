@@ -1,0 +1,58 @@
+"""Search: case-insensitive, at most 5 records per collection, `%` and `_` taken literally."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+COLLECTIONS = ("posts", "products", "pages")
+PER_COLLECTION = 5
+MIN_QUERY_LENGTH = 2
+
+# The trigram GIN indexes on title/name and description serve these ILIKE matches.
+_QUERIES = {
+    "posts": text(
+        "SELECT id, title, slug, description, created_at FROM posts"
+        " WHERE published AND (title ILIKE :pattern ESCAPE '\\' OR description ILIKE :pattern ESCAPE '\\')"
+        " ORDER BY id LIMIT :limit"
+    ),
+    "pages": text(
+        "SELECT id, title, slug, description, created_at FROM pages"
+        " WHERE published AND (title ILIKE :pattern ESCAPE '\\' OR description ILIKE :pattern ESCAPE '\\')"
+        " ORDER BY id LIMIT :limit"
+    ),
+    "products": text(
+        "SELECT id, name AS title, slug, description, base_price, sale_price, currency, image"
+        " FROM products WHERE published AND NOT deleted"
+        " AND (name ILIKE :pattern ESCAPE '\\' OR description ILIKE :pattern ESCAPE '\\')"
+        " ORDER BY menu_index, id LIMIT :limit"
+    ),
+}
+
+
+def like_pattern(query: str) -> str:
+    """`%q%` with LIKE's own wildcards and the escape character escaped."""
+    escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _json_safe(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key: (str(value) if not isinstance(value, (str, int, float, bool, type(None))) else value)
+        for key, value in row.items()
+    }
+
+
+async def search(
+    session: AsyncSession, query: str, collections: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    connection = await session.connection()
+    docs: list[dict[str, Any]] = []
+    for collection in collections:
+        rows = await connection.execute(
+            _QUERIES[collection], {"pattern": like_pattern(query), "limit": PER_COLLECTION}
+        )
+        docs += [{**_json_safe(dict(row._mapping)), "_collection": collection} for row in rows]
+    return docs
