@@ -36,3 +36,34 @@ def article_body(**overrides: object) -> dict[str, object]:
     }
     body.update(overrides)
     return body
+
+
+async def make_product(
+    engine: AsyncEngine,
+    *,
+    price: str = "19.99",
+    sale_price: str | None = None,
+    stock: int = 10,
+    published: bool = True,
+    deleted: bool = False,
+    name: str | None = None,
+) -> int:
+    async with engine.begin() as conn:
+        product_id = await conn.scalar(
+            text(
+                "INSERT INTO products (name, slug, description, base_price, sale_price, currency,"
+                " stock, image, tags, parent_id, menu_index, published, deleted, created_at,"
+                " updated_at) VALUES (:name, :slug, 'A product', :price, :sale, 'USD', :stock,"
+                " '', '{}', 1, 0, :published, :deleted, now(), now()) RETURNING id"
+            ),
+            {
+                "name": name or f"Product {uuid.uuid4().hex[:6]}",
+                "slug": f"p-{uuid.uuid4().hex[:10]}",
+                "price": price,
+                "sale": sale_price,
+                "stock": stock,
+                "published": published,
+                "deleted": deleted,
+            },
+        )
+    return int(product_id)

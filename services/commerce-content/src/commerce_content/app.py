@@ -10,6 +10,7 @@ from commerce_content.articles.endpoints import router as articles_router
 from commerce_content.contact.endpoints import router as contact_router
 from commerce_content.errors import ResourceErrorBody, render_error
 from commerce_content.events import registry
+from commerce_content.orders.endpoints import router as orders_router
 from commerce_content.rate_limit.limiter import RequestLimiter
 from commerce_content.search.endpoints import router as search_router
 from commerce_content.settings import Settings
@@ -33,6 +34,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.request_limiter = RequestLimiter(settings.rate_limit, settings.rate_limit_storage_url)
     app.include_router(api_keys_router(ResourceErrorBody), prefix=API_PREFIX)
     app.include_router(articles_router, prefix=API_PREFIX)
+    app.include_router(orders_router, prefix="/api")
     app.include_router(search_router, prefix="/api")
     app.include_router(contact_router, prefix="/api")
     app.include_router(admin_action_router, prefix="/api")

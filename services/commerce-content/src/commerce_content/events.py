@@ -1,7 +1,12 @@
 """The event types commerce-content emits, registered with webhook-hub at startup."""
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel
 from servicekit.events import EventTypeRegistry
+
+if TYPE_CHECKING:
+    from commerce_content.models import Order
 
 registry = EventTypeRegistry("commerce-content")
 
@@ -55,4 +60,52 @@ registry.declare(
         "message": "Do you ship to Norway?",
         "status": "new",
     },
+)
+
+
+ORDER_CREATED = "order.created"
+ORDER_PAID = "order.paid"
+
+
+class OrderSummary(BaseModel):
+    """The spec's sample order payload (`id`, `status`, `total`, `created_at`) and a little more."""
+
+    id: str
+    status: str
+    total: str
+    currency: str
+    created_at: str
+    customer_email: str | None = None
+    payment_id: str | None = None
+
+    @classmethod
+    def of(cls, order: "Order") -> "OrderSummary":
+        return cls(
+            id=str(order.id),
+            status=order.status,
+            total=str(order.total),
+            currency=order.currency,
+            created_at=order.created_at.isoformat(),
+            customer_email=order.customer_email,
+            payment_id=order.payment_id,
+        )
+
+
+_ORDER_EXAMPLE = {
+    "id": "5b1f4c9e-2d8a-4b61-9f0e-3c7d2a1b8e45",
+    "status": "pending",
+    "total": "59.97",
+    "currency": "USD",
+    "created_at": "2026-11-22T10:00:00+00:00",
+    "customer_email": "ada@example.com",
+    "payment_id": None,
+}
+registry.declare(
+    ORDER_CREATED, OrderSummary, description="A customer checked out.", example=_ORDER_EXAMPLE
+)
+registry.declare(
+    ORDER_PAID,
+    OrderSummary,
+    description="The payment provider confirmed an order's payment.",
+    example={**_ORDER_EXAMPLE, "status": "paid", "payment_id": "pi_3Nq"},
 )

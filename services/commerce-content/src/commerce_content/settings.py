@@ -29,6 +29,10 @@ class Settings(ServiceSettings):
     payment_provider: Literal["sandbox", "stripe"] = "sandbox"
     payment_webhook_secret: SecretStr = SecretStr("dev-insecure-payment-webhook-secret")
     currency: str = "usd"
+    # Where this service is reached from outside: the sandbox payment page links to it and
+    # calls its own webhook through it.
+    public_base_url: str = "http://127.0.0.1:8003"
+    stripe_api_key: SecretStr | None = None
     # Who hears about contact inquiries.
     admin_emails: list[str] = ["admin@localhost"]
 

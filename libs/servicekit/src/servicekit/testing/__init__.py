@@ -4,6 +4,6 @@ from servicekit.testing.receiver import HttpReceiver, ReceivedRequest
 
 __all__ = ["HttpReceiver", "ReceivedRequest"]
 
-from servicekit.testing.app import serve_app, use_session
+from servicekit.testing.app import run_http_server, serve_app, use_session
 
-__all__ += ["serve_app", "use_session"]
+__all__ += ["run_http_server", "serve_app", "use_session"]

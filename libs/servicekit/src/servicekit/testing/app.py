@@ -35,3 +35,30 @@ async def serve_app(
         transport = httpx.ASGITransport(app=manager.app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
             yield client
+
+
+@asynccontextmanager
+async def run_http_server(app: FastAPI, port: int | None = None) -> AsyncIterator[str]:
+    """The app behind a real uvicorn server on 127.0.0.1, for flows that call back over HTTP."""
+    import asyncio
+
+    import uvicorn
+
+    from servicekit.embedded.network import free_port
+
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port or free_port(), log_level="warning", lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        for _ in range(600):
+            if server.started:
+                break
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 30)

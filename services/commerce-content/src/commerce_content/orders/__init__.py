@@ -1,0 +1,1 @@
+"""Orders: checkout and payment notifications."""

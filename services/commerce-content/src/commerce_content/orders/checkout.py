@@ -1,0 +1,200 @@
+"""Checkout: an order priced from the product records, and a payment session for it.
+
+Shared by the REST endpoint and GraphQL's `createOrder`: both call `CheckoutService` and map its
+`CheckoutProblem`s to their own error shapes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from servicekit.events import record_event
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from commerce_content.events import ORDER_CREATED, OrderSummary
+from commerce_content.models import Order, OrderItem, Product
+from commerce_content.payments.provider import (
+    CheckoutRequest,
+    LineItem,
+    PaymentDeclined,
+    PaymentProvider,
+)
+from commerce_content.settings import Settings
+
+
+class ProblemCode(StrEnum):
+    """The same codes as GraphQL's OrderErrorCode, plus the REST-only input problems."""
+
+    INSUFFICIENT_STOCK = "INSUFFICIENT_STOCK"
+    INVALID_ADDRESS = "INVALID_ADDRESS"
+    PAYMENT_DECLINED = "PAYMENT_DECLINED"
+    PRODUCT_UNAVAILABLE = "PRODUCT_UNAVAILABLE"
+    INVALID_INPUT = "INVALID_INPUT"
+
+
+@dataclass(frozen=True)
+class CheckoutProblem(Exception):
+    code: ProblemCode
+    message: str
+    field: tuple[str, ...] = ()
+
+
+class ShippingAddress(BaseModel):
+    """Our decision where the spec says "not shown": a postal address, country as ISO 3166-1
+    alpha-2."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    line1: str = Field(min_length=1, max_length=300)
+    line2: str | None = Field(default=None, max_length=300)
+    city: str = Field(min_length=1, max_length=200)
+    postal_code: str = Field(min_length=1, max_length=20)
+    state: str | None = Field(default=None, max_length=100)
+    country: str = Field(pattern=r"^[A-Z]{2}$")
+
+
+@dataclass(frozen=True)
+class CartLine:
+    product_id: str
+    quantity: Any
+
+
+@dataclass(frozen=True)
+class CheckoutResult:
+    order: Order
+    payment_url: str
+
+
+def unit_price(product: Product) -> Decimal:
+    return product.sale_price if product.sale_price is not None else product.base_price
+
+
+class CheckoutService:
+    def __init__(
+        self, session: AsyncSession, settings: Settings, provider: PaymentProvider
+    ) -> None:
+        self.session = session
+        self.settings = settings
+        self.provider = provider
+
+    async def checkout(
+        self,
+        lines: list[CartLine],
+        customer_email: str | None,
+        shipping_address: Any,
+        user_id: int | None = None,
+    ) -> CheckoutResult:
+        if not lines:
+            raise CheckoutProblem(ProblemCode.INVALID_INPUT, "items must not be empty", ("items",))
+        address = self._address(shipping_address)
+        products = await self._products(lines)
+        order = Order(
+            id=uuid.uuid4(),
+            status="pending",
+            total=Decimal("0.00"),
+            currency=self.settings.currency.upper(),
+            customer_email=customer_email,
+            shipping_address=address,
+            user_id=user_id,
+        )
+        items: list[OrderItem] = []
+        for index, line in enumerate(lines):
+            product = products[index]
+            price = unit_price(product)
+            assert product.id is not None
+            items.append(
+                OrderItem(
+                    order_id=order.id,
+                    product_id=product.id,
+                    name=product.name,
+                    price=price,
+                    quantity=int(line.quantity),
+                )
+            )
+        order.total = sum((item.price * item.quantity for item in items), Decimal("0.00"))
+        base = self.settings.frontend_url.rstrip("/")
+        try:
+            session = await self.provider.create_session(
+                CheckoutRequest(
+                    order_id=str(order.id),
+                    currency=self.settings.currency.lower(),
+                    lines=[LineItem(i.name, i.price, i.quantity) for i in items],
+                    success_url=f"{base}/checkout/success?order={order.id}",
+                    cancel_url=f"{base}/checkout/cancel?order={order.id}",
+                    customer_email=customer_email,
+                )
+            )
+        except PaymentDeclined as exc:
+            raise CheckoutProblem(ProblemCode.PAYMENT_DECLINED, str(exc)) from exc
+        order.payment_session_id = session.id
+        order.payment_url = session.url
+        self.session.add(order)
+        for item in items:
+            self.session.add(item)
+        await self.session.flush()
+        await record_event(self.session, ORDER_CREATED, OrderSummary.of(order))
+        return CheckoutResult(order, session.url)
+
+    def _address(self, raw: Any) -> dict[str, Any] | None:
+        if raw is None:
+            return None
+        try:
+            return ShippingAddress.model_validate(raw).model_dump(exclude_none=True)
+        except ValidationError as exc:
+            fields = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})
+            raise CheckoutProblem(
+                ProblemCode.INVALID_ADDRESS,
+                f"shippingAddress is invalid: {', '.join(fields) or 'not an object'}",
+                ("shippingAddress",),
+            ) from exc
+
+    async def _products(self, lines: list[CartLine]) -> list[Product]:
+        ids: list[int] = []
+        for index, line in enumerate(lines):
+            where = ("items", str(index))
+            if not isinstance(line.product_id, str) or not line.product_id.strip().isdigit():
+                raise CheckoutProblem(
+                    ProblemCode.INVALID_INPUT,
+                    f"items[{index}].productId must be a product id string",
+                    (*where, "productId"),
+                )
+            quantity = line.quantity
+            if isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 1:
+                raise CheckoutProblem(
+                    ProblemCode.INVALID_INPUT,
+                    f"items[{index}].quantity must be a whole number of at least 1",
+                    (*where, "quantity"),
+                )
+            ids.append(int(line.product_id))
+        found = {
+            p.id: p
+            for p in (
+                await self.session.exec(select(Product).where(col(Product.id).in_(ids)))
+            ).all()
+        }
+        products = []
+        wanted: dict[int, int] = {}
+        for index, (line, product_id) in enumerate(zip(lines, ids, strict=True)):
+            product = found.get(product_id)
+            if product is None or not product.published or product.deleted:
+                raise CheckoutProblem(
+                    ProblemCode.PRODUCT_UNAVAILABLE,
+                    f"items[{index}]: product {line.product_id} is not available",
+                    ("items", str(index), "productId"),
+                )
+            wanted[product_id] = wanted.get(product_id, 0) + int(line.quantity)
+            if wanted[product_id] > product.stock:
+                raise CheckoutProblem(
+                    ProblemCode.INSUFFICIENT_STOCK,
+                    f"items[{index}]: only {product.stock} of '{product.name}' in stock",
+                    ("items", str(index), "quantity"),
+                )
+            products.append(product)
+        return products

@@ -1,0 +1,1 @@
+"""Payment providers behind one interface: stripe and sandbox."""
