@@ -87,3 +87,16 @@ def test_production_starts_with_real_secrets(monkeypatch: pytest.MonkeyPatch) ->
 def test_secrets_are_not_shown_in_the_settings_repr() -> None:
     settings = ExampleSettings(token_secret=SecretStr("do-not-print-me"))
     assert "do-not-print-me" not in repr(settings)
+
+
+class EncodedDefaultSettings(ServiceSettings):
+    model_config = SettingsConfigDict(env_prefix="ENCODED_SVC_")
+    signing_secret: SecretStr = SecretStr("c29tZS1kZWZhdWx0LXZhbHVl")
+
+
+def test_production_refuses_any_secret_left_at_its_declared_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ENCODED_SVC_ENV", "production")
+    with pytest.raises(ValidationError, match="signing_secret has a development default"):
+        EncodedDefaultSettings()

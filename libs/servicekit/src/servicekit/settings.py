@@ -115,13 +115,22 @@ class ServiceSettings(BaseSettings):
             raw = value.get_secret_value() if isinstance(value, SecretStr) else value
             if raw is None:
                 problems.append(f"{name} is missing")
-            elif raw.strip().lower() in INSECURE_SECRET_VALUES or raw.startswith(DEV_SECRET_PREFIX):
+            elif (
+                raw.strip().lower() in INSECURE_SECRET_VALUES
+                or raw.startswith(DEV_SECRET_PREFIX)
+                or raw == _default_secret(field)
+            ):
                 problems.append(f"{name} has a development default")
         if problems:
             raise InsecureSettingsError(
                 "refusing to start in production mode: " + "; ".join(sorted(problems))
             )
         return self
+
+
+def _default_secret(field: FieldInfo) -> str | None:
+    default = field.default
+    return default.get_secret_value() if isinstance(default, SecretStr) else None
 
 
 def _is_secret_field(field: FieldInfo) -> bool:

@@ -8,6 +8,8 @@ from commerce_content import __version__
 from commerce_content.admin_action.endpoints import router as admin_action_router
 from commerce_content.articles.endpoints import router as articles_router
 from commerce_content.contact.endpoints import router as contact_router
+from commerce_content.content_api.endpoints import router as content_router
+from commerce_content.cors.middleware import ApiCorsMiddleware
 from commerce_content.errors import ResourceErrorBody, render_error
 from commerce_content.events import registry
 from commerce_content.orders.endpoints import router as orders_router
@@ -31,10 +33,12 @@ def create_app(settings: Settings) -> FastAPI:
         validation_status=400,
         registry=registry,
     )
+    app.add_middleware(ApiCorsMiddleware, origin=settings.frontend_origin)
     app.state.request_limiter = RequestLimiter(settings.rate_limit, settings.rate_limit_storage_url)
     app.include_router(api_keys_router(ResourceErrorBody), prefix=API_PREFIX)
     app.include_router(articles_router, prefix=API_PREFIX)
     app.include_router(orders_router, prefix="/api")
+    app.include_router(content_router, prefix="/api")
     app.include_router(search_router, prefix="/api")
     app.include_router(contact_router, prefix="/api")
     app.include_router(admin_action_router, prefix="/api")

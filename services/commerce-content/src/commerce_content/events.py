@@ -109,3 +109,30 @@ registry.declare(
     description="The payment provider confirmed an order's payment.",
     example={**_ORDER_EXAMPLE, "status": "paid", "payment_id": "pi_3Nq"},
 )
+
+
+CONTENT_CREATED = "content.created"
+CONTENT_UPDATED = "content.updated"
+
+
+class ContentSaved(BaseModel):
+    """The content-saved notification's body, also published as an event."""
+
+    event: str
+    id: int
+    alias: str
+    published: bool
+
+
+registry.declare(
+    CONTENT_CREATED,
+    ContentSaved,
+    description="A content item was created through the content admin API.",
+    example={"event": "created", "id": 21, "alias": "ceramic-mug", "published": True},
+)
+registry.declare(
+    CONTENT_UPDATED,
+    ContentSaved,
+    description="A content item was changed through the content admin API.",
+    example={"event": "updated", "id": 21, "alias": "ceramic-mug", "published": False},
+)

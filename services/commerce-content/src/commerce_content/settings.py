@@ -26,6 +26,10 @@ class Settings(ServiceSettings):
     frontend_origin: str = "http://localhost:5173"
     content_api_key: SecretStr = SecretStr("dev-insecure-content-api-key")
     content_webhook_url: str | None = None
+    # Signs content-saved notifications (Standard Webhooks); 32 characters of base64.
+    content_webhook_secret: SecretStr = SecretStr("ZGV2LWluc2VjdXJlLWNvbnRlbnQtaG9vaw==")
+    # The resource whose published, non-deleted children the content API lists.
+    catalog_parent_id: int = 1
     payment_provider: Literal["sandbox", "stripe"] = "sandbox"
     payment_webhook_secret: SecretStr = SecretStr("dev-insecure-payment-webhook-secret")
     currency: str = "usd"

@@ -1,0 +1,1 @@
+"""The product content API for single-page and mobile apps, and its admin side."""

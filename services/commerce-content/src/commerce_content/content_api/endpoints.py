@@ -1,0 +1,166 @@
+"""`GET /api/products/` (the content API) and `/api/content/products` (its admin side)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, BackgroundTasks, Depends, Request
+from fastapi.responses import JSONResponse
+from servicekit.db.engine import SessionDep
+from servicekit.events import record_event
+from servicekit.web.errors import Conflict, NotFound
+from sqlalchemy import func
+from sqlmodel import col, select
+
+from commerce_content.content_api.auth import content_caller
+from commerce_content.content_api.notifier import notify_content_saved
+from commerce_content.content_api.schemas import (
+    ContentItemPatch,
+    ContentItemSaved,
+    ContentItemWrite,
+    ProductItem,
+    ProductList,
+    ProductOne,
+    SearchItem,
+)
+from commerce_content.errors import PLAIN_ERRORS
+from commerce_content.events import CONTENT_CREATED, CONTENT_UPDATED, ContentSaved
+from commerce_content.identity.dependencies import Caller, ManagerCaller
+from commerce_content.models import Product
+from commerce_content.search.service import like_pattern
+from commerce_content.settings import Settings
+
+router = APIRouter(tags=["content"])
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+NO_STORE = {"Cache-Control": "no-store"}
+JSON_UTF8 = "application/json; charset=utf-8"
+
+
+def _int(raw: str | None, default: int) -> int:
+    """Non-numeric values fall back to the default, as the CMS APIs this mirrors do."""
+    try:
+        return int(raw) if raw is not None else default
+    except ValueError:
+        return default
+
+
+@router.get("/products/", response_model=ProductList | ProductOne, responses=PLAIN_ERRORS)
+async def content_products(
+    request: Request,
+    session: SessionDep,
+    caller: Annotated[Caller, Depends(content_caller)],
+) -> JSONResponse:
+    """`action` list (default; anything else than `get` is list) or get; `id` (get), `limit`
+    (20, at most 100), `offset` (0), `search` (title contains it; items then carry id, title,
+    price)."""
+    settings: Settings = request.app.state.settings
+    params = request.query_params
+    action = params.get("action", "list")
+    catalog = select(Product).where(
+        Product.parent_id == settings.catalog_parent_id,
+        col(Product.published),
+        col(Product.deleted).is_(False),
+    )
+    if action == "get":
+        item_id = _int(params.get("id"), 0)
+        product = (await session.exec(catalog.where(Product.id == item_id))).first()
+        if product is None:
+            raise NotFound("Not found")
+        body: dict[str, Any] = ProductOne(
+            item=ProductItem.of(product, settings.frontend_url)
+        ).model_dump()
+        return JSONResponse(body, headers=NO_STORE, media_type=JSON_UTF8)
+    limit = _int(params.get("limit"), DEFAULT_LIMIT)
+    limit = DEFAULT_LIMIT if limit < 1 else min(limit, MAX_LIMIT)
+    offset = max(0, _int(params.get("offset"), 0))
+    search = params.get("search", "").strip()
+    if search:
+        catalog = catalog.where(col(Product.name).ilike(like_pattern(search), escape="\\"))
+    total = (await session.exec(select(func.count()).select_from(catalog.subquery()))).one()
+    rows = (
+        await session.exec(
+            catalog.order_by(col(Product.menu_index), col(Product.id)).offset(offset).limit(limit)
+        )
+    ).all()
+    items: list[ProductItem] | list[SearchItem]
+    if search:
+        items = [
+            SearchItem(id=p.id or 0, title=p.name, price=ProductItem.of(p, "").price) for p in rows
+        ]
+    else:
+        items = [ProductItem.of(p, settings.frontend_url) for p in rows]
+    body = ProductList(total=int(total), limit=limit, offset=offset, items=items).model_dump()
+    return JSONResponse(body, headers=NO_STORE, media_type=JSON_UTF8)
+
+
+async def _save(
+    session: SessionDep,
+    settings: Settings,
+    background: BackgroundTasks,
+    product: Product,
+    event: str,
+) -> ContentItemSaved:
+    clash = (
+        await session.exec(
+            select(Product.id).where(Product.slug == product.slug, Product.id != product.id)
+        )
+    ).first()
+    if clash is not None:
+        raise Conflict(f"The alias '{product.slug}' is already used")
+    product.updated_at = datetime.now(UTC)
+    session.add(product)
+    await session.flush()
+    assert product.id is not None
+    await record_event(
+        session,
+        CONTENT_CREATED if event == "created" else CONTENT_UPDATED,
+        ContentSaved(event=event, id=product.id, alias=product.slug, published=product.published),
+    )
+    # After the response (and so after the commit): a slow receiver never delays the editor.
+    background.add_task(
+        notify_content_saved, settings, event, product.id, product.slug, product.published
+    )
+    return ContentItemSaved(
+        id=product.id, alias=product.slug, published=product.published, deleted=product.deleted
+    )
+
+
+@router.post(
+    "/content/products", response_model=ContentItemSaved, status_code=201, responses=PLAIN_ERRORS
+)
+async def create_content_item(
+    body: ContentItemWrite,
+    caller: ManagerCaller,
+    session: SessionDep,
+    request: Request,
+    background: BackgroundTasks,
+) -> ContentItemSaved:
+    settings: Settings = request.app.state.settings
+    product = Product(
+        **body.model_dump(),
+        parent_id=settings.catalog_parent_id,
+        currency=settings.currency.upper(),
+    )
+    return await _save(session, settings, background, product, "created")
+
+
+@router.patch(
+    "/content/products/{item_id}", response_model=ContentItemSaved, responses=PLAIN_ERRORS
+)
+async def update_content_item(
+    item_id: int,
+    body: ContentItemPatch,
+    caller: ManagerCaller,
+    session: SessionDep,
+    request: Request,
+    background: BackgroundTasks,
+) -> ContentItemSaved:
+    product = await session.get(Product, item_id)
+    if product is None:
+        raise NotFound("Content item not found")
+    for field, value in body.model_dump(exclude_unset=True).items():
+        if value is not None or field == "sale_price":
+            setattr(product, field, value)
+    return await _save(session, request.app.state.settings, background, product, "updated")

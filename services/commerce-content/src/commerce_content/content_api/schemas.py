@@ -1,0 +1,90 @@
+"""Wire shapes of the content API and of its admin side."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from commerce_content.articles.schemas import SLUG
+from commerce_content.models import Product
+from commerce_content.orders.checkout import unit_price
+
+
+class ProductItem(BaseModel):
+    id: int
+    title: str
+    slug: str
+    description: str
+    price: float = Field(description="The current price (sale price when set), 2 decimals")
+    image: str
+    url: str = Field(description="The product's absolute address on the storefront")
+
+    @classmethod
+    def of(cls, product: Product, frontend_url: str) -> ProductItem:
+        assert product.id is not None
+        return cls(
+            id=product.id,
+            title=product.name,
+            slug=product.slug,
+            description=product.description,
+            # JSON has numbers, not decimals; two decimal places survive a float exactly enough.
+            price=float(unit_price(product)),
+            image=product.image,
+            url=f"{frontend_url.rstrip('/')}/products/{product.slug}",
+        )
+
+
+class SearchItem(BaseModel):
+    id: int
+    title: str
+    price: float
+
+
+class ProductList(BaseModel):
+    total: int
+    limit: int
+    offset: int
+    items: list[ProductItem] | list[SearchItem]
+
+
+class ProductOne(BaseModel):
+    item: ProductItem
+
+
+class ContentItemWrite(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=300)
+    slug: str = Field(min_length=1, max_length=300, pattern=SLUG.pattern)
+    description: str = Field(default="", max_length=20_000)
+    base_price: Decimal = Field(ge=0, max_digits=12, decimal_places=2)
+    sale_price: Decimal | None = Field(default=None, ge=0, max_digits=12, decimal_places=2)
+    stock: int = Field(default=0, ge=0)
+    image: str = Field(default="", max_length=2048)
+    tags: list[str] = Field(default_factory=list, max_length=50)
+    menu_index: int = 0
+    published: bool = False
+
+
+class ContentItemPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=300)
+    slug: str | None = Field(default=None, min_length=1, max_length=300, pattern=SLUG.pattern)
+    description: str | None = Field(default=None, max_length=20_000)
+    base_price: Decimal | None = Field(default=None, ge=0, max_digits=12, decimal_places=2)
+    sale_price: Decimal | None = Field(default=None, ge=0, max_digits=12, decimal_places=2)
+    stock: int | None = Field(default=None, ge=0)
+    image: str | None = Field(default=None, max_length=2048)
+    tags: list[str] | None = Field(default=None, max_length=50)
+    menu_index: int | None = None
+    published: bool | None = None
+    deleted: bool | None = None
+
+
+class ContentItemSaved(BaseModel):
+    id: int
+    alias: str
+    published: bool
+    deleted: bool

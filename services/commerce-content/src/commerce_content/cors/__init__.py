@@ -1,0 +1,1 @@
+"""Cross-origin rules for /api/."""
