@@ -35,12 +35,13 @@ class Service:
     prefix: str
     database: str
     port: int
+    seeds: bool = False  # has a `seed` command loading demo data
 
 
 SERVICES = (
     Service("webhook-hub", "WEBHOOK_HUB_", "webhook_hub", 8001),
     Service("scraper-manager", "SCRAPER_MANAGER_", "scraper_manager", 8002),
-    Service("commerce-content", "COMMERCE_CONTENT_", "commerce_content", 8003),
+    Service("commerce-content", "COMMERCE_CONTENT_", "commerce_content", 8003, seeds=True),
 )
 BIN = Path(sys.executable).parent
 
@@ -184,6 +185,10 @@ class Stack:
                 check=True,
                 capture_output=True,
             )
+            if service.seeds:
+                subprocess.run(
+                    [str(BIN / service.name), "seed"], env=env, check=True, capture_output=True
+                )
             key = self.dev_key(service, env)
             self.spawn(f"{service.name}-api", [str(BIN / service.name), "serve"], env)
             self.spawn(f"{service.name}-worker", [str(BIN / service.name), "worker"], env)

@@ -1,6 +1,7 @@
 """The `commerce-content` console script, with `tokens create` for bearer JWTs."""
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
 
@@ -8,6 +9,7 @@ from servicekit.auth.jwt import JWTCodec
 from servicekit.cli import ExtraCommand, ServiceCLI
 
 from commerce_content.app import create_app
+from commerce_content.seed import seed_demo
 from commerce_content.settings import Settings
 from commerce_content.worker import run
 
@@ -34,13 +36,26 @@ def create_token(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def configure_seed(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Load the demo data (users of each role, catalog, pages, posts, articles)"
+
+
+def run_seed(settings: Settings, args: argparse.Namespace) -> int:
+    loaded = asyncio.run(seed_demo(settings))
+    print("demo data loaded" if loaded else "demo data already present")
+    return 0
+
+
 cli = ServiceCLI(
     name="commerce-content",
     settings=Settings,
     app=create_app,
     worker=run,
     migrations=MIGRATIONS,
-    extra=[ExtraCommand("tokens", "issue bearer JWTs", configure_tokens, create_token)],
+    extra=[
+        ExtraCommand("tokens", "issue bearer JWTs", configure_tokens, create_token),
+        ExtraCommand("seed", "load the demo data", configure_seed, run_seed),
+    ],
 )
 
 
