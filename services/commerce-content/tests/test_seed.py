@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 
 import psycopg
-from psycopg import sql
 from commerce_content.settings import Settings
+from psycopg import sql
 from servicekit.db.admin import database_url_for, drop_database
 from servicekit.testing.conformance import run_cli
 
