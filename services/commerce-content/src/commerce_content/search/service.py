@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import text
@@ -39,10 +41,16 @@ def like_pattern(query: str) -> str:
 
 
 def _json_safe(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        key: (str(value) if not isinstance(value, (str, int, float, bool, type(None))) else value)
-        for key, value in row.items()
-    }
+    """Timestamps as ISO 8601, money as decimal strings (never floats)."""
+    safe: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, datetime):
+            safe[key] = value.isoformat()
+        elif isinstance(value, Decimal):
+            safe[key] = str(value)
+        else:
+            safe[key] = value
+    return safe
 
 
 async def search(
