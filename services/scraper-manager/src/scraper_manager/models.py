@@ -1,9 +1,103 @@
-"""Tables of scraper-manager. The foundation tables (API keys, outbox, processed events) come from
-servicekit; the service's own tables are added here by later migrations."""
+"""Tables of scraper-manager. The foundation tables (API keys, outbox, processed events, mail)
+come from servicekit; these are created by the second migration."""
 
-from servicekit.db.models import ApiKey, OutboxEvent, ProcessedEvent
-from sqlmodel import SQLModel
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from servicekit.db.models import ApiKey, OutboxEvent, ProcessedEvent, utcnow
+from sqlalchemy.dialects import postgresql
+from sqlmodel import Field, SQLModel
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiKey", "OutboxEvent", "ProcessedEvent", "metadata"]
+
+def _tz(**kwargs: Any) -> Any:
+    return Field(sa_type=sa.DateTime(timezone=True), **kwargs)
+
+
+def _json(**kwargs: Any) -> Any:
+    return Field(sa_column=sa.Column(postgresql.JSONB(), nullable=False, **kwargs))
+
+
+class Scraper(SQLModel, table=True):
+    __tablename__ = "scrapers"
+
+    id: int | None = Field(default=None, primary_key=True)
+    owner: str = Field(max_length=200, index=True)
+    name: str = Field(max_length=200)
+    url: str = Field(max_length=2048)
+    schedule: str | None = Field(default=None, max_length=200)
+    timezone: str = Field(default="UTC", max_length=64)
+    proxy_pool: str | None = Field(default=None, max_length=100)
+    rate_limit: int = 5
+    headers: dict[str, str] = _json(server_default="{}")
+    max_pages: int = 100
+    max_depth: int | None = None
+    follow: str | None = Field(default=None, max_length=500)
+    selectors: dict[str, str] = _json(server_default="{}")
+    item_selector: str | None = Field(default=None, max_length=500)
+    obey_robots: bool = True
+    concurrency: int = 4
+    timeout_seconds: int = 30
+    next_fire_at: datetime | None = _tz(default=None)
+    created_at: datetime = _tz(default_factory=utcnow)
+    updated_at: datetime = _tz(default_factory=utcnow)
+
+
+class Run(SQLModel, table=True):
+    __tablename__ = "runs"
+
+    id: int | None = Field(default=None, primary_key=True)
+    scraper_id: int = Field(foreign_key="scrapers.id", index=True, ondelete="CASCADE")
+    owner: str = Field(max_length=200)
+    status: str = Field(default="pending", max_length=16)
+    trigger: str = Field(default="manual", max_length=16)
+    created_at: datetime = _tz(default_factory=utcnow)
+    started_at: datetime | None = _tz(default=None)
+    finished_at: datetime | None = _tz(default=None)
+    items_collected: int = 0
+    pages_fetched: int = 0
+    requests_failed: int = 0
+    retries: int = 0
+    bytes_received: int = Field(default=0, sa_type=sa.BigInteger)
+    status_counts: dict[str, int] = _json(server_default="{}")
+    last_error: str | None = None
+    stop_requested: bool = False
+    worker_id: str | None = Field(default=None, max_length=200)
+    heartbeat_at: datetime | None = _tz(default=None)
+
+
+class Item(SQLModel, table=True):
+    __tablename__ = "items"
+
+    id: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger, primary_key=True))
+    run_id: int = Field(foreign_key="runs.id", index=True, ondelete="CASCADE")
+    scraper_id: int = Field(index=True)
+    url: str
+    data: dict[str, Any] = _json()
+    created_at: datetime = _tz(default_factory=utcnow)
+
+
+class ScraperWebhook(SQLModel, table=True):
+    """A client's webhook; webhook-hub stores and delivers it (`id` is the hub's)."""
+
+    __tablename__ = "scraper_webhooks"
+
+    id: str = Field(primary_key=True, max_length=64)
+    owner: str = Field(max_length=200, index=True)
+    url: str = Field(max_length=2048)
+    events: list[str] = Field(sa_column=sa.Column(postgresql.ARRAY(sa.String(200)), nullable=False))
+    created_at: datetime = _tz(default_factory=utcnow)
+
+
+__all__ = [
+    "ApiKey",
+    "Item",
+    "OutboxEvent",
+    "ProcessedEvent",
+    "Run",
+    "Scraper",
+    "ScraperWebhook",
+    "metadata",
+]
