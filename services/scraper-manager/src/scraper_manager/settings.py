@@ -14,3 +14,8 @@ class Settings(ServiceSettings):
     port: int = 8002
     database_url: str = "postgresql://postgres@127.0.0.1:15432/scraper_manager"
     api_key_prefix: str = "smk"
+
+    # The spec's stated capacity: scrapers per client.
+    max_scrapers_per_client: int = 50
+    # Proxy pools the operator offers: name -> proxy URLs (drawn in rotation).
+    proxy_pools: dict[str, list[str]] = {}

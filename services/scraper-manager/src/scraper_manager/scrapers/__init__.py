@@ -1,0 +1,1 @@
+"""Scrapers: their configuration and lifecycle."""

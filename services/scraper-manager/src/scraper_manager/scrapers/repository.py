@@ -1,0 +1,71 @@
+"""Queries on scrapers and their latest runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, text
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from scraper_manager.models import Run, Scraper
+
+ACTIVE = ("pending", "running")
+
+
+class ScraperRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def count_for(self, owner: str) -> int:
+        statement = select(func.count()).select_from(Scraper).where(Scraper.owner == owner)
+        return int((await self.session.exec(statement)).one())
+
+    async def get_owned(self, scraper_id: int, owner: str, *, lock: bool = False) -> Scraper | None:
+        statement = select(Scraper).where(Scraper.id == scraper_id, Scraper.owner == owner)
+        if lock:
+            statement = statement.with_for_update()
+        return (await self.session.exec(statement)).first()
+
+    async def page(
+        self, owner: str, *, limit: int, before_id: int | None, status: str | None
+    ) -> Sequence[Scraper]:
+        statement = select(Scraper).where(Scraper.owner == owner)
+        if before_id is not None:
+            statement = statement.where(col(Scraper.id) < before_id)
+        if status is not None:
+            latest = (
+                select(Run.status)
+                .where(Run.scraper_id == Scraper.id, Run.status != "skipped")
+                .order_by(col(Run.id).desc())
+                .limit(1)
+                .scalar_subquery()
+            )
+            statement = statement.where(func.coalesce(latest, "idle") == status)
+        statement = statement.order_by(col(Scraper.id).desc()).limit(limit)
+        return (await self.session.exec(statement)).all()
+
+    async def latest_runs(self, scraper_ids: Sequence[int]) -> dict[int, Run]:
+        if not scraper_ids:
+            return {}
+        statement = (
+            select(Run)
+            # A skipped firing is history, not the scraper's state.
+            .where(col(Run.scraper_id).in_(scraper_ids), Run.status != "skipped")
+            .distinct(col(Run.scraper_id))
+            .order_by(col(Run.scraper_id), col(Run.id).desc())
+        )
+        return {run.scraper_id: run for run in (await self.session.exec(statement)).all()}
+
+    async def active_run(self, scraper_id: int) -> Run | None:
+        statement = (
+            select(Run)
+            .where(Run.scraper_id == scraper_id, col(Run.status).in_(ACTIVE))
+            .order_by(col(Run.id).desc())
+            .with_for_update()
+        )
+        return (await self.session.exec(statement)).first()
+
+    async def notify_runs(self) -> None:
+        connection = await self.session.connection()
+        await connection.execute(text("NOTIFY scraper_runs"))

@@ -1,0 +1,200 @@
+"""Wire shapes of scrapers; the configuration is validated here, once."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Literal
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from parsel import Selector
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ScraperStatus = Literal["idle", "pending", "running", "completed", "failed", "stopped"]
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
+_PROBE = Selector(text="<html><body></body></html>")
+
+
+def check_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ValueError("url must be an absolute http or https URL")
+    return url
+
+
+def check_schedule(value: str | None) -> str | None:
+    if value is not None and not croniter.is_valid(value):
+        raise ValueError(f"schedule {value!r} is not a valid cron expression")
+    return value
+
+
+def check_timezone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown timezone {value!r}") from exc
+    return value
+
+
+def check_headers(headers: dict[str, str]) -> dict[str, str]:
+    if len(headers) > 50:
+        raise ValueError("at most 50 headers")
+    for name, value in headers.items():
+        if not _HEADER_NAME.match(name):
+            raise ValueError(f"header name {name!r} is not a valid HTTP token")
+        if len(value) > 4096 or any(ch in value for ch in "\r\n\x00"):
+            raise ValueError(f"header {name!r} has an invalid value")
+    return headers
+
+
+def check_expression(expression: str) -> str:
+    """A CSS selector, or XPath when it starts with `/` or `(`; parsel must accept it."""
+    try:
+        if expression.startswith(("/", "(")):
+            _PROBE.xpath(expression)
+        else:
+            _PROBE.css(expression)
+    except Exception as exc:
+        raise ValueError(f"{expression!r} is not a valid CSS or XPath expression") from exc
+    return expression
+
+
+def check_selectors(selectors: dict[str, str]) -> dict[str, str]:
+    if len(selectors) > 100:
+        raise ValueError("at most 100 selectors")
+    for field, expression in selectors.items():
+        if not 1 <= len(field) <= 100:
+            raise ValueError("selector names are 1 to 100 characters")
+        check_expression(expression)
+    return selectors
+
+
+class ScraperConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    url: str = Field(max_length=2048, examples=["https://example.com/catalog"])
+    schedule: str | None = Field(default=None, max_length=200, examples=["*/15 * * * *"])
+    timezone: str = Field(default="UTC", max_length=64)
+    proxy_pool: str | None = Field(default=None, max_length=100)
+    rate_limit: int = Field(default=5, ge=1, le=100, description="requests per second")
+    headers: dict[str, str] = Field(default_factory=dict)
+    max_pages: int = Field(default=100, ge=1, le=10_000)
+    max_depth: int | None = Field(default=None, ge=0, le=100)
+    follow: str | None = Field(
+        default=None,
+        max_length=500,
+        description="CSS/XPath of links to follow, or a URL regex prefixed with 're:'",
+    )
+    selectors: dict[str, str] = Field(default_factory=dict)
+    item_selector: str | None = Field(default=None, max_length=500)
+    obey_robots: bool = True
+    concurrency: int = Field(default=4, ge=1, le=32)
+    timeout_seconds: int = Field(default=30, ge=1, le=120)
+
+    _url = field_validator("url")(check_url)
+    _schedule = field_validator("schedule")(check_schedule)
+    _timezone = field_validator("timezone")(check_timezone)
+    _headers = field_validator("headers")(check_headers)
+    _selectors = field_validator("selectors")(check_selectors)
+
+    @field_validator("item_selector")
+    @classmethod
+    def _item(cls, value: str | None) -> str | None:
+        return None if value is None else check_expression(value)
+
+    @field_validator("follow")
+    @classmethod
+    def _follow(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if value.startswith("re:"):
+            try:
+                re.compile(value[3:])
+            except re.error as exc:
+                raise ValueError(f"follow pattern is not a valid regex: {exc}") from exc
+            return value
+        return check_expression(value)
+
+
+class ScraperPatch(BaseModel):
+    """Only the fields given change; validated as on creation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    url: str | None = Field(default=None, max_length=2048)
+    schedule: str | None = Field(default=None, max_length=200)
+    timezone: str | None = Field(default=None, max_length=64)
+    proxy_pool: str | None = Field(default=None, max_length=100)
+    rate_limit: int | None = Field(default=None, ge=1, le=100)
+    headers: dict[str, str] | None = None
+    max_pages: int | None = Field(default=None, ge=1, le=10_000)
+    max_depth: int | None = Field(default=None, ge=0, le=100)
+    follow: str | None = Field(default=None, max_length=500)
+    selectors: dict[str, str] | None = None
+    item_selector: str | None = Field(default=None, max_length=500)
+    obey_robots: bool | None = None
+    concurrency: int | None = Field(default=None, ge=1, le=32)
+    timeout_seconds: int | None = Field(default=None, ge=1, le=120)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else check_url(value)
+
+    _schedule = field_validator("schedule")(check_schedule)
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str | None) -> str | None:
+        return None if value is None else check_timezone(value)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return None if value is None else check_headers(value)
+
+    @field_validator("selectors")
+    @classmethod
+    def _selectors(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return None if value is None else check_selectors(value)
+
+    @field_validator("item_selector")
+    @classmethod
+    def _item(cls, value: str | None) -> str | None:
+        return None if value is None else check_expression(value)
+
+
+class ScraperOut(ScraperConfig):
+    model_config = ConfigDict(extra="ignore")
+
+    id: int
+    status: ScraperStatus
+    next_run_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScraperList(BaseModel):
+    data: list[ScraperOut]
+    next_cursor: str | None
+
+
+class StatusView(BaseModel):
+    id: int
+    status: ScraperStatus
+    last_run: datetime | None
+    items_count: int
+
+
+class RunStarted(BaseModel):
+    run_id: int
+    status: Literal["started"]
+
+
+class RunStopping(BaseModel):
+    run_id: int
+    status: Literal["stopping", "stopped"]

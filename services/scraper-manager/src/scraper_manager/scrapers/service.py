@@ -1,0 +1,158 @@
+"""The rules of scrapers: per-client capacity, configured proxy pools, schedules, one run at a
+time, and stops that reach whichever worker runs the crawl."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+from servicekit.web.errors import Conflict, NotFound, UnprocessableEntity
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from scraper_manager.models import Run, Scraper
+from scraper_manager.scrapers.repository import ScraperRepository
+from scraper_manager.scrapers.schemas import ScraperConfig, ScraperOut, ScraperPatch, StatusView
+from scraper_manager.settings import Settings
+
+
+class ScraperLimitReached(Conflict):
+    code = "scraper_limit_reached"
+
+
+class AlreadyRunning(Conflict):
+    code = "already_running"
+
+
+class NotRunning(Conflict):
+    code = "not_running"
+
+
+class UnknownProxyPool(UnprocessableEntity):
+    code = "unknown_proxy_pool"
+
+
+def next_fire(schedule: str | None, timezone: str, after: datetime) -> datetime | None:
+    """The next due time of a cron expression in the scraper's timezone, in UTC."""
+    if schedule is None:
+        return None
+    local = after.astimezone(ZoneInfo(timezone))
+    due: datetime = croniter(schedule, local).get_next(datetime)
+    return due.astimezone(UTC)
+
+
+def render(scraper: Scraper, latest: Run | None) -> ScraperOut:
+    return ScraperOut.model_validate(
+        {
+            **scraper.model_dump(),
+            "status": "idle" if latest is None else latest.status,
+            "next_run_at": scraper.next_fire_at,
+        }
+    )
+
+
+class ScraperService:
+    def __init__(self, session: AsyncSession, settings: Settings) -> None:
+        self.session = session
+        self.settings = settings
+        self.scrapers = ScraperRepository(session)
+
+    def _check_pool(self, pool: str | None) -> None:
+        if pool is not None and pool not in self.settings.proxy_pools:
+            known = ", ".join(sorted(self.settings.proxy_pools)) or "none are configured"
+            raise UnknownProxyPool(f"Unknown proxy_pool '{pool}' ({known})")
+
+    async def get(self, owner: str, scraper_id: int, *, lock: bool = False) -> Scraper:
+        scraper = await self.scrapers.get_owned(scraper_id, owner, lock=lock)
+        if scraper is None:
+            raise NotFound(f"Scraper {scraper_id} not found")
+        return scraper
+
+    async def create(self, owner: str, config: ScraperConfig) -> Scraper:
+        self._check_pool(config.proxy_pool)
+        if await self.scrapers.count_for(owner) >= self.settings.max_scrapers_per_client:
+            raise ScraperLimitReached(
+                f"A client may have at most {self.settings.max_scrapers_per_client} scrapers"
+            )
+        now = datetime.now(UTC)
+        scraper = Scraper(
+            owner=owner,
+            **config.model_dump(),
+            next_fire_at=next_fire(config.schedule, config.timezone, now),
+        )
+        self.session.add(scraper)
+        await self.session.flush()
+        return scraper
+
+    async def update(self, owner: str, scraper_id: int, patch: ScraperPatch) -> Scraper:
+        scraper = await self.get(owner, scraper_id, lock=True)
+        changes: dict[str, Any] = patch.model_dump(exclude_unset=True)
+        if "proxy_pool" in changes:
+            self._check_pool(changes["proxy_pool"])
+        nullable = {"schedule", "proxy_pool", "max_depth", "follow", "item_selector"}
+        for field, value in changes.items():
+            if value is not None or field in nullable:
+                setattr(scraper, field, value)
+        # Re-register with the scheduler: the next due time follows the new expression.
+        scraper.next_fire_at = next_fire(scraper.schedule, scraper.timezone, datetime.now(UTC))
+        scraper.updated_at = datetime.now(UTC)
+        self.session.add(scraper)
+        await self.session.flush()
+        return scraper
+
+    async def delete(self, owner: str, scraper_id: int) -> None:
+        scraper = await self.get(owner, scraper_id, lock=True)
+        assert scraper.id is not None
+        await self.stop(owner, scraper.id, missing_ok=True)
+        await self.session.delete(scraper)
+        await self.session.flush()
+
+    async def start_run(self, owner: str, scraper_id: int, trigger: str = "manual") -> Run:
+        scraper = await self.get(owner, scraper_id, lock=True)
+        assert scraper.id is not None
+        if await self.scrapers.active_run(scraper.id) is not None:
+            raise AlreadyRunning(f"Scraper {scraper_id} is already running")
+        run = Run(scraper_id=scraper.id, owner=owner, status="pending", trigger=trigger)
+        self.session.add(run)
+        await self.session.flush()
+        await self.scrapers.notify_runs()
+        return run
+
+    async def stop(self, owner: str, scraper_id: int, *, missing_ok: bool = False) -> Run | None:
+        scraper = await self.get(owner, scraper_id)
+        assert scraper.id is not None
+        run = await self.scrapers.active_run(scraper.id)
+        if run is None:
+            if missing_ok:
+                return None
+            raise NotRunning(f"Scraper {scraper_id} is not running")
+        if run.status == "pending":
+            # Never started: stopped before it starts.
+            run.status = "stopped"
+            run.finished_at = datetime.now(UTC)
+            run.last_error = "stopped before it started"
+        else:
+            run.stop_requested = True
+        self.session.add(run)
+        await self.session.flush()
+        await self.scrapers.notify_runs()
+        return run
+
+    async def status(self, owner: str, scraper_id: int) -> StatusView:
+        scraper = await self.get(owner, scraper_id)
+        assert scraper.id is not None
+        latest = (await self.scrapers.latest_runs([scraper.id])).get(scraper.id)
+        if latest is None:
+            return StatusView(id=scraper.id, status="idle", last_run=None, items_count=0)
+        return StatusView(
+            id=scraper.id,
+            status=latest.status,
+            last_run=latest.started_at or latest.created_at,
+            items_count=latest.items_collected,
+        )
+
+    async def render_many(self, scrapers: Sequence[Scraper]) -> list[ScraperOut]:
+        latest = await self.scrapers.latest_runs([s.id for s in scrapers if s.id is not None])
+        return [render(s, latest.get(s.id or 0)) for s in scrapers]
