@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import func, text
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -52,7 +53,7 @@ class ScraperRepository:
             select(Run)
             # A skipped firing is history, not the scraper's state.
             .where(col(Run.scraper_id).in_(scraper_ids), Run.status != "skipped")
-            .distinct(col(Run.scraper_id))
+            .ext(distinct_on(col(Run.scraper_id)))
             .order_by(col(Run.scraper_id), col(Run.id).desc())
         )
         return {run.scraper_id: run for run in (await self.session.exec(statement)).all()}
