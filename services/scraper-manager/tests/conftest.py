@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,3 +27,31 @@ def service() -> ServiceUnderTest:
         api_prefix="/api/v1",
         error_text=error_text,
     )
+
+
+@pytest.fixture
+async def website() -> AsyncIterator[Any]:
+    from website import LocalWebsite
+
+    site = LocalWebsite()
+    await site.start()
+    yield site
+    await site.stop()
+
+
+@pytest.fixture
+async def worker(service_settings: Settings) -> AsyncIterator[Settings]:
+    """The whole worker (relay, run loop) in this process, with fast heartbeats."""
+    import asyncio
+
+    from scraper_manager.worker import run as run_worker
+
+    settings = service_settings.model_copy(
+        update={"run_poll_seconds": 0.2, "heartbeat_seconds": 0.2, "outbox_poll_seconds": 0.2}
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(settings, stop))
+    await asyncio.sleep(0.3)
+    yield settings
+    stop.set()
+    await asyncio.wait_for(task, 30)

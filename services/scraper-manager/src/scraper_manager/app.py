@@ -7,6 +7,7 @@ from servicekit.web.app import create_service_app
 from scraper_manager import __version__
 from scraper_manager.errors import ErrorBody, render_error
 from scraper_manager.events import registry
+from scraper_manager.runs.endpoints import router as runs_router
 from scraper_manager.scrapers.endpoints import router as scrapers_router
 from scraper_manager.settings import Settings
 
@@ -25,4 +26,5 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.include_router(api_keys_router(ErrorBody), prefix=API_PREFIX)
     app.include_router(scrapers_router, prefix=API_PREFIX)
+    app.include_router(runs_router, prefix=API_PREFIX)
     return app

@@ -19,3 +19,10 @@ class Settings(ServiceSettings):
     max_scrapers_per_client: int = 50
     # Proxy pools the operator offers: name -> proxy URLs (drawn in rotation).
     proxy_pools: dict[str, list[str]] = {}
+
+    user_agent: str = "scraper-manager/0.1"
+    runs_per_worker: int = 4
+    run_poll_seconds: float = 1.0
+    heartbeat_seconds: float = 1.0
+    # A running run whose worker has not beaten for this long is failed ("worker lost").
+    run_lease_seconds: float = 15.0

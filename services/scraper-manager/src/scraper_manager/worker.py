@@ -4,9 +4,12 @@ import asyncio
 
 from servicekit.worker import run_worker
 
+from scraper_manager.crawler.runner import run_loop
 from scraper_manager.events import registry
 from scraper_manager.settings import Settings
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
-    await run_worker(settings, source="scraper-manager", registry=registry, stop=stop)
+    await run_worker(
+        settings, source="scraper-manager", registry=registry, loops=[run_loop(settings)], stop=stop
+    )

@@ -1,0 +1,1 @@
+"""The crawl engine: fetching, politeness, extraction."""

@@ -1,0 +1,237 @@
+"""One crawl: breadth-first from the start URL, `concurrency` fetchers sharing a token bucket,
+robots.txt obeyed, retries with backoff, proxies in rotation, items handed over in batches."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from parsel import Selector
+
+from scraper_manager.crawler.extraction import canonical, extract_items, extract_links
+from scraper_manager.crawler.politeness import RobotsRules, TokenBucket
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+PROXY_COOL_DOWN_SECONDS = 30.0
+STOP_GRACE_SECONDS = 1.0
+ItemsSink = Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class CrawlConfig:
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    rate_limit: float = 5
+    max_pages: int = 100
+    max_depth: int | None = None
+    follow: str | None = None
+    selectors: dict[str, str] = field(default_factory=dict)
+    item_selector: str | None = None
+    obey_robots: bool = True
+    concurrency: int = 4
+    timeout_seconds: float = 30
+    proxies: tuple[str, ...] = ()
+    max_retries: int = 3
+
+
+@dataclass
+class CrawlStats:
+    pages_fetched: int = 0
+    items_collected: int = 0
+    requests_failed: int = 0
+    retries: int = 0
+    bytes: int = 0
+    status_counts: Counter[str] = field(default_factory=Counter)
+    last_error: str | None = None
+
+
+class ProxyRotation:
+    """Proxies drawn in turn; one that fails sits out a cool-down."""
+
+    def __init__(self, proxies: tuple[str, ...]) -> None:
+        self._proxies = list(proxies)
+        self._next = 0
+        self._resting: dict[str, float] = {}
+
+    def take(self) -> str | None:
+        if not self._proxies:
+            return None
+        now = time.monotonic()
+        for _ in range(len(self._proxies)):
+            proxy = self._proxies[self._next % len(self._proxies)]
+            self._next += 1
+            if self._resting.get(proxy, 0) <= now:
+                return proxy
+        return min(self._proxies, key=lambda p: self._resting.get(p, 0))
+
+    def failed(self, proxy: str | None) -> None:
+        if proxy is not None:
+            self._resting[proxy] = time.monotonic() + PROXY_COOL_DOWN_SECONDS
+
+
+class Crawl:
+    def __init__(
+        self,
+        config: CrawlConfig,
+        http: aiohttp.ClientSession,
+        *,
+        user_agent: str,
+        on_items: ItemsSink,
+        stop: asyncio.Event,
+        batch_size: int = 100,
+    ) -> None:
+        self.config = config
+        self.http = http
+        self.user_agent = user_agent
+        self.on_items = on_items
+        self.stop = stop
+        self.batch_size = batch_size
+        self.stats = CrawlStats()
+        self.bucket = TokenBucket(config.rate_limit)
+        self.robots = RobotsRules(http, user_agent)
+        self.proxies = ProxyRotation(config.proxies)
+        self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        self._seen: set[str] = set()
+        self._started = 0
+        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._sink_lock = asyncio.Lock()
+
+    def _enqueue(self, url: str, depth: int) -> None:
+        key = canonical(url)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self._queue.put_nowait((url, depth))
+
+    async def run(self) -> CrawlStats:
+        self._enqueue(self.config.url, 0)
+        workers = [asyncio.create_task(self._work()) for _ in range(self.config.concurrency)]
+        joined = asyncio.create_task(self._queue.join())
+        stopper = asyncio.create_task(self.stop.wait())
+        await asyncio.wait({joined, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if self.stop.is_set():
+            # No new requests; in-flight ones get a short grace, then are cancelled.
+            await asyncio.wait(workers, timeout=STOP_GRACE_SECONDS)
+        for task in (*workers, joined, stopper):
+            task.cancel()
+        for task in (*workers, joined, stopper):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._flush()
+        return self.stats
+
+    async def _work(self) -> None:
+        while True:
+            url, depth = await self._queue.get()
+            try:
+                # The count is checked after the await and taken before the next one, so
+                # concurrent fetchers never oversell `max_pages`.
+                if (
+                    not self.stop.is_set()
+                    and await self._permitted(url)
+                    and self._started < self.config.max_pages
+                ):
+                    self._started += 1
+                    await self._visit(url, depth)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.stats.requests_failed += 1
+                self.stats.last_error = f"{url}: {type(exc).__name__}: {exc}"[:500]
+            finally:
+                self._queue.task_done()
+
+    async def _permitted(self, url: str) -> bool:
+        """robots.txt (and its Crawl-delay) unless the scraper says not to obey it; a denied
+        page does not count against `max_pages`."""
+        if not self.config.obey_robots:
+            return True
+        if not await self.robots.allowed(url):
+            self.stats.status_counts["robots_denied"] += 1
+            return False
+        delay = await self.robots.crawl_delay(url)
+        if delay:
+            self.bucket.slow_down_to(delay)
+        return True
+
+    async def _visit(self, url: str, depth: int) -> None:
+        fetched = await self._fetch(url)
+        if fetched is None:
+            return
+        status, body, content_type = fetched
+        if status >= 400 or "html" not in content_type:
+            return
+        page = Selector(text=body)
+        items = extract_items(page, url, status, self.config.selectors, self.config.item_selector)
+        await self._collect(url, items)
+        if self.config.max_depth is None or depth < self.config.max_depth:
+            for link in extract_links(page, url, self.config.follow):
+                self._enqueue(link, depth + 1)
+
+    async def _fetch(self, url: str) -> tuple[int, str, str] | None:
+        attempt = 0
+        while True:
+            if self.stop.is_set():
+                return None
+            await self.bucket.acquire()
+            proxy = self.proxies.take()
+            try:
+                async with self.http.get(
+                    url,
+                    headers={"User-Agent": self.user_agent, **self.config.headers},
+                    proxy=proxy,
+                    timeout=aiohttp.ClientTimeout(total=self.config.timeout_seconds),
+                ) as response:
+                    raw = await response.read()
+                    self.stats.bytes += len(raw)
+                    self.stats.status_counts[str(response.status)] += 1
+                    if response.status in RETRY_STATUSES and attempt < self.config.max_retries:
+                        attempt += 1
+                        self.stats.retries += 1
+                        await asyncio.sleep(_backoff(attempt, response.headers.get("Retry-After")))
+                        continue
+                    self.stats.pages_fetched += 1
+                    if response.status >= 400:
+                        self.stats.requests_failed += 1
+                        self.stats.last_error = f"{url}: HTTP {response.status}"
+                    charset = response.charset or "utf-8"
+                    return (
+                        response.status,
+                        raw.decode(charset, errors="replace"),
+                        response.headers.get("Content-Type", ""),
+                    )
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                self.proxies.failed(proxy)
+                if attempt < self.config.max_retries:
+                    attempt += 1
+                    self.stats.retries += 1
+                    await asyncio.sleep(_backoff(attempt, None))
+                    continue
+                self.stats.requests_failed += 1
+                self.stats.last_error = f"{url}: {type(exc).__name__}: {exc}"[:500]
+                return None
+
+    async def _collect(self, url: str, items: list[dict[str, Any]]) -> None:
+        self._pending.extend((url, item) for item in items)
+        self.stats.items_collected += len(items)
+        if len(self._pending) >= self.batch_size:
+            # Shielded: a fetcher cancelled at stop must not cut a database write in half.
+            await asyncio.shield(self._flush())
+
+    async def _flush(self) -> None:
+        async with self._sink_lock:
+            if self._pending:
+                batch, self._pending = self._pending, []
+                await self.on_items(batch)
+
+
+def _backoff(attempt: int, retry_after: str | None) -> float:
+    if retry_after and retry_after.strip().isdigit():
+        return min(float(retry_after), 60.0)
+    return float(min(0.5 * 2 ** (attempt - 1), 10.0))

@@ -1,0 +1,63 @@
+"""Politeness: a token bucket per scraper (requests per second) and robots.txt via protego."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from urllib.parse import urlsplit
+
+import aiohttp
+from protego import Protego
+
+
+class TokenBucket:
+    """At most `rate` requests per second with no bursts: each acquire waits for its slot,
+    so the gaps between requests are 1/rate seconds."""
+
+    def __init__(self, rate: float) -> None:
+        self.interval = 1.0 / rate
+        self._next = 0.0
+        self._lock = asyncio.Lock()
+
+    def slow_down_to(self, interval: float) -> None:
+        self.interval = max(self.interval, interval)
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            now = time.monotonic()
+            wait = self._next - now
+            self._next = max(now, self._next) + self.interval
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+
+class RobotsRules:
+    """robots.txt of each origin, fetched once per run; a missing file allows everything."""
+
+    def __init__(self, http: aiohttp.ClientSession, user_agent: str) -> None:
+        self._http = http
+        self._agent = user_agent
+        self._rules: dict[str, Protego | None] = {}
+
+    async def _for(self, url: str) -> Protego | None:
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        if origin not in self._rules:
+            try:
+                async with self._http.get(
+                    f"{origin}/robots.txt", timeout=aiohttp.ClientTimeout(total=10)
+                ) as response:
+                    text = await response.text() if response.status == 200 else ""
+            except (aiohttp.ClientError, TimeoutError):
+                text = ""
+            self._rules[origin] = Protego.parse(text) if text else None
+        return self._rules[origin]
+
+    async def allowed(self, url: str) -> bool:
+        rules = await self._for(url)
+        return True if rules is None else bool(rules.can_fetch(url, self._agent))
+
+    async def crawl_delay(self, url: str) -> float | None:
+        rules = await self._for(url)
+        delay = rules.crawl_delay(self._agent) if rules is not None else None
+        return float(delay) if delay is not None else None

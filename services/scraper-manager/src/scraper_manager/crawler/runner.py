@@ -1,0 +1,302 @@
+"""The worker's side of runs: claim pending runs (any worker may), keep a heartbeat lease,
+crawl, write items in batches, finish with a status and an event. A run whose worker died
+is failed with a reason by whichever worker notices its lease ran out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import psycopg
+import structlog
+from servicekit.db.engine import to_libpq_url
+from servicekit.events import record_event
+from servicekit.runtime import ServiceRuntime
+from servicekit.worker import WorkerLoop
+from sqlalchemy import text
+
+from scraper_manager.crawler.engine import Crawl, CrawlConfig
+from scraper_manager.events import (
+    ITEMS_COLLECTED,
+    RUN_COMPLETED,
+    RUN_FAILED,
+    RUN_STARTED,
+    RUN_STOPPED,
+    ItemsCollected,
+    RunEvent,
+)
+from scraper_manager.models import Run, Scraper
+from scraper_manager.settings import Settings
+
+logger = structlog.get_logger(__name__)
+
+_CLAIM = text(
+    """
+    UPDATE runs SET status = 'running', started_at = now(), heartbeat_at = now(),
+                    worker_id = :worker
+    WHERE id = (SELECT id FROM runs WHERE status = 'pending' ORDER BY id
+                FOR UPDATE SKIP LOCKED LIMIT 1)
+    RETURNING id
+    """
+)
+_HEARTBEAT = text(
+    """
+    UPDATE runs SET heartbeat_at = now(), pages_fetched = :pages, requests_failed = :failed,
+        retries = :retries, bytes_received = :bytes, status_counts = CAST(:counts AS jsonb),
+        last_error = :error
+    WHERE id = :id
+    RETURNING stop_requested
+    """
+)
+_REAP = text(
+    """
+    UPDATE runs SET status = 'failed', finished_at = now(),
+        last_error = 'worker lost: no heartbeat for ' || CAST(:lease AS int) || ' s'
+    WHERE status = 'running' AND heartbeat_at < now() - make_interval(secs => :lease)
+    RETURNING id
+    """
+)
+_INSERT_ITEMS = text(
+    """
+    INSERT INTO items (run_id, scraper_id, url, data, created_at)
+    SELECT :run_id, :scraper_id, i.url, i.data, now()
+    FROM unnest(CAST(:urls AS text[]), CAST(:data AS jsonb[])) AS i(url, data)
+    """
+)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def event_of(run: Run) -> RunEvent:
+    assert run.id is not None
+    return RunEvent(
+        scraper_id=run.scraper_id,
+        run_id=run.id,
+        status=run.status,
+        items_collected=run.items_collected,
+        pages_fetched=run.pages_fetched,
+        requests_failed=run.requests_failed,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        error=run.last_error,
+    )
+
+
+class RunExecutor:
+    def __init__(
+        self, runtime: ServiceRuntime, settings: Settings, http: aiohttp.ClientSession
+    ) -> None:
+        self.runtime = runtime
+        self.settings = settings
+        self.http = http
+        self.worker = worker_name()
+
+    async def claim(self) -> int | None:
+        async with self.runtime.session_factory() as session, session.begin():
+            connection = await session.connection()
+            run_id = await connection.scalar(_CLAIM, {"worker": self.worker})
+            if run_id is None:
+                return None
+            run = await session.get(Run, run_id)
+            assert run is not None
+            await record_event(session, RUN_STARTED, event_of(run), tenant=run.owner)
+            return int(run_id)
+
+    async def reap(self) -> int:
+        """Fail the runs whose worker stopped beating."""
+        async with self.runtime.session_factory() as session, session.begin():
+            connection = await session.connection()
+            lost = (
+                (await connection.execute(_REAP, {"lease": self.settings.run_lease_seconds}))
+                .scalars()
+                .all()
+            )
+            for run_id in lost:
+                run = await session.get(Run, run_id)
+                assert run is not None
+                await record_event(session, RUN_FAILED, event_of(run), tenant=run.owner)
+            return len(lost)
+
+    async def execute(self, run_id: int) -> None:
+        async with self.runtime.session_factory() as session:
+            run = await session.get(Run, run_id)
+            scraper = await session.get(Scraper, run.scraper_id) if run else None
+        if run is None or scraper is None:
+            return
+        stop = asyncio.Event()
+        requested = asyncio.Event()
+        config = CrawlConfig(
+            url=scraper.url,
+            headers=scraper.headers,
+            rate_limit=scraper.rate_limit,
+            max_pages=scraper.max_pages,
+            max_depth=scraper.max_depth,
+            follow=scraper.follow,
+            selectors=scraper.selectors,
+            item_selector=scraper.item_selector,
+            obey_robots=scraper.obey_robots,
+            concurrency=scraper.concurrency,
+            timeout_seconds=scraper.timeout_seconds,
+            proxies=tuple(self.settings.proxy_pools.get(scraper.proxy_pool or "", [])),
+        )
+
+        async def store(batch: list[tuple[str, dict[str, Any]]]) -> None:
+            async with self.runtime.session_factory() as s, s.begin():
+                connection = await s.connection()
+                await connection.execute(
+                    _INSERT_ITEMS,
+                    {
+                        "run_id": run_id,
+                        "scraper_id": scraper.id,
+                        "urls": [u for u, _ in batch],
+                        "data": [json.dumps(d, default=str) for _, d in batch],
+                    },
+                )
+                total = await connection.scalar(
+                    text(
+                        "UPDATE runs SET items_collected = items_collected + :n WHERE id = :id"
+                        " RETURNING items_collected"
+                    ),
+                    {"n": len(batch), "id": run_id},
+                )
+                await record_event(
+                    s,
+                    ITEMS_COLLECTED,
+                    ItemsCollected(
+                        scraper_id=scraper.id or 0,
+                        run_id=run_id,
+                        count=len(batch),
+                        items_collected=int(total or 0),
+                    ),
+                    tenant=scraper.owner,
+                )
+
+        crawl = Crawl(
+            config, self.http, user_agent=self.settings.user_agent, on_items=store, stop=stop
+        )
+        done = asyncio.Event()
+        beat = asyncio.create_task(self._heartbeat(run_id, crawl, stop, requested, done))
+        error: str | None = None
+        try:
+            await crawl.run()
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            logger.exception("run crashed", run_id=run_id)
+        finally:
+            # Told, not cancelled: a beat cut off mid-write would leave its connection dangling.
+            done.set()
+            await beat
+        await self._finish(run_id, crawl, requested.is_set(), error)
+
+    async def _heartbeat(
+        self,
+        run_id: int,
+        crawl: Crawl,
+        stop: asyncio.Event,
+        requested: asyncio.Event,
+        done: asyncio.Event,
+    ) -> None:
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), self.settings.heartbeat_seconds)
+            if done.is_set():
+                return
+            stats = crawl.stats
+            async with self.runtime.session_factory() as session, session.begin():
+                connection = await session.connection()
+                stop_requested = await connection.scalar(
+                    _HEARTBEAT,
+                    {
+                        "id": run_id,
+                        "pages": stats.pages_fetched,
+                        "failed": stats.requests_failed,
+                        "retries": stats.retries,
+                        "bytes": stats.bytes,
+                        "counts": json.dumps(dict(stats.status_counts)),
+                        "error": stats.last_error,
+                    },
+                )
+            if stop_requested:
+                requested.set()
+                stop.set()
+
+    async def _finish(self, run_id: int, crawl: Crawl, stopped: bool, error: str | None) -> None:
+        stats = crawl.stats
+        if stopped:
+            status = "stopped"
+        elif error is not None or (stats.pages_fetched == 0 and stats.requests_failed > 0):
+            status = "failed"
+        else:
+            status = "completed"
+        async with self.runtime.session_factory() as session, session.begin():
+            run = await session.get(Run, run_id, with_for_update=True)
+            if run is None or run.status != "running":
+                return  # deleted, or reaped meanwhile
+            run.status = status
+            run.finished_at = datetime.now(UTC)
+            run.pages_fetched = stats.pages_fetched
+            run.requests_failed = stats.requests_failed
+            run.retries = stats.retries
+            run.bytes_received = stats.bytes
+            run.status_counts = dict(stats.status_counts)
+            run.last_error = error or stats.last_error
+            session.add(run)
+            await session.flush()
+            kind = {"completed": RUN_COMPLETED, "failed": RUN_FAILED, "stopped": RUN_STOPPED}[
+                status
+            ]
+            await record_event(session, kind, event_of(run), tenant=run.owner)
+
+
+def run_loop(settings: Settings) -> WorkerLoop:
+    async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        wake = asyncio.Event()
+        listener = asyncio.create_task(_listen(settings, wake, stop))
+        active: set[asyncio.Task[None]] = set()
+        async with aiohttp.ClientSession() as http:
+            executor = RunExecutor(runtime, settings, http)
+            try:
+                while not stop.is_set():
+                    try:
+                        await executor.reap()
+                        while len(active) < settings.runs_per_worker:
+                            run_id = await executor.claim()
+                            if run_id is None:
+                                break
+                            task = asyncio.create_task(executor.execute(run_id))
+                            active.add(task)
+                            task.add_done_callback(active.discard)
+                    except Exception as exc:
+                        logger.warning("run loop failed", error=repr(exc))
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), settings.run_poll_seconds)
+                    wake.clear()
+            finally:
+                listener.cancel()
+                if active:
+                    await asyncio.wait(active, timeout=10)
+
+    return run
+
+
+async def _listen(settings: Settings, wake: asyncio.Event, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        try:
+            async with await psycopg.AsyncConnection.connect(
+                to_libpq_url(settings.database_url), autocommit=True
+            ) as conn:
+                await conn.execute("LISTEN scraper_runs")
+                async for _ in conn.notifies():
+                    wake.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            await asyncio.sleep(1.0)

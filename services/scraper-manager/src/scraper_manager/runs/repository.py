@@ -1,0 +1,57 @@
+"""Queries on runs and their items."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from scraper_manager.models import Item, Run
+
+
+class RunRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def page(
+        self, scraper_id: int, *, limit: int, before_id: int | None, status: str | None
+    ) -> Sequence[Run]:
+        statement = select(Run).where(Run.scraper_id == scraper_id)
+        if before_id is not None:
+            statement = statement.where(col(Run.id) < before_id)
+        if status is not None:
+            statement = statement.where(Run.status == status)
+        return (await self.session.exec(statement.order_by(col(Run.id).desc()).limit(limit))).all()
+
+    async def get(self, scraper_id: int, run_id: int) -> Run | None:
+        statement = select(Run).where(Run.id == run_id, Run.scraper_id == scraper_id)
+        return (await self.session.exec(statement)).first()
+
+    async def latest_with_items(self, scraper_id: int) -> Run | None:
+        statement = (
+            select(Run)
+            .where(Run.scraper_id == scraper_id, col(Run.status) != "skipped")
+            .order_by(col(Run.id).desc())
+            .limit(1)
+        )
+        return (await self.session.exec(statement)).first()
+
+    async def items(self, run_id: int, *, after_id: int, limit: int) -> Sequence[Item]:
+        statement = (
+            select(Item)
+            .where(Item.run_id == run_id, col(Item.id) > after_id)
+            .order_by(col(Item.id))
+            .limit(limit)
+        )
+        return (await self.session.exec(statement)).all()
+
+    async def stream_items(self, run_id: int, batch: int = 1000) -> AsyncIterator[Item]:
+        after = 0
+        while True:
+            rows = await self.items(run_id, after_id=after, limit=batch)
+            for row in rows:
+                yield row
+            if len(rows) < batch:
+                return
+            after = rows[-1].id or after
