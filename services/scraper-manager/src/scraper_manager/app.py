@@ -10,6 +10,7 @@ from scraper_manager.events import registry
 from scraper_manager.runs.endpoints import router as runs_router
 from scraper_manager.scrapers.endpoints import router as scrapers_router
 from scraper_manager.settings import Settings
+from scraper_manager.webhooks.endpoints import router as webhooks_router
 
 API_PREFIX = "/api/v1"
 
@@ -27,4 +28,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(api_keys_router(ErrorBody), prefix=API_PREFIX)
     app.include_router(scrapers_router, prefix=API_PREFIX)
     app.include_router(runs_router, prefix=API_PREFIX)
+    app.include_router(webhooks_router, prefix=API_PREFIX)
     return app

@@ -26,3 +26,6 @@ class Settings(ServiceSettings):
     heartbeat_seconds: float = 1.0
     # A running run whose worker has not beaten for this long is failed ("worker lost").
     run_lease_seconds: float = 15.0
+    scheduler_tick_seconds: float = 1.0
+    # How long to wait for webhook-hub to answer a subscription request over NATS.
+    hub_request_timeout_seconds: float = 5.0

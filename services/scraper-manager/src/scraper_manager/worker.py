@@ -6,10 +6,15 @@ from servicekit.worker import run_worker
 
 from scraper_manager.crawler.runner import run_loop
 from scraper_manager.events import registry
+from scraper_manager.scheduling.scheduler import scheduler_loop
 from scraper_manager.settings import Settings
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     await run_worker(
-        settings, source="scraper-manager", registry=registry, loops=[run_loop(settings)], stop=stop
+        settings,
+        source="scraper-manager",
+        registry=registry,
+        loops=[run_loop(settings), scheduler_loop(settings)],
+        stop=stop,
     )

@@ -1,0 +1,1 @@
+"""Run webhooks, stored and delivered by webhook-hub."""
