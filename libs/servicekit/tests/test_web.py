@@ -93,7 +93,7 @@ async def test_missing_authorization_gets_401_in_the_envelope(client: httpx.Asyn
 async def test_wrong_key_gets_401(client: httpx.AsyncClient) -> None:
     response = await client.get("/whoami", headers=bearer("tst_not-a-real-key"))
     assert response.status_code == 401
-    assert response.json()["error"] == "Invalid API key"
+    assert response.json()["error"] == "Invalid API key or token"
 
 
 async def test_too_low_a_level_gets_403(client: httpx.AsyncClient, db_engine: AsyncEngine) -> None:

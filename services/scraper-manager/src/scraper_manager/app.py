@@ -7,6 +7,8 @@ from servicekit.web.app import create_service_app
 from scraper_manager import __version__
 from scraper_manager.errors import ErrorBody, render_error
 from scraper_manager.events import registry
+from scraper_manager.oauth.endpoints import router as oauth_router
+from scraper_manager.oauth.tokens import TokenVerifier
 from scraper_manager.runs.endpoints import router as runs_router
 from scraper_manager.scrapers.endpoints import router as scrapers_router
 from scraper_manager.settings import Settings
@@ -29,4 +31,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(scrapers_router, prefix=API_PREFIX)
     app.include_router(runs_router, prefix=API_PREFIX)
     app.include_router(webhooks_router, prefix=API_PREFIX)
+    app.include_router(oauth_router, prefix=API_PREFIX)
+    # OAuth2 access tokens (ours or an external issuer's) are accepted wherever keys are.
+    app.state.bearer_verifier = TokenVerifier(settings)
     return app

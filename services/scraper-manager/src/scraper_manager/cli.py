@@ -1,18 +1,70 @@
 """The `scraper-manager` console script."""
 
+import argparse
+import asyncio
 import sys
 from pathlib import Path
 
-from servicekit.cli import ServiceCLI
+from servicekit.auth.api_keys import AccessLevel
+from servicekit.cli import ExtraCommand, ServiceCLI
+from servicekit.db.engine import create_engine, create_session_factory
 
 from scraper_manager.app import create_app
+from scraper_manager.models import OAuthClient
+from scraper_manager.oauth.tokens import hash_secret, new_client_credentials
 from scraper_manager.settings import Settings
 from scraper_manager.worker import run
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
+
+def configure_oauth_clients(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="oauth_command", required=True)
+    create = actions.add_parser(
+        "create", help="register a client-credentials client; prints its secret last"
+    )
+    create.add_argument("--owner", required=True)
+    create.add_argument("--level", required=True, choices=[lv.value for lv in AccessLevel])
+
+
+def create_oauth_client(settings: Settings, args: argparse.Namespace) -> int:
+    client_id, secret = new_client_credentials()
+
+    async def store() -> None:
+        engine = create_engine(settings)
+        try:
+            async with create_session_factory(engine)() as session, session.begin():
+                session.add(
+                    OAuthClient(
+                        client_id=client_id,
+                        secret_hash=hash_secret(secret),
+                        owner=args.owner,
+                        level=args.level,
+                    )
+                )
+        finally:
+            await engine.dispose()
+
+    asyncio.run(store())
+    print(f"client_id: {client_id}")
+    print(secret)
+    return 0
+
+
 cli = ServiceCLI(
-    name="scraper-manager", settings=Settings, app=create_app, worker=run, migrations=MIGRATIONS
+    name="scraper-manager",
+    settings=Settings,
+    app=create_app,
+    worker=run,
+    migrations=MIGRATIONS,
+    extra=[
+        ExtraCommand(
+            "oauth-clients",
+            "OAuth2 client credentials",
+            configure_oauth_clients,
+            create_oauth_client,
+        )
+    ],
 )
 
 

@@ -91,9 +91,23 @@ class ScraperWebhook(SQLModel, table=True):
     created_at: datetime = _tz(default_factory=utcnow)
 
 
+class OAuthClient(SQLModel, table=True):
+    """A corporate client of the client-credentials grant; the secret is kept as SHA-256."""
+
+    __tablename__ = "oauth_clients"
+
+    client_id: str = Field(primary_key=True, max_length=64)
+    secret_hash: str = Field(max_length=64)
+    owner: str = Field(max_length=200, index=True)
+    level: str = Field(max_length=16)
+    created_at: datetime = _tz(default_factory=utcnow)
+    revoked_at: datetime | None = _tz(default=None)
+
+
 __all__ = [
     "ApiKey",
     "Item",
+    "OAuthClient",
     "OutboxEvent",
     "ProcessedEvent",
     "Run",

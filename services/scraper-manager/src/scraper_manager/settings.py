@@ -3,6 +3,7 @@
 
 from typing import ClassVar
 
+from pydantic import SecretStr
 from pydantic_settings import SettingsConfigDict
 from servicekit.settings import ServiceSettings
 
@@ -29,3 +30,13 @@ class Settings(ServiceSettings):
     scheduler_tick_seconds: float = 1.0
     # How long to wait for webhook-hub to answer a subscription request over NATS.
     hub_request_timeout_seconds: float = 5.0
+
+    # OAuth2: our own client-credentials tokens (HS256, short-lived) ...
+    oauth_token_secret: SecretStr = SecretStr("dev-insecure-scraper-oauth-secret-0123456789")
+    oauth_issuer: str = "scraper-manager"
+    oauth_audience: str = "scraper-manager"
+    oauth_token_ttl_seconds: int = 900
+    # ... and, optionally, tokens from an external issuer, verified against its JWKS.
+    external_issuer: str | None = None
+    external_jwks_url: str | None = None
+    external_audience: str | None = None

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from servicekit.auth.api_keys import AccessLevel
@@ -42,12 +42,23 @@ async def principal_from_api_key(session: SessionDep, token: str) -> Principal |
     )
 
 
-async def authenticate(session: SessionDep, credentials: BearerCredentials) -> Principal:
+# A service may accept bearer tokens besides its API keys (OAuth2 access tokens, say): it puts
+# a verifier on `app.state.bearer_verifier`, returning a principal or None.
+BearerVerifier = Callable[[str], Awaitable["Principal | None"]]
+
+
+async def authenticate(
+    request: Request, session: SessionDep, credentials: BearerCredentials
+) -> Principal:
     if credentials is None or not credentials.credentials:
         raise Unauthorized("Missing bearer credentials")
-    principal = await principal_from_api_key(session, credentials.credentials)
+    token = credentials.credentials
+    principal = await principal_from_api_key(session, token)
+    verifier: BearerVerifier | None = getattr(request.app.state, "bearer_verifier", None)
+    if principal is None and verifier is not None and token.count(".") == 2:
+        principal = await verifier(token)
     if principal is None:
-        raise Unauthorized("Invalid API key")
+        raise Unauthorized("Invalid API key or token")
     return principal
 
 

@@ -1,0 +1,89 @@
+"""`POST /api/v1/oauth/token`: the client-credentials grant of RFC 6749 (section 4.4).
+
+Errors follow the RFC (`{"error", "error_description"}`), which OAuth2 clients understand.
+"""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import parse_qs, unquote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from servicekit.auth.api_keys import AccessLevel
+from servicekit.db.engine import SessionDep
+from sqlmodel import col, select
+
+from scraper_manager.models import OAuthClient
+from scraper_manager.oauth.tokens import codec, secret_matches
+from scraper_manager.settings import Settings
+
+router = APIRouter(prefix="/oauth", tags=["oauth"])
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+
+
+def _oauth_error(status: int, error: str, description: str) -> JSONResponse:
+    headers = dict(NO_STORE)
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Basic realm="scraper-manager"'
+    return JSONResponse(
+        {"error": error, "error_description": description}, status_code=status, headers=headers
+    )
+
+
+def _basic(header: str) -> tuple[str, str] | None:
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic" or not value:
+        return None
+    try:
+        decoded = base64.b64decode(value).decode()
+    except ValueError:
+        return None
+    client_id, sep, secret = decoded.partition(":")
+    return (unquote(client_id), unquote(secret)) if sep else None
+
+
+@router.post("/token")
+async def token(request: Request, session: SessionDep) -> JSONResponse:
+    """Form body `grant_type=client_credentials` (and `scope`, optional); the client
+    authenticates with HTTP Basic or `client_id`/`client_secret` in the form."""
+    form = {k: v[0] for k, v in parse_qs((await request.body()).decode(errors="replace")).items()}
+    if form.get("grant_type") != "client_credentials":
+        return _oauth_error(400, "unsupported_grant_type", "only client_credentials is supported")
+    credentials = _basic(request.headers.get("authorization", "")) or (
+        (form["client_id"], form.get("client_secret", "")) if "client_id" in form else None
+    )
+    if credentials is None:
+        return _oauth_error(401, "invalid_client", "client authentication is required")
+    client = (
+        await session.exec(
+            select(OAuthClient).where(
+                OAuthClient.client_id == credentials[0], col(OAuthClient.revoked_at).is_(None)
+            )
+        )
+    ).first()
+    if client is None or not secret_matches(credentials[1], client.secret_hash):
+        return _oauth_error(401, "invalid_client", "unknown client or wrong secret")
+    granted = AccessLevel(client.level)
+    asked = form.get("scope")
+    if asked:
+        try:
+            wanted = max((AccessLevel(s) for s in asked.split()), key=lambda lv: lv.rank)
+        except ValueError:
+            return _oauth_error(400, "invalid_scope", "scopes are read, write and admin")
+        if not granted.allows(wanted):
+            return _oauth_error(400, "invalid_scope", f"this client may have at most {granted}")
+        granted = wanted
+    settings: Settings = request.app.state.settings
+    access_token = codec(settings).issue(
+        client.client_id, {"scope": granted.value, "owner": client.owner}
+    )
+    return JSONResponse(
+        {
+            "access_token": access_token,
+            "token_type": "Bearer",
+            "expires_in": settings.oauth_token_ttl_seconds,
+            "scope": granted.value,
+        },
+        headers=NO_STORE,
+    )
