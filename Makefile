@@ -16,7 +16,7 @@ help:
 	@echo "make lint     ruff, ruff format --check, mypy --strict"
 	@echo "make fmt      format and auto-fix"
 	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
-	@echo "make bench    benchmarks that print their figures (webhook-hub delivery throughput)"
+	@echo "make bench    benchmarks that print their figures (webhook delivery, crawling vs Scrapy)"
 	@echo "make clean    remove the dev data (.data/) and caches"
 
 $(CURDIR)/.tools/bin/uv:
@@ -51,6 +51,7 @@ test-unit: install
 # Figures, not pass/fail: each benchmark starts its own servers on loopback and stops itself.
 bench: install
 	$(RUN) python services/webhook-hub/bench/run.py --workers 2
+	UV=$(UV) $(RUN) python services/scraper-manager/bench/run.py
 
 fmt: install
 	$(RUN) ruff check --fix .

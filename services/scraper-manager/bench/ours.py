@@ -1,0 +1,57 @@
+"""Crawl the benchmark site with our engine, writing items as JSON lines; prints stats JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+import aiohttp
+import uvloop
+from scraper_manager.crawler.engine import Crawl, CrawlConfig
+
+
+async def crawl(
+    start: str, out_path: str, concurrency: int, rate: float, max_pages: int
+) -> dict[str, Any]:
+    out = open(out_path, "w")  # noqa: SIM115 (closed below; the crawl writes as it goes)
+
+    async def sink(batch: list[tuple[str, dict[str, Any]]]) -> None:
+        out.write("".join(json.dumps(item) + "\n" for _, item in batch))
+
+    connector = aiohttp.TCPConnector(limit=concurrency * 2)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        engine = Crawl(
+            CrawlConfig(
+                url=start,
+                rate_limit=rate,
+                max_pages=max_pages,
+                obey_robots=False,
+                concurrency=concurrency,
+                timeout_seconds=30,
+            ),
+            http,
+            user_agent="bench",
+            on_items=sink,
+            stop=asyncio.Event(),
+        )
+        started = time.perf_counter()
+        stats = await engine.run()
+        elapsed = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "pages": stats.pages_fetched,
+        "seconds": elapsed,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+    }
+
+
+if __name__ == "__main__":
+    start, out_path = sys.argv[1], sys.argv[2]
+    concurrency, rate, max_pages = int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+    with open(out_path, "w") as out:
+        print(json.dumps(uvloop.run(crawl(start, out, concurrency, rate, max_pages))))
