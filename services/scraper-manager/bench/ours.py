@@ -7,18 +7,17 @@ import json
 import resource
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 import aiohttp
 import uvloop
+
 from scraper_manager.crawler.engine import Crawl, CrawlConfig
 
 
 async def crawl(
-    start: str, out_path: str, concurrency: int, rate: float, max_pages: int
+    start: str, out: TextIO, concurrency: int, rate: float, max_pages: int
 ) -> dict[str, Any]:
-    out = open(out_path, "w")  # noqa: SIM115 (closed below; the crawl writes as it goes)
-
     async def sink(batch: list[tuple[str, dict[str, Any]]]) -> None:
         out.write("".join(json.dumps(item) + "\n" for _, item in batch))
 
