@@ -11,7 +11,6 @@ from typing import Any, TextIO
 
 import aiohttp
 import uvloop
-
 from scraper_manager.crawler.engine import Crawl, CrawlConfig
 
 
