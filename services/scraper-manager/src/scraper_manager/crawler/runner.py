@@ -22,6 +22,7 @@ from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 
 from scraper_manager.crawler.engine import Crawl, CrawlConfig
+from scraper_manager.crawler.signals import listen_for_stops
 from scraper_manager.events import (
     ITEMS_COLLECTED,
     RUN_COMPLETED,
@@ -98,6 +99,8 @@ class RunExecutor:
         self.settings = settings
         self.http = http
         self.worker = worker_name()
+        # Stop events of the runs this worker crawls, for the NATS stop signal.
+        self.stops: dict[int, tuple[asyncio.Event, asyncio.Event]] = {}
 
     async def claim(self) -> int | None:
         async with self.runtime.session_factory() as session, session.begin():
@@ -133,6 +136,7 @@ class RunExecutor:
             return
         stop = asyncio.Event()
         requested = asyncio.Event()
+        self.stops[run_id] = (stop, requested)
         config = CrawlConfig(
             url=scraper.url,
             headers=scraper.headers,
@@ -194,6 +198,7 @@ class RunExecutor:
             # Told, not cancelled: a beat cut off mid-write would leave its connection dangling.
             done.set()
             await beat
+            self.stops.pop(run_id, None)
         await self._finish(run_id, crawl, requested.is_set(), error)
 
     async def _heartbeat(
@@ -263,6 +268,7 @@ def run_loop(settings: Settings) -> WorkerLoop:
         active: set[asyncio.Task[None]] = set()
         async with aiohttp.ClientSession() as http:
             executor = RunExecutor(runtime, settings, http)
+            subscription = await listen_for_stops(runtime, executor.stops)
             try:
                 while not stop.is_set():
                     try:
@@ -281,6 +287,7 @@ def run_loop(settings: Settings) -> WorkerLoop:
                     wake.clear()
             finally:
                 listener.cancel()
+                await subscription.unsubscribe()
                 if active:
                     await asyncio.wait(active, timeout=10)
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, BackgroundTasks, Query, Request, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePrincipal
 from servicekit.web.errors import BadRequest
 
+from scraper_manager.crawler.signals import signal_stop
 from scraper_manager.dependencies import ScraperServiceDep
 from scraper_manager.errors import AUTH_ERRORS, CONFLICT, INVALID, NOT_FOUND
 from scraper_manager.scrapers.schemas import (
@@ -112,11 +113,18 @@ async def run_scraper(
     responses={**AUTH_ERRORS, **NOT_FOUND, **CONFLICT},
 )
 async def stop_scraper(
-    scraper_id: int, principal: WritePrincipal, service: ScraperServiceDep
+    scraper_id: int,
+    principal: WritePrincipal,
+    service: ScraperServiceDep,
+    request: Request,
+    background: BackgroundTasks,
 ) -> RunStopping:
     run = await service.stop(principal.owner, scraper_id)
     assert run is not None
     assert run.id is not None
+    if run.status == "running":
+        # Reaches whichever worker runs the crawl at once; the heartbeat is the fall-back.
+        background.add_task(signal_stop, request.app.state.runtime, run.id)
     return RunStopping(run_id=run.id, status="stopped" if run.status == "stopped" else "stopping")
 
 
