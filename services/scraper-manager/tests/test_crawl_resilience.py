@@ -155,3 +155,31 @@ async def test_429_and_5xx_are_retried_honouring_retry_after() -> None:
     assert stats.status_counts == {"503": 1, "429": 1, "200": 1}
     assert seen[1] - seen[0] >= 0.95  # waited as Retry-After asked
     assert items[0]["title"] == "ok"
+
+
+async def test_a_run_whose_queue_message_was_lost_is_enqueued_again(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
+) -> None:
+    from sqlalchemy import text
+
+    who = await make_client(db_engine, "write")
+    scraper = (
+        await client.post(
+            BASE,
+            json={"name": "s", "url": f"{website.url}/page/0", "max_pages": 2, "rate_limit": 50},
+            headers=who.headers,
+        )
+    ).json()
+    # A pending run with no message on the queue, as if NATS had been down at that moment.
+    async with db_engine.begin() as conn:
+        run_id = await conn.scalar(
+            text(
+                "INSERT INTO runs (scraper_id, owner, status, trigger, created_at, items_collected,"
+                " pages_fetched, requests_failed, retries, bytes_received, status_counts,"
+                " stop_requested) VALUES (:s, :o, 'pending', 'manual', now() - interval '1 minute',"
+                " 0, 0, 0, 0, 0, '{}', false) RETURNING id"
+            ),
+            {"s": scraper["id"], "o": who.owner},
+        )
+    run = await wait_for_status(client, who, scraper["id"], run_id, {"completed"}, timeout=30)
+    assert run["stats"]["pages_fetched"] == 2

@@ -28,6 +28,8 @@ class Settings(ServiceSettings):
     # A running run whose worker has not beaten for this long is failed ("worker lost").
     run_lease_seconds: float = 15.0
     scheduler_tick_seconds: float = 1.0
+    # A pending run still waiting after this long is enqueued again (and lost runs reaped).
+    requeue_after_seconds: float = 5.0
     # How long to wait for webhook-hub to answer a subscription request over NATS.
     hub_request_timeout_seconds: float = 5.0
 

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import socket
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 
 from scraper_manager.crawler.engine import Crawl, CrawlConfig
+from scraper_manager.crawler.queue import enqueue_run, pull_subscription, run_id_of
 from scraper_manager.crawler.signals import listen_for_stops
 from scraper_manager.events import (
     ITEMS_COLLECTED,
@@ -41,9 +43,15 @@ _CLAIM = text(
     """
     UPDATE runs SET status = 'running', started_at = now(), heartbeat_at = now(),
                     worker_id = :worker
-    WHERE id = (SELECT id FROM runs WHERE status = 'pending' ORDER BY id
-                FOR UPDATE SKIP LOCKED LIMIT 1)
+    WHERE id = :run_id AND status = 'pending'
     RETURNING id
+    """
+)
+_WAITING = text(
+    """
+    SELECT id FROM runs
+    WHERE status = 'pending' AND created_at < now() - make_interval(secs => :after)
+    ORDER BY id LIMIT 100
     """
 )
 _HEARTBEAT = text(
@@ -102,16 +110,31 @@ class RunExecutor:
         # Stop events of the runs this worker crawls, for the NATS stop signal.
         self.stops: dict[int, tuple[asyncio.Event, asyncio.Event]] = {}
 
-    async def claim(self) -> int | None:
+    async def claim(self, wanted: int) -> int | None:
+        """Take run `wanted` if it is still pending (another worker, or a stop, may have
+        been first)."""
         async with self.runtime.session_factory() as session, session.begin():
             connection = await session.connection()
-            run_id = await connection.scalar(_CLAIM, {"worker": self.worker})
+            run_id = await connection.scalar(_CLAIM, {"worker": self.worker, "run_id": wanted})
             if run_id is None:
                 return None
             run = await session.get(Run, run_id)
             assert run is not None
             await record_event(session, RUN_STARTED, event_of(run), tenant=run.owner)
             return int(run_id)
+
+    async def sweep(self) -> int:
+        """Enqueue again the runs that have waited longer than a message should take."""
+        async with self.runtime.session_factory() as session:
+            connection = await session.connection()
+            waiting = (
+                (await connection.execute(_WAITING, {"after": self.settings.requeue_after_seconds}))
+                .scalars()
+                .all()
+            )
+        for run_id in waiting:
+            await enqueue_run(self.runtime, int(run_id), attempt=int(time.time()) // 60)
+        return len(waiting)
 
     async def reap(self) -> int:
         """Fail the runs whose worker stopped beating."""
@@ -269,19 +292,38 @@ def run_loop(settings: Settings) -> WorkerLoop:
         async with aiohttp.ClientSession() as http:
             executor = RunExecutor(runtime, settings, http)
             subscription = await listen_for_stops(runtime, executor.stops)
+            queue: Any = None
+            last_sweep = 0.0
             try:
                 while not stop.is_set():
                     try:
-                        await executor.reap()
-                        while len(active) < settings.runs_per_worker:
-                            run_id = await executor.claim()
-                            if run_id is None:
-                                break
-                            task = asyncio.create_task(executor.execute(run_id))
-                            active.add(task)
-                            task.add_done_callback(active.discard)
+                        if time.monotonic() - last_sweep > settings.requeue_after_seconds:
+                            await executor.reap()
+                            await executor.sweep()
+                            last_sweep = time.monotonic()
+                        if queue is None:
+                            queue = await pull_subscription(runtime.nats.js)
+                        room = settings.runs_per_worker - len(active)
+                        if room > 0:
+                            try:
+                                messages = await queue.fetch(
+                                    room, timeout=settings.run_poll_seconds
+                                )
+                            except TimeoutError:
+                                messages = []
+                            for message in messages:
+                                run_id = run_id_of(message.data)
+                                claimed = await executor.claim(run_id) if run_id else None
+                                await message.ack()
+                                if claimed is not None:
+                                    task = asyncio.create_task(executor.execute(claimed))
+                                    active.add(task)
+                                    task.add_done_callback(active.discard)
+                            if messages:
+                                continue
                     except Exception as exc:
                         logger.warning("run loop failed", error=repr(exc))
+                        queue = None
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(wake.wait(), settings.run_poll_seconds)
                     wake.clear()

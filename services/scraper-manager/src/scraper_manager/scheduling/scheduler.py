@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from scraper_manager.crawler.queue import enqueue_run
 from scraper_manager.models import Run, Scraper
 from scraper_manager.scrapers.service import next_fire
 from scraper_manager.settings import Settings
@@ -72,7 +73,9 @@ def scheduler_loop(settings: Settings) -> WorkerLoop:
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
-                await fire_due(runtime.session_factory)
+                for run in await fire_due(runtime.session_factory):
+                    if run.status == "pending" and run.id is not None:
+                        await enqueue_run(runtime, run.id)
             except Exception as exc:
                 logger.warning("scheduler tick failed", error=repr(exc))
             with contextlib.suppress(TimeoutError):

@@ -8,6 +8,7 @@ from fastapi import APIRouter, BackgroundTasks, Query, Request, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePrincipal
 from servicekit.web.errors import BadRequest
 
+from scraper_manager.crawler.queue import enqueue_run
 from scraper_manager.crawler.signals import signal_stop
 from scraper_manager.dependencies import ScraperServiceDep
 from scraper_manager.errors import AUTH_ERRORS, CONFLICT, INVALID, NOT_FOUND
@@ -99,10 +100,16 @@ async def delete_scraper(
     responses={**AUTH_ERRORS, **NOT_FOUND, **CONFLICT},
 )
 async def run_scraper(
-    scraper_id: int, principal: WritePrincipal, service: ScraperServiceDep
+    scraper_id: int,
+    principal: WritePrincipal,
+    service: ScraperServiceDep,
+    request: Request,
+    background: BackgroundTasks,
 ) -> RunStarted:
     run = await service.start_run(principal.owner, scraper_id)
     assert run.id is not None
+    # After the commit: a worker that takes the message must find the run.
+    background.add_task(enqueue_run, request.app.state.runtime, run.id)
     return RunStarted(run_id=run.id, status="started")
 
 
