@@ -2,14 +2,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from servicekit.db.engine import create_session_factory
-from servicekit.testing.service import ServiceUnderTest
+from servicekit.testing.service import ServiceUnderTest, flat_error_text
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
@@ -17,13 +16,6 @@ from webhook_hub.cli import MIGRATIONS
 from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.settings import Settings
 from webhook_hub.worker import run as run_worker
-
-
-def error_text(body: dict[str, Any]) -> str:
-    """The flat envelope: `{"error": <text>, "code": <code>}`."""
-    assert set(body) >= {"error", "code"}
-    assert isinstance(body["error"], str)
-    return str(body["error"])
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +26,7 @@ def service() -> ServiceUnderTest:
         create_app=create_app,
         migrations=MIGRATIONS,
         api_prefix="/webhooks",
-        error_text=error_text,
+        error_text=flat_error_text,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import httpx
 from nats.js import JetStreamContext
 from servicekit.auth import AccessLevel
 from servicekit.auth.repository import ApiKeyRepository
@@ -46,3 +47,18 @@ async def publish_event(
     event = CloudEvent(source="tests", type=event_type, data=data, tenant=tenant)
     await js.publish(event.subject, event.to_json(), headers={"Nats-Msg-Id": str(event.id)})
     return event
+
+
+async def subscribe(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    url: str,
+    events: list[str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Create a subscription through the API; the 201 body."""
+    response = await client.post(
+        "/webhooks/subscriptions", json=subscription_body(url, events, **extra), headers=headers
+    )
+    assert response.status_code == 201, response.text
+    return dict(response.json())

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from factories import make_consumer, publish_event, subscription_body
+from factories import make_consumer, publish_event, subscribe, subscription_body
 from nats.js import JetStreamContext
 from servicekit.embedded.smtp import SmtpServer
 from servicekit.testing import HttpReceiver
@@ -19,16 +19,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks import Webhook, WebhookVerificationError
 from webhook_hub.settings import Settings
-
-
-async def subscribe(
-    client: httpx.AsyncClient, headers: dict[str, str], url: str, events: list[str] | None = None
-) -> dict[str, Any]:
-    response = await client.post(
-        "/webhooks/subscriptions", json=subscription_body(url, events), headers=headers
-    )
-    assert response.status_code == 201, response.text
-    return dict(response.json())
 
 
 def verified(secret: str, request: ReceivedRequest) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 
 import httpx
-from factories import make_consumer, subscription_body
+from factories import make_consumer, subscribe, subscription_body
 from servicekit.testing import HttpReceiver
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -64,13 +64,7 @@ async def test_create_queues_a_test_delivery(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=consumer.headers,
-        )
-    ).json()
+    created = await subscribe(client, consumer.headers, http_receiver.url)
     deliveries = (
         await client.get(
             f"/webhooks/subscriptions/{created['id']}/deliveries", headers=consumer.headers
@@ -127,13 +121,7 @@ async def test_details_never_show_the_secret(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=consumer.headers,
-        )
-    ).json()
+    created = await subscribe(client, consumer.headers, http_receiver.url)
     details = await client.get(f"/webhooks/subscriptions/{created['id']}", headers=consumer.headers)
     assert details.status_code == 200
     assert "secret" not in details.json()
@@ -211,13 +199,7 @@ async def test_patch_changes_the_given_fields_only(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url, description="first"),
-            headers=consumer.headers,
-        )
-    ).json()
+    created = await subscribe(client, consumer.headers, http_receiver.url, description="first")
     response = await client.patch(
         f"/webhooks/subscriptions/{created['id']}",
         json={"events": ["order.created"], "timeout_seconds": 30, "headers": {"X-Team": "ops"}},
@@ -236,13 +218,7 @@ async def test_patch_validates_events_as_create_does(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=consumer.headers,
-        )
-    ).json()
+    created = await subscribe(client, consumer.headers, http_receiver.url)
     response = await client.patch(
         f"/webhooks/subscriptions/{created['id']}",
         json={"events": ["ghost.event"]},
@@ -260,13 +236,7 @@ async def test_patch_refuses_timeouts_outside_1_to_30_seconds(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=consumer.headers,
-        )
-    ).json()
+    created = await subscribe(client, consumer.headers, http_receiver.url)
     for bad in (0, 31, "ten"):
         response = await client.patch(
             f"/webhooks/subscriptions/{created['id']}",
@@ -280,13 +250,7 @@ async def test_patch_is_active_true_re_enables_and_resets_failures(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=consumer.headers,
-        )
-    ).json()
+    created = await subscribe(client, consumer.headers, http_receiver.url)
     async with db_engine.begin() as conn:
         await conn.execute(
             text(
@@ -310,13 +274,7 @@ async def test_delete_answers_204_and_the_subscription_is_gone(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "admin")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=consumer.headers,
-        )
-    ).json()
+    created = await subscribe(client, consumer.headers, http_receiver.url)
     response = await client.delete(
         f"/webhooks/subscriptions/{created['id']}", headers=consumer.headers
     )
@@ -329,13 +287,7 @@ async def test_delete_needs_the_admin_level(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     writer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=writer.headers,
-        )
-    ).json()
+    created = await subscribe(client, writer.headers, http_receiver.url)
     response = await client.delete(
         f"/webhooks/subscriptions/{created['id']}", headers=writer.headers
     )
@@ -358,13 +310,7 @@ async def test_another_consumers_subscription_answers_404_everywhere(
 ) -> None:
     owner = await make_consumer(db_engine, "admin")
     stranger = await make_consumer(db_engine, "admin")
-    sub_id = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=owner.headers,
-        )
-    ).json()["id"]
+    sub_id = (await subscribe(client, owner.headers, http_receiver.url))["id"]
     base = f"/webhooks/subscriptions/{sub_id}"
     attempts = [
         await client.get(base, headers=stranger.headers),
@@ -389,13 +335,7 @@ async def test_rotation_returns_the_new_secret_valid_until_and_a_note(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=consumer.headers,
-        )
-    ).json()
+    created = await subscribe(client, consumer.headers, http_receiver.url)
     response = await client.post(
         f"/webhooks/subscriptions/{created['id']}/rotate-secret", headers=consumer.headers
     )
@@ -419,13 +359,7 @@ async def test_rotation_needs_write_permission(
 ) -> None:
     writer = await make_consumer(db_engine, "write")
     reader = await make_consumer(db_engine, "read", owner=writer.owner)
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=writer.headers,
-        )
-    ).json()
+    created = await subscribe(client, writer.headers, http_receiver.url)
     response = await client.post(
         f"/webhooks/subscriptions/{created['id']}/rotate-secret", headers=reader.headers
     )
@@ -436,13 +370,7 @@ async def test_send_test_queues_another_test_delivery(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=consumer.headers,
-        )
-    ).json()
+    created = await subscribe(client, consumer.headers, http_receiver.url)
     response = await client.post(
         f"/webhooks/subscriptions/{created['id']}/test", headers=consumer.headers
     )

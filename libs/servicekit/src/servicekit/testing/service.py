@@ -20,3 +20,11 @@ class ServiceUnderTest:
     migrations: Path
     api_prefix: str  # where its key-management API lives
     error_text: Callable[[Any], str]  # reads the message out of its error envelope
+
+
+def flat_error_text(body: Any) -> str:
+    """Reads the flat envelope `{"error": <text>, "code": <code>}` that webhook-hub and
+    scraper-manager answer errors with."""
+    assert set(body) >= {"error", "code"}
+    assert isinstance(body["error"], str)
+    return str(body["error"])
