@@ -45,7 +45,7 @@ class CreateRequest(TenantRequest):
 
 
 class ListRequest(TenantRequest):
-    pass
+    """`{source, tenant}`: the tenant's subscriptions made by that source."""
 
 
 class DeleteRequest(TenantRequest):
