@@ -58,6 +58,7 @@ class EventConsumer:
         nak_delay: float = 5.0,
         max_ack_pending: int = 20_000,
         on_committed: CommitHook | None = None,
+        record_processed: bool = True,
     ) -> None:
         self._js = js
         self._session_factory = session_factory
@@ -72,6 +73,9 @@ class EventConsumer:
         self._max_ack_pending = max_ack_pending
         self._subscription: Any = None
         self._on_committed = on_committed
+        # A handler that is idempotent by itself (a unique key on what it writes) can skip
+        # the bookkeeping; duplicates within one batch are still dropped here.
+        self._record_processed = record_processed
 
     async def subscribe(self) -> None:
         config = ConsumerConfig(
@@ -116,18 +120,7 @@ class EventConsumer:
         outcome: Any = None
         try:
             async with self._session_factory() as session, session.begin():
-                connection = await session.connection()
-                result = await connection.execute(
-                    _MARK_PROCESSED,
-                    {"consumer": self.durable, "ids": [str(event.id) for event in events]},
-                )
-                fresh = {row[0] for row in result}
-                new_events = []
-                for event in events:
-                    # `discard` also drops a second copy of the same id within this batch.
-                    if event.id in fresh:
-                        fresh.discard(event.id)
-                        new_events.append(event)
+                new_events = await self._fresh(session, events)
                 if new_events:
                     outcome = await self._handler(session, new_events)
         except Exception as exc:
@@ -141,6 +134,27 @@ class EventConsumer:
             await msg.ack()
         if self._on_committed is not None and outcome is not None:
             await self._on_committed(outcome)
+
+    async def _fresh(self, session: AsyncSession, events: list[CloudEvent]) -> list[CloudEvent]:
+        """The events not seen before, each once."""
+        if not self._record_processed:
+            unique: dict[object, CloudEvent] = {}
+            for event in events:
+                unique.setdefault(event.id, event)
+            return list(unique.values())
+        connection = await session.connection()
+        result = await connection.execute(
+            _MARK_PROCESSED,
+            {"consumer": self.durable, "ids": [str(event.id) for event in events]},
+        )
+        fresh = {row[0] for row in result}
+        new_events = []
+        for event in events:
+            # `discard` also drops a second copy of the same id within this batch.
+            if event.id in fresh:
+                fresh.discard(event.id)
+                new_events.append(event)
+        return new_events
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

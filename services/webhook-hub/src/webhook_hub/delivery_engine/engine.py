@@ -264,6 +264,8 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
                 durable=DISPATCH_CONSUMER,
                 handler=Dispatcher(settings, engine),
                 on_committed=engine.take,
+                # (subscription_id, event_id) is unique: dispatch is idempotent by itself.
+                record_processed=False,
                 stream=settings.events_stream,
                 batch_size=settings.dispatch_batch_size,
             )
