@@ -10,6 +10,7 @@ Data lives under `--data-dir` (default `.data/`) and survives restarts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -156,12 +157,13 @@ class Stack:
         while pending and time.monotonic() < deadline:
             self.check_children()
             for name, port in list(pending.items()):
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-                        if r.status == 200:
-                            del pending[name]
-                except OSError:
-                    pass
+                # Not listening yet is the normal case while a service starts.
+                with (
+                    contextlib.suppress(OSError),
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r,
+                ):
+                    if r.status == 200:
+                        del pending[name]
             time.sleep(0.3)
         if pending:
             raise SystemExit(f"not ready after {timeout:.0f} s: {', '.join(pending)}")

@@ -62,3 +62,20 @@ async def subscribe(
     )
     assert response.status_code == 201, response.text
     return dict(response.json())
+
+
+async def deliveries_of(
+    client: httpx.AsyncClient, headers: dict[str, str], subscription_id: str, query: str = ""
+) -> list[dict[str, Any]]:
+    """One page of a subscription's delivery log (`query`: `status=...`, `event_type=...`)."""
+    response = await client.get(
+        f"/webhooks/subscriptions/{subscription_id}/deliveries?{query}", headers=headers
+    )
+    return list(response.json()["data"])
+
+
+async def delivery_detail(
+    client: httpx.AsyncClient, headers: dict[str, str], delivery_id: str
+) -> dict[str, Any]:
+    response = await client.get(f"/webhooks/deliveries/{delivery_id}", headers=headers)
+    return dict(response.json())

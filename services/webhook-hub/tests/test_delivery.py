@@ -10,7 +10,14 @@ from typing import Any
 
 import httpx
 import pytest
-from factories import make_consumer, publish_event, subscribe, subscription_body
+from factories import (
+    deliveries_of,
+    delivery_detail,
+    make_consumer,
+    publish_event,
+    subscribe,
+    subscription_body,
+)
 from nats.js import JetStreamContext
 from servicekit.embedded.smtp import SmtpServer
 from servicekit.testing import HttpReceiver
@@ -146,18 +153,13 @@ async def test_a_failing_receiver_gets_the_same_webhook_id_until_it_succeeds(
     for post in posts:
         verified(created["secret"], post)
     await asyncio.sleep(0.5)
-    deliveries = (
-        await client.get(
-            f"/webhooks/subscriptions/{created['id']}/deliveries?event_type=order.created",
-            headers=consumer.headers,
-        )
-    ).json()["data"]
+    deliveries = await deliveries_of(
+        client, consumer.headers, created["id"], "event_type=order.created"
+    )
     assert len(deliveries) == 1
     assert deliveries[0]["status"] == "succeeded"
     assert deliveries[0]["attempts"] == 4
-    detail = (
-        await client.get(f"/webhooks/deliveries/{deliveries[0]['id']}", headers=consumer.headers)
-    ).json()
+    detail = await delivery_detail(client, consumer.headers, deliveries[0]["id"])
     assert [a["status_code"] for a in detail["attempt_log"]] == [500, 502, 500, 200]
     sub = await subscription_row(db_engine, created["id"])
     assert sub.failure_count == 0
@@ -180,19 +182,12 @@ async def test_a_delivery_that_never_succeeds_ends_failed_after_the_schedule(
     await wait_for_posts(http_receiver, attempts)
     await asyncio.sleep(0.5)
     assert len(non_test(http_receiver.requests)) == attempts
-    deliveries = (
-        await client.get(
-            f"/webhooks/subscriptions/{created['id']}/deliveries?status=failed",
-            headers=consumer.headers,
-        )
-    ).json()["data"]
+    deliveries = await deliveries_of(client, consumer.headers, created["id"], "status=failed")
     assert len(deliveries) == 1
     assert deliveries[0]["attempts"] == attempts
     sub = await subscription_row(db_engine, created["id"])
     assert sub.failure_count == attempts
-    detail = (
-        await client.get(f"/webhooks/deliveries/{deliveries[0]['id']}", headers=consumer.headers)
-    ).json()
+    detail = await delivery_detail(client, consumer.headers, deliveries[0]["id"])
     assert detail["attempt_log"][0]["response_body"] == "broken"
 
 
@@ -211,14 +206,9 @@ async def test_response_bodies_are_kept_to_4_kib(
     await wait_for_posts(http_receiver, 1)
     await asyncio.sleep(0.5)
     delivery = (
-        await client.get(
-            f"/webhooks/subscriptions/{created['id']}/deliveries?event_type=order.created",
-            headers=consumer.headers,
-        )
-    ).json()["data"][0]
-    detail = (
-        await client.get(f"/webhooks/deliveries/{delivery['id']}", headers=consumer.headers)
-    ).json()
+        await deliveries_of(client, consumer.headers, created["id"], "event_type=order.created")
+    )[0]
+    detail = await delivery_detail(client, consumer.headers, delivery["id"])
     assert len(detail["attempt_log"][0]["response_body"]) == 4096
 
 
@@ -258,11 +248,8 @@ async def test_429_with_retry_after_waits_as_asked(
     await wait_for_posts(http_receiver, 1)
     await asyncio.sleep(0.5)
     delivery = (
-        await client.get(
-            f"/webhooks/subscriptions/{created['id']}/deliveries?event_type=order.created",
-            headers=consumer.headers,
-        )
-    ).json()["data"][0]
+        await deliveries_of(client, consumer.headers, created["id"], "event_type=order.created")
+    )[0]
     assert delivery["status"] == "pending"
     wait = datetime.fromisoformat(delivery["next_attempt_at"]) - datetime.fromisoformat(
         delivery["last_attempt_at"]
@@ -399,12 +386,7 @@ async def test_manual_retry_and_recover_send_failed_deliveries_again(
     await publish_event(js, "order.created", {"id": 2})
     await wait_for_posts(http_receiver, 2 * attempts)
     await asyncio.sleep(0.5)
-    failed = (
-        await client.get(
-            f"/webhooks/subscriptions/{created['id']}/deliveries?status=failed",
-            headers=consumer.headers,
-        )
-    ).json()["data"]
+    failed = await deliveries_of(client, consumer.headers, created["id"], "status=failed")
     assert len(failed) == 2
 
     http_receiver.default = PlannedResponse(200)
@@ -423,12 +405,9 @@ async def test_manual_retry_and_recover_send_failed_deliveries_again(
     assert recovered.json() == {"recovered": 1}
     await wait_for_posts(http_receiver, 2 * attempts + 2)
     await asyncio.sleep(0.5)
-    statuses = (
-        await client.get(
-            f"/webhooks/subscriptions/{created['id']}/deliveries?event_type=order.created",
-            headers=consumer.headers,
-        )
-    ).json()["data"]
+    statuses = await deliveries_of(
+        client, consumer.headers, created["id"], "event_type=order.created"
+    )
     assert {d["status"] for d in statuses} == {"succeeded"}
 
 

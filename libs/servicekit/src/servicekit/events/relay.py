@@ -99,8 +99,10 @@ class OutboxRelay:
         try:
             while not stop.is_set():
                 try:
-                    while await self.publish_pending() == self._batch_size:
-                        pass
+                    # A full batch means more may be waiting: drain before sleeping.
+                    published = self._batch_size
+                    while published == self._batch_size:
+                        published = await self.publish_pending()
                     backoff = self._poll_seconds
                     if datetime.now(UTC) - last_purge > timedelta(minutes=10):
                         await self.purge_published()

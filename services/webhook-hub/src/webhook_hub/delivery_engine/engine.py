@@ -181,8 +181,10 @@ class DeliveryEngine:
             self._results_ready.clear()
             await asyncio.sleep(FLUSH_INTERVAL_SECONDS)
             try:
-                while await self.flush() == FLUSH_BATCH:
-                    pass
+                # A full batch means more results are waiting: record them all.
+                flushed = FLUSH_BATCH
+                while flushed == FLUSH_BATCH:
+                    flushed = await self.flush()
             except Exception as exc:
                 logger.warning("could not record delivery outcomes; retrying", error=repr(exc))
                 await asyncio.sleep(1.0)
