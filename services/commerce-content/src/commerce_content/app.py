@@ -12,6 +12,9 @@ from commerce_content.content_api.endpoints import router as content_router
 from commerce_content.cors.middleware import ApiCorsMiddleware
 from commerce_content.errors import ResourceErrorBody, render_error
 from commerce_content.events import registry
+from commerce_content.graphql_api.directives import field_rate_limiter
+from commerce_content.graphql_api.endpoint import router as graphql_router
+from commerce_content.graphql_api.schema import build_schema
 from commerce_content.orders.endpoints import router as orders_router
 from commerce_content.rate_limit.limiter import RequestLimiter
 from commerce_content.search.endpoints import router as search_router
@@ -42,4 +45,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(search_router, prefix="/api")
     app.include_router(contact_router, prefix="/api")
     app.include_router(admin_action_router, prefix="/api")
+    app.state.graphql_schema = build_schema(settings)
+    app.state.graphql_field_limiter = field_rate_limiter(settings.rate_limit_storage_url)
+    app.include_router(graphql_router)
     return app

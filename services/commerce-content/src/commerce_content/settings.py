@@ -43,3 +43,12 @@ class Settings(ServiceSettings):
     # Resource API limits per client (`limits` notation) and where the counts live.
     rate_limit: str = "120/minute"
     rate_limit_storage_url: str = "memory://"
+
+    # GraphQL operation limits (OWASP's GraphQL cheat sheet): nesting depth, aliases, tokens
+    # of the document, and cost (objects it may return, lists counted by their page size).
+    graphql_max_depth: int = 10
+    graphql_max_aliases: int = 15
+    graphql_max_tokens: int = 2000
+    graphql_max_cost: int = 1000
+    # GraphiQL at GET /graphql for browsers; always off in production, like introspection.
+    graphql_ide: bool = True

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Request
 from fastapi.responses import JSONResponse
 from servicekit.db.engine import SessionDep
-from servicekit.events import record_event
-from servicekit.web.errors import Conflict, NotFound
+from servicekit.web.errors import BadRequest, Conflict, NotFound, ServiceError
 from sqlalchemy import func
 from sqlmodel import col, select
 
@@ -25,9 +23,14 @@ from commerce_content.content_api.schemas import (
     SearchItem,
 )
 from commerce_content.errors import PLAIN_ERRORS
-from commerce_content.events import CONTENT_CREATED, CONTENT_UPDATED, ContentSaved
 from commerce_content.identity.dependencies import Caller, ManagerCaller
 from commerce_content.models import Product
+from commerce_content.products.service import (
+    ProductProblem,
+    ProductProblemCode,
+    ProductService,
+    SavedProduct,
+)
 from commerce_content.search.service import like_pattern
 from commerce_content.settings import Settings
 
@@ -95,32 +98,22 @@ async def content_products(
     return JSONResponse(body, headers=NO_STORE, media_type=JSON_UTF8)
 
 
-async def _save(
-    session: SessionDep,
-    settings: Settings,
-    background: BackgroundTasks,
-    product: Product,
-    event: str,
+def _problem(problem: ProductProblem) -> ServiceError:
+    if problem.code == ProductProblemCode.NOT_FOUND:
+        return NotFound("Content item not found")
+    if problem.code == ProductProblemCode.DUPLICATE_SLUG:
+        return Conflict(problem.message)
+    return BadRequest(problem.message)
+
+
+def _saved(
+    saved: SavedProduct, settings: Settings, background: BackgroundTasks
 ) -> ContentItemSaved:
-    clash = (
-        await session.exec(
-            select(Product.id).where(Product.slug == product.slug, Product.id != product.id)
-        )
-    ).first()
-    if clash is not None:
-        raise Conflict(f"The alias '{product.slug}' is already used")
-    product.updated_at = datetime.now(UTC)
-    session.add(product)
-    await session.flush()
+    product = saved.product
     assert product.id is not None
-    await record_event(
-        session,
-        CONTENT_CREATED if event == "created" else CONTENT_UPDATED,
-        ContentSaved(event=event, id=product.id, alias=product.slug, published=product.published),
-    )
     # After the response (and so after the commit): a slow receiver never delays the editor.
     background.add_task(
-        notify_content_saved, settings, event, product.id, product.slug, product.published
+        notify_content_saved, settings, saved.kind, product.id, product.slug, product.published
     )
     return ContentItemSaved(
         id=product.id, alias=product.slug, published=product.published, deleted=product.deleted
@@ -138,12 +131,11 @@ async def create_content_item(
     background: BackgroundTasks,
 ) -> ContentItemSaved:
     settings: Settings = request.app.state.settings
-    product = Product(
-        **body.model_dump(),
-        parent_id=settings.catalog_parent_id,
-        currency=settings.currency.upper(),
-    )
-    return await _save(session, settings, background, product, "created")
+    try:
+        saved = await ProductService(session, settings).create(body.model_dump())
+    except ProductProblem as problem:
+        raise _problem(problem) from problem
+    return _saved(saved, settings, background)
 
 
 @router.patch(
@@ -157,10 +149,11 @@ async def update_content_item(
     request: Request,
     background: BackgroundTasks,
 ) -> ContentItemSaved:
-    product = await session.get(Product, item_id)
-    if product is None:
-        raise NotFound("Content item not found")
-    for field, value in body.model_dump(exclude_unset=True).items():
-        if value is not None or field == "sale_price":
-            setattr(product, field, value)
-    return await _save(session, request.app.state.settings, background, product, "updated")
+    settings: Settings = request.app.state.settings
+    try:
+        saved = await ProductService(session, settings).update(
+            item_id, body.model_dump(exclude_unset=True)
+        )
+    except ProductProblem as problem:
+        raise _problem(problem) from problem
+    return _saved(saved, settings, background)

@@ -13,6 +13,7 @@ from servicekit.auth.dependencies import BearerCredentials, principal_from_api_k
 from servicekit.auth.jwt import InvalidToken, JWTCodec
 from servicekit.db.engine import SessionDep
 from servicekit.web.errors import Forbidden, Unauthorized
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.identity.roles import Role
 from commerce_content.settings import Settings
@@ -55,13 +56,8 @@ def caller_from_jwt(token: str, settings: Settings) -> Caller:
     return Caller(subject, role, int(subject) if subject.isdigit() else None, "jwt")
 
 
-async def authenticate(
-    request: Request, session: SessionDep, credentials: BearerCredentials
-) -> Caller:
-    if credentials is None or not credentials.credentials:
-        raise Unauthorized("Missing bearer token")
-    token = credentials.credentials
-    settings: Settings = request.app.state.settings
+async def identify(token: str, settings: Settings, session: AsyncSession) -> Caller:
+    """The caller behind a bearer token: a JWT (three dot-separated parts) or an API key."""
     if token.count(".") == 2:
         try:
             return caller_from_jwt(token, settings)
@@ -71,6 +67,14 @@ async def authenticate(
     if principal is None:
         raise Unauthorized("Invalid token")
     return Caller(principal.owner, LEVEL_ROLES[principal.level], None, "api_key")
+
+
+async def authenticate(
+    request: Request, session: SessionDep, credentials: BearerCredentials
+) -> Caller:
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized("Missing bearer token")
+    return await identify(credentials.credentials, request.app.state.settings, session)
 
 
 def require_role(role: Role) -> Callable[..., Awaitable[Caller]]:

@@ -15,14 +15,18 @@ from limits.storage import storage_from_string
 from servicekit.web.errors import RateLimited
 
 
+def async_storage(storage_url: str) -> Storage:
+    # The async variant of any scheme is named `async+<scheme>`.
+    url = storage_url if storage_url.startswith("async+") else f"async+{storage_url}"
+    storage = storage_from_string(url)
+    assert isinstance(storage, Storage)
+    return storage
+
+
 class RequestLimiter:
     def __init__(self, rule: str, storage_url: str) -> None:
         self.limit = parse(rule)
-        # The async variant of any scheme is named `async+<scheme>`.
-        url = storage_url if storage_url.startswith("async+") else f"async+{storage_url}"
-        storage = storage_from_string(url)
-        assert isinstance(storage, Storage)
-        self.limiter = MovingWindowRateLimiter(storage)
+        self.limiter = MovingWindowRateLimiter(async_storage(storage_url))
 
     async def check(self, key: str) -> None:
         if await self.limiter.hit(self.limit, key):

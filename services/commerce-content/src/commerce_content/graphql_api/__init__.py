@@ -1,0 +1,1 @@
+"""The GraphQL API (strawberry): schema, directives and their enforcement, served at /graphql."""

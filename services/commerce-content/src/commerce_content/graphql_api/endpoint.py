@@ -1,0 +1,194 @@
+"""`/graphql` over HTTP: POST for any operation, GET for queries (so caches can keep them),
+GraphiQL for browsers outside production.
+
+Responses follow GraphQL over HTTP with `application/json`: an executed operation answers 200
+with `data`/`errors`/`extensions`; a request that cannot be executed answers 400 (not a
+GraphQL request), 401 (credentials that are wrong, rather than absent) or 405 (a mutation
+over GET), with the same `errors` shape.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, BackgroundTasks, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel, Field
+from servicekit.db.engine import SessionDep
+from servicekit.web.errors import Unauthorized
+from sqlmodel.ext.asyncio.session import AsyncSession
+from strawberry.exceptions import MissingQueryError
+from strawberry.http.ides import get_graphql_ide_html
+from strawberry.schema.exceptions import InvalidOperationTypeError
+from strawberry.types.graphql import OperationType
+
+from commerce_content.graphql_api.context import GraphQLContext
+from commerce_content.graphql_api.directives import Errors
+from commerce_content.graphql_api.errors import BAD_USER_INPUT
+from commerce_content.graphql_api.schema import CommerceSchema
+from commerce_content.identity.dependencies import Caller, identify
+from commerce_content.settings import Settings
+
+router = APIRouter(tags=["graphql"])
+PATH = "/graphql"
+# The answer depends on who asks: a shared cache must key on the credentials.
+VARY = {"Vary": "Authorization"}
+
+
+class GraphQLError(BaseModel):
+    message: str
+    path: list[str | int] | None = None
+    extensions: dict[str, Any] | None = None
+
+
+class GraphQLResponse(BaseModel):
+    data: dict[str, Any] | None = None
+    errors: list[GraphQLError] | None = None
+    extensions: dict[str, Any] | None = Field(
+        default=None, description="`cost`: the operation's requested and maximum cost."
+    )
+
+
+class RequestRefused(Exception):
+    def __init__(self, status: int, message: str, code: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.headers = headers or {}
+
+    def response(self) -> JSONResponse:
+        body = {"errors": [{"message": str(self), "extensions": {"code": self.code}}]}
+        return JSONResponse(body, status_code=self.status, headers={**VARY, **self.headers})
+
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": GraphQLResponse, "description": "The operation ran: data and/or errors"},
+    400: {"model": GraphQLResponse, "description": "Not a GraphQL request"},
+    401: {"model": GraphQLResponse, "description": "Wrong or expired credentials"},
+    405: {"model": GraphQLResponse, "description": "A mutation sent with GET"},
+}
+
+
+async def _caller(request: Request, session: AsyncSession) -> Caller | None:
+    """Anonymous callers are GUESTs; credentials that are sent must be right."""
+    header = request.headers.get("authorization")
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise RequestRefused(401, "Use 'Authorization: Bearer <token>'", Errors.UNAUTHENTICATED)
+    try:
+        return await identify(token.strip(), request.app.state.settings, session)
+    except Unauthorized as exc:
+        raise RequestRefused(
+            401, exc.message, Errors.UNAUTHENTICATED, {"WWW-Authenticate": "Bearer"}
+        ) from exc
+
+
+def _variables(raw: Any) -> dict[str, Any] | None:
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise RequestRefused(400, "variables must be a JSON object", BAD_USER_INPUT) from exc
+    if not isinstance(raw, dict):
+        raise RequestRefused(400, "variables must be a JSON object", BAD_USER_INPUT)
+    return raw
+
+
+async def _execute(
+    request: Request,
+    session: AsyncSession,
+    background: BackgroundTasks,
+    params: dict[str, Any],
+    allowed: set[OperationType],
+) -> Response:
+    query = params.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise RequestRefused(400, "A GraphQL request needs a `query` string", BAD_USER_INPUT)
+    operation_name = params.get("operationName")
+    if operation_name is not None and not isinstance(operation_name, str):
+        raise RequestRefused(400, "operationName must be a string", BAD_USER_INPUT)
+    variables = _variables(params.get("variables"))
+    settings: Settings = request.app.state.settings
+    context = GraphQLContext(
+        request=request,
+        settings=settings,
+        session=session,
+        background_tasks=background,
+        caller=await _caller(request, session),
+        field_limiter=request.app.state.graphql_field_limiter,
+    )
+    schema: CommerceSchema = request.app.state.graphql_schema
+    try:
+        result = await schema.execute(
+            query,
+            variable_values=variables,
+            context_value=context,
+            operation_name=operation_name,
+            allowed_operation_types=allowed,
+        )
+    except InvalidOperationTypeError as exc:
+        raise RequestRefused(
+            405, "Mutations must be sent with POST", BAD_USER_INPUT, {"Allow": "POST"}
+        ) from exc
+    except MissingQueryError as exc:
+        raise RequestRefused(400, "A GraphQL request needs a `query`", BAD_USER_INPUT) from exc
+    body: dict[str, Any] = {"data": result.data}
+    if result.errors:
+        body["errors"] = [error.formatted for error in result.errors]
+    if result.extensions:
+        body["extensions"] = result.extensions
+    headers = dict(VARY)
+    if context.cache_control is not None:
+        headers["Cache-Control"] = context.cache_control
+    return JSONResponse(body, headers=headers)
+
+
+@router.post(PATH, response_model=GraphQLResponse, responses=RESPONSES)
+async def graphql_post(
+    request: Request, session: SessionDep, background: BackgroundTasks
+) -> Response:
+    """A GraphQL request as JSON: `{query, variables?, operationName?}`."""
+    try:
+        try:
+            params = await request.json()
+        except ValueError as exc:
+            raise RequestRefused(400, "The body must be JSON", BAD_USER_INPUT) from exc
+        if not isinstance(params, dict):
+            raise RequestRefused(400, "The body must be a JSON object", BAD_USER_INPUT)
+        return await _execute(
+            request, session, background, params, {OperationType.QUERY, OperationType.MUTATION}
+        )
+    except RequestRefused as refused:
+        return refused.response()
+
+
+@router.get(PATH, response_model=GraphQLResponse, responses=RESPONSES)
+async def graphql_get(
+    request: Request,
+    session: SessionDep,
+    background: BackgroundTasks,
+    query: str | None = None,
+    variables: str | None = None,
+    operationName: str | None = None,
+) -> Response:
+    """A query in the address (`query`, `variables` as JSON, `operationName`), which HTTP
+    caches can keep; without `query`, browsers get GraphiQL outside production."""
+    settings: Settings = request.app.state.settings
+    wants_html = "text/html" in request.headers.get("accept", "")
+    if query is None and wants_html and settings.graphql_ide and not settings.is_production:
+        return HTMLResponse(get_graphql_ide_html("graphiql"))
+    try:
+        return await _execute(
+            request,
+            session,
+            background,
+            {"query": query, "variables": variables, "operationName": operationName},
+            {OperationType.QUERY},
+        )
+    except RequestRefused as refused:
+        return refused.response()

@@ -1,0 +1,77 @@
+"""Global object ids and connection cursors: both opaque base64 text to clients.
+
+A global id names its type so `node(id:)` can find any object (Relay's Global Object
+Identification); a cursor carries the keyset position of an edge.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+
+
+class InvalidIdentifier(ValueError):
+    pass
+
+
+def _encode(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _decode(value: str) -> str:
+    try:
+        padded = value + "=" * (-len(value) % 4)
+        return base64.urlsafe_b64decode(padded.encode("ascii")).decode()
+    except (binascii.Error, UnicodeError, ValueError) as exc:
+        raise InvalidIdentifier(value) from exc
+
+
+@dataclass(frozen=True)
+class GlobalId:
+    type_name: str
+    key: str
+
+    def __str__(self) -> str:
+        return _encode(f"{self.type_name}:{self.key}")
+
+    @classmethod
+    def parse(cls, value: str) -> GlobalId:
+        type_name, sep, key = _decode(value).partition(":")
+        if not sep or not type_name or not key:
+            raise InvalidIdentifier(value)
+        return cls(type_name, key)
+
+    def integer_key(self) -> int:
+        if not self.key.isdigit() or len(self.key) > 18:
+            raise InvalidIdentifier(str(self))
+        return int(self.key)
+
+
+def global_id(type_name: str, key: object) -> str:
+    return str(GlobalId(type_name, str(key)))
+
+
+def decode_id(value: str, expected_type: str) -> int:
+    """The integer key of a global id of `expected_type`; `InvalidIdentifier` otherwise."""
+    parsed = GlobalId.parse(value)
+    if parsed.type_name != expected_type:
+        raise InvalidIdentifier(value)
+    return parsed.integer_key()
+
+
+CURSOR_PREFIX = "cursor:v1:"
+
+
+def encode_cursor(position: int) -> str:
+    return _encode(f"{CURSOR_PREFIX}{position}")
+
+
+def decode_cursor(cursor: str) -> int:
+    text = _decode(cursor)
+    if not text.startswith(CURSOR_PREFIX):
+        raise InvalidIdentifier(cursor)
+    position = text.removeprefix(CURSOR_PREFIX)
+    if not position.isdigit() or len(position) > 18:
+        raise InvalidIdentifier(cursor)
+    return int(position)

@@ -1,0 +1,356 @@
+"""The Mutation root. Every mutation returns a payload with `userErrors`; business problems
+are user errors, unexpected failures go to the standard `errors` array.
+
+Each mutation runs in its own savepoint: one that reports user errors changes nothing, and
+later mutations of the same request are not affected.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import strawberry
+from strawberry.types import Info
+
+from commerce_content.content_api.notifier import notify_content_saved
+from commerce_content.graphql_api.directives import guarded_field
+from commerce_content.graphql_api.ids import InvalidIdentifier, decode_id
+from commerce_content.graphql_api.inputs import (
+    AddressInput,
+    CreateOrderInput,
+    OrderLineInput,
+    ProductCreateInput,
+    ProductUpdateInput,
+    given,
+)
+from commerce_content.graphql_api.types import Order, Product
+from commerce_content.identity.roles import Role
+from commerce_content.orders.checkout import (
+    CartLine,
+    CheckoutProblem,
+    CheckoutService,
+    ProblemCode,
+)
+from commerce_content.payments.provider import payment_provider
+from commerce_content.products.service import (
+    InvalidProduct,
+    ProductProblem,
+    ProductProblemCode,
+    ProductService,
+    SavedProduct,
+)
+
+if TYPE_CHECKING:
+    from commerce_content.graphql_api.context import GraphQLContext
+
+    Context = Info[GraphQLContext, None]
+else:
+    Context = Info
+
+MAX_ORDER_LINES = 100
+CREATE_ORDER_RATE = (5, "10s")
+
+
+@strawberry.enum(description="Why an order could not be created.")
+class OrderErrorCode(Enum):
+    INSUFFICIENT_STOCK = "INSUFFICIENT_STOCK"
+    INVALID_ADDRESS = "INVALID_ADDRESS"
+    PAYMENT_DECLINED = "PAYMENT_DECLINED"
+    PRODUCT_UNAVAILABLE = "PRODUCT_UNAVAILABLE"
+
+
+@strawberry.type(description="A problem with the input of a mutation, for the person using it.")
+class UserError:
+    field: list[str] | None = strawberry.field(
+        description='Path to the input field at fault, e.g. ["input", "items", "0"].'
+    )
+    message: str
+    code: OrderErrorCode | None
+
+
+@strawberry.enum(description="Why a product could not be saved.")
+class ProductErrorCode(Enum):
+    NOT_FOUND = "NOT_FOUND"
+    DUPLICATE_SLUG = "DUPLICATE_SLUG"
+    INVALID = "INVALID"
+    UNKNOWN_CATEGORY = "UNKNOWN_CATEGORY"
+
+
+@strawberry.type(description="A problem with the input of a product mutation.")
+class ProductUserError:
+    field: list[str] | None
+    message: str
+    code: ProductErrorCode
+
+
+@strawberry.type
+class CreateOrderPayload:
+    order: Order | None
+    user_errors: list[UserError]
+
+
+@strawberry.type
+class ProductPayload:
+    product: Product | None
+    user_errors: list[ProductUserError]
+
+
+@strawberry.type
+class DeleteProductPayload:
+    deleted_id: strawberry.ID | None
+    user_errors: list[ProductUserError]
+
+
+ORDER_CODES = {
+    ProblemCode.INSUFFICIENT_STOCK: OrderErrorCode.INSUFFICIENT_STOCK,
+    ProblemCode.INVALID_ADDRESS: OrderErrorCode.INVALID_ADDRESS,
+    ProblemCode.PAYMENT_DECLINED: OrderErrorCode.PAYMENT_DECLINED,
+    ProblemCode.PRODUCT_UNAVAILABLE: OrderErrorCode.PRODUCT_UNAVAILABLE,
+}
+INPUT = "input"
+
+
+def _order_error(problem: CheckoutProblem) -> UserError:
+    return UserError(
+        field=[INPUT, *problem.field] if problem.field else None,
+        message=problem.message,
+        code=ORDER_CODES.get(problem.code),
+    )
+
+
+def _cart(items: list[OrderLineInput]) -> list[CartLine]:
+    lines = []
+    for index, item in enumerate(items):
+        try:
+            product_id = decode_id(item.product_id, "Product")
+        except InvalidIdentifier as exc:
+            raise CheckoutProblem(
+                ProblemCode.PRODUCT_UNAVAILABLE,
+                f"items[{index}]: {item.product_id!r} is not a product id",
+                ("items", str(index), "productId"),
+            ) from exc
+        lines.append(CartLine(str(product_id), item.quantity))
+    return lines
+
+
+def _address(address: AddressInput | None) -> dict[str, Any] | None:
+    if address is None:
+        return None
+    values = {
+        "name": address.name,
+        "line1": address.line1,
+        "line2": given(address.line2),
+        "city": address.city,
+        "postal_code": address.postal_code,
+        "state": given(address.state),
+        "country": address.country,
+    }
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _product_errors(problems: list[ProductProblem]) -> list[ProductUserError]:
+    return [
+        ProductUserError(
+            field=_error_path(p.field),
+            message=p.message,
+            code=ProductErrorCode(p.code.value),
+        )
+        for p in problems
+    ]
+
+
+def _error_path(path: tuple[str, ...]) -> list[str] | None:
+    """`id` is an argument of its own; everything else is a field of `input`."""
+    if not path:
+        return None
+    if path == ("id",):
+        return ["id"]
+    return [INPUT, *(strawberry_name(part) for part in path)]
+
+
+def strawberry_name(python_name: str) -> str:
+    head, *rest = python_name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _categories(values: list[strawberry.ID] | None) -> list[int] | None:
+    if values is None:
+        return None
+    ids = []
+    for value in values:
+        if not value.isdigit() or len(value) > 18:
+            try:
+                ids.append(decode_id(value, "Category"))
+            except InvalidIdentifier as exc:
+                raise ProductProblem(
+                    ProductProblemCode.UNKNOWN_CATEGORY,
+                    f"not a category id: {value!r}",
+                    ("category_ids",),
+                ) from exc
+        else:
+            ids.append(int(value))
+    return ids
+
+
+def _product_id(value: strawberry.ID) -> int:
+    try:
+        return decode_id(value, "Product")
+    except InvalidIdentifier as exc:
+        raise ProductProblem(ProductProblemCode.NOT_FOUND, "No such product", ("id",)) from exc
+
+
+def _announce(info: Context, saved: SavedProduct) -> None:
+    """The content-saved notification, sent after the response and so after the commit."""
+    product = saved.product
+    assert product.id is not None
+    info.context.background_tasks.add_task(
+        notify_content_saved,
+        info.context.settings,
+        saved.kind,
+        product.id,
+        product.slug,
+        product.published,
+    )
+
+
+def _update_values(changes: ProductUpdateInput) -> dict[str, Any]:
+    values = {
+        name: getattr(changes, name)
+        for name in (
+            "name",
+            "slug",
+            "description",
+            "base_price",
+            "sale_price",
+            "stock",
+            "image",
+            "tags",
+            "menu_index",
+        )
+    }
+    return {name: value for name, value in values.items() if value is not strawberry.UNSET}
+
+
+ProductAction = Any  # a coroutine function of the service returning SavedProduct
+
+
+async def _save_product(info: Context, action: ProductAction) -> ProductPayload:
+    async with info.context.db() as session:
+        try:
+            async with session.begin_nested():
+                saved: SavedProduct = await action(ProductService(session, info.context.settings))
+        except ProductProblem as problem:
+            return ProductPayload(product=None, user_errors=_product_errors([problem]))
+        except InvalidProduct as invalid:
+            return ProductPayload(product=None, user_errors=_product_errors(invalid.problems))
+    _announce(info, saved)
+    return ProductPayload(product=Product.of(saved.product), user_errors=[])
+
+
+@strawberry.type
+class Mutation:
+    @guarded_field(
+        rate_limit=CREATE_ORDER_RATE,
+        description=(
+            "Check out: prices come from the catalogue; the order is pending until paid at its"
+            " `paymentUrl`."
+        ),
+    )
+    async def create_order(self, info: Context, input: CreateOrderInput) -> CreateOrderPayload:
+        context = info.context
+        if not input.items:
+            return CreateOrderPayload(
+                order=None,
+                user_errors=[
+                    UserError(field=[INPUT, "items"], message="items must not be empty", code=None)
+                ],
+            )
+        if len(input.items) > MAX_ORDER_LINES:
+            return CreateOrderPayload(
+                order=None,
+                user_errors=[
+                    UserError(
+                        field=[INPUT, "items"],
+                        message=f"at most {MAX_ORDER_LINES} items",
+                        code=None,
+                    )
+                ],
+            )
+        email = given(input.customer_email)
+        if email is not None and ("@" not in email or len(email) > 320):
+            return CreateOrderPayload(
+                order=None,
+                user_errors=[
+                    UserError(
+                        field=[INPUT, "customerEmail"],
+                        message="customerEmail is not a valid address",
+                        code=None,
+                    )
+                ],
+            )
+        user_id = context.caller.user_id if context.caller is not None else None
+        async with context.db() as session:
+            service = CheckoutService(session, context.settings, payment_provider(context.settings))
+            try:
+                async with session.begin_nested():
+                    result = await service.checkout(
+                        _cart(input.items), email, _address(given(input.shipping_address)), user_id
+                    )
+            except CheckoutProblem as problem:
+                return CreateOrderPayload(order=None, user_errors=[_order_error(problem)])
+        return CreateOrderPayload(order=Order.of(result.order), user_errors=[])
+
+    @guarded_field(auth=Role.MANAGER, description="Create a product (a draft unless published).")
+    async def create_product(
+        self, info: Context, input: ProductCreateInput
+    ) -> ProductPayload | None:
+        values = {
+            "name": input.name,
+            "slug": input.slug,
+            "description": input.description,
+            "base_price": input.base_price,
+            "sale_price": given(input.sale_price),
+            "stock": input.stock,
+            "image": input.image,
+            "tags": input.tags,
+            "menu_index": input.menu_index,
+            "published": input.published,
+        }
+
+        async def action(service: ProductService) -> SavedProduct:
+            return await service.create(values, _categories(given(input.category_ids)))
+
+        return await _save_product(info, action)
+
+    @guarded_field(auth=Role.MANAGER, description="Change a product's fields.")
+    async def update_product(
+        self, info: Context, id: strawberry.ID, input: ProductUpdateInput
+    ) -> ProductPayload | None:
+        categories = input.category_ids
+
+        async def action(service: ProductService) -> SavedProduct:
+            return await service.update(
+                _product_id(id),
+                _update_values(input),
+                _categories(given(categories)),
+            )
+
+        return await _save_product(info, action)
+
+    @guarded_field(auth=Role.MANAGER, description="Publish a product, or withdraw it.")
+    async def publish_product(
+        self, info: Context, id: strawberry.ID, published: bool = True
+    ) -> ProductPayload | None:
+        async def action(service: ProductService) -> SavedProduct:
+            return await service.set_published(_product_id(id), published)
+
+        return await _save_product(info, action)
+
+    @guarded_field(auth=Role.MANAGER, description="Delete a product (orders keep their lines).")
+    async def delete_product(self, info: Context, id: strawberry.ID) -> DeleteProductPayload | None:
+        payload = await _save_product(info, lambda service: service.delete(_product_id(id)))
+        return DeleteProductPayload(
+            deleted_id=id if payload.product is not None else None,
+            user_errors=payload.user_errors,
+        )

@@ -1,0 +1,114 @@
+"""Relay cursor connections over products: `first`/`after` and `last`/`before` as the
+Cursor Connections Specification defines them, on a keyset (the product id), so pages stay
+stable while products are added."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import strawberry
+from strawberry.types import Info
+
+from commerce_content.graphql_api.directives import CacheControl, guarded_field
+from commerce_content.graphql_api.errors import bad_input
+from commerce_content.graphql_api.ids import InvalidIdentifier, decode_cursor, encode_cursor
+from commerce_content.graphql_api.inputs import PaginationInput, given
+from commerce_content.graphql_api.types import PageInfo, Product, ProductEdge
+from commerce_content.products.repository import KeysetWindow, ProductCriteria, ProductRepository
+
+if TYPE_CHECKING:
+    from commerce_content.graphql_api.context import GraphQLContext
+
+    Context = Info[GraphQLContext, None]
+else:
+    Context = Info
+
+DEFAULT_PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+
+
+@strawberry.type(description="A page of products.", directives=[CacheControl(max_age=60)])
+class ProductConnection:
+    edges: list[ProductEdge]
+    page_info: PageInfo
+    criteria: strawberry.Private[ProductCriteria]
+
+    @guarded_field(description="All products matching the filter (counted only when asked).")
+    async def total_count(self, info: Context) -> int:
+        async with info.context.db() as session:
+            return await ProductRepository(session).count(self.criteria)
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    window: KeysetWindow
+
+    @classmethod
+    def of(cls, page: PaginationInput | None) -> PageRequest:
+        page = page or PaginationInput()
+        first, last = given(page.first), given(page.last)
+        if first is not None and last is not None:
+            raise bad_input("Pass either `first` or `last`, not both")
+        for name, count in (("first", first), ("last", last)):
+            if count is not None and count < 0:
+                raise bad_input(f"`{name}` must not be negative")
+            if count is not None and count > MAX_PAGE_SIZE:
+                raise bad_input(f"`{name}` must be at most {MAX_PAGE_SIZE}")
+        after = _position(given(page.after), "after")
+        before = _position(given(page.before), "before")
+        backwards = last is not None
+        limit = last if backwards else first
+        return cls(
+            KeysetWindow(
+                limit=DEFAULT_PAGE_SIZE if limit is None else limit,
+                backwards=backwards,
+                after_id=after,
+                before_id=before,
+            )
+        )
+
+
+def _position(cursor: str | None, name: str) -> int | None:
+    if cursor is None:
+        return None
+    try:
+        return decode_cursor(cursor)
+    except InvalidIdentifier as exc:
+        raise bad_input(f"`{name}` is not a cursor of this connection") from exc
+
+
+async def product_connection(
+    info: Context, criteria: ProductCriteria, page: PaginationInput | None
+) -> ProductConnection:
+    request = PageRequest.of(page)
+    window = request.window
+    async with info.context.db() as session:
+        repository = ProductRepository(session)
+        rows = await repository.page(criteria, window)
+        more = len(rows) > window.limit
+        rows = rows[: window.limit]
+        if window.backwards:
+            rows.reverse()
+        # What lies beyond the cursors the client sent, so both flags are right at both ends.
+        if window.after_id is not None or window.before_id is not None:
+            before_after, beyond_before = await repository.exists_beyond(
+                criteria, at_or_below=window.after_id, at_or_above=window.before_id
+            )
+        else:
+            before_after = beyond_before = False
+    for row in rows:
+        info.context.products_by_id.prime(row.id or 0, row)
+    edges = [ProductEdge(node=Product.of(row), cursor=encode_cursor(row.id or 0)) for row in rows]
+    has_next = beyond_before or (more and not window.backwards)
+    has_previous = before_after or (more and window.backwards)
+    return ProductConnection(
+        edges=edges,
+        page_info=PageInfo(
+            has_next_page=has_next,
+            has_previous_page=has_previous,
+            start_cursor=edges[0].cursor if edges else None,
+            end_cursor=edges[-1].cursor if edges else None,
+        ),
+        criteria=criteria,
+    )

@@ -1,0 +1,1 @@
+"""The catalogue: product queries and the rules of saving products."""
