@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 from commerce_content.app import create_app
 from commerce_content.cli import MIGRATIONS
 from commerce_content.settings import Settings
+from servicekit.testing import run_http_server
 from servicekit.testing.service import ServiceUnderTest
 
 
@@ -25,3 +28,17 @@ def service() -> ServiceUnderTest:
         api_prefix="/api/v1",
         error_text=error_text,
     )
+
+
+@pytest.fixture(scope="session")
+async def graphql_app(service_settings: Settings) -> AsyncIterator[FastAPI]:
+    app = create_app(service_settings)
+    async with run_http_server(app) as base_url:
+        app.state.graphql_url = f"{base_url}/graphql"
+        yield app
+
+
+@pytest.fixture(scope="session")
+def graphql_url(graphql_app: FastAPI) -> str:
+    """/graphql of the service behind a real uvicorn server on 127.0.0.1."""
+    return str(graphql_app.state.graphql_url)

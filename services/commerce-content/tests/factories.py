@@ -47,14 +47,17 @@ async def make_product(
     published: bool = True,
     deleted: bool = False,
     name: str | None = None,
+    description: str = "A product",
+    tags: list[str] | None = None,
+    category_ids: list[int] | None = None,
 ) -> int:
     async with engine.begin() as conn:
         product_id = await conn.scalar(
             text(
                 "INSERT INTO products (name, slug, description, base_price, sale_price, currency,"
                 " stock, image, tags, parent_id, menu_index, published, deleted, created_at,"
-                " updated_at) VALUES (:name, :slug, 'A product', :price, :sale, 'USD', :stock,"
-                " '', '{}', 1, 0, :published, :deleted, now(), now()) RETURNING id"
+                " updated_at) VALUES (:name, :slug, :description, :price, :sale, 'USD', :stock,"
+                " '', :tags, 1, 0, :published, :deleted, now(), now()) RETURNING id"
             ),
             {
                 "name": name or f"Product {uuid.uuid4().hex[:6]}",
@@ -64,6 +67,42 @@ async def make_product(
                 "stock": stock,
                 "published": published,
                 "deleted": deleted,
+                "description": description,
+                "tags": tags or [],
             },
         )
+        for category_id in category_ids or []:
+            await conn.execute(
+                text("INSERT INTO product_categories (product_id, category_id) VALUES (:p, :c)"),
+                {"p": product_id, "c": category_id},
+            )
     return int(product_id)
+
+
+async def make_category(engine: AsyncEngine, name: str = "Mugs") -> int:
+    async with engine.begin() as conn:
+        category_id = await conn.scalar(
+            text("INSERT INTO categories (name, slug) VALUES (:name, :slug) RETURNING id"),
+            {"name": name, "slug": f"c-{uuid.uuid4().hex[:10]}"},
+        )
+    return int(category_id)
+
+
+async def make_variant(
+    engine: AsyncEngine, product_id: int, *, price: str | None = None, stock: int = 5
+) -> int:
+    async with engine.begin() as conn:
+        variant_id = await conn.scalar(
+            text(
+                "INSERT INTO product_variants (product_id, sku, name, price, stock)"
+                " VALUES (:product, :sku, :name, :price, :stock) RETURNING id"
+            ),
+            {
+                "product": product_id,
+                "sku": f"SKU-{uuid.uuid4().hex[:10]}",
+                "name": "Large",
+                "price": price,
+                "stock": stock,
+            },
+        )
+    return int(variant_id)

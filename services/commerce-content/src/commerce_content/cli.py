@@ -9,6 +9,7 @@ from servicekit.auth.jwt import JWTCodec
 from servicekit.cli import ExtraCommand, ServiceCLI
 
 from commerce_content.app import create_app
+from commerce_content.graphql_api.schema import build_schema
 from commerce_content.seed import seed_demo
 from commerce_content.settings import Settings
 from commerce_content.worker import run
@@ -46,6 +47,24 @@ def run_seed(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema.graphql"
+
+
+def configure_graphql_schema(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Print the GraphQL schema (SDL), or write it to schema.graphql"
+    parser.add_argument("--write", action="store_true", help=f"write {SCHEMA_FILE.name}")
+
+
+def print_graphql_schema(settings: Settings, args: argparse.Namespace) -> int:
+    sdl = build_schema(settings).as_str() + "\n"
+    if args.write:
+        SCHEMA_FILE.write_text(sdl, encoding="utf-8")
+        print(f"wrote {SCHEMA_FILE}")
+    else:
+        print(sdl, end="")
+    return 0
+
+
 cli = ServiceCLI(
     name="commerce-content",
     settings=Settings,
@@ -55,6 +74,12 @@ cli = ServiceCLI(
     extra=[
         ExtraCommand("tokens", "issue bearer JWTs", configure_tokens, create_token),
         ExtraCommand("seed", "load the demo data", configure_seed, run_seed),
+        ExtraCommand(
+            "graphql-schema",
+            "print the GraphQL SDL",
+            configure_graphql_schema,
+            print_graphql_schema,
+        ),
     ],
 )
 

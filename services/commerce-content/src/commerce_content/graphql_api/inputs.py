@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TypeVar
 
 import strawberry
 from strawberry.types.unset import UnsetType
-
-from commerce_content.graphql_api.scalars import DecimalScalar
 
 T = TypeVar("T")
 
@@ -30,11 +29,11 @@ class ProductFilter:
     category_ids: list[strawberry.ID] | None = strawberry.field(
         default=strawberry.UNSET, description="Products in any of these categories (database ids)."
     )
-    price_min: DecimalScalar | None = strawberry.field(  # type: ignore[valid-type]
+    price_min: Decimal | None = strawberry.field(
         default=strawberry.UNSET,
         description="Current price (the sale price when set) at least this.",
     )
-    price_max: DecimalScalar | None = strawberry.field(  # type: ignore[valid-type]
+    price_max: Decimal | None = strawberry.field(
         default=strawberry.UNSET, description="Current price at most this."
     )
     in_stock: bool | None = strawberry.UNSET
@@ -74,9 +73,9 @@ class CreateOrderInput:
 class ProductCreateInput:
     name: str
     slug: str
-    base_price: DecimalScalar  # type: ignore[valid-type]
+    base_price: Decimal
     description: str = ""
-    sale_price: DecimalScalar | None = strawberry.UNSET  # type: ignore[valid-type]
+    sale_price: Decimal | None = strawberry.UNSET
     stock: int = 0
     image: str = ""
     tags: list[str] = strawberry.field(default_factory=list)
@@ -90,8 +89,8 @@ class ProductUpdateInput:
     name: str | None = strawberry.UNSET
     slug: str | None = strawberry.UNSET
     description: str | None = strawberry.UNSET
-    base_price: DecimalScalar | None = strawberry.UNSET  # type: ignore[valid-type]
-    sale_price: DecimalScalar | None = strawberry.field(  # type: ignore[valid-type]
+    base_price: Decimal | None = strawberry.UNSET
+    sale_price: Decimal | None = strawberry.field(
         default=strawberry.UNSET, description="null removes the sale price."
     )
     stock: int | None = strawberry.UNSET

@@ -7,6 +7,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, NewType
 
 import strawberry
+from strawberry.types.scalar import ScalarDefinition
 
 DECIMAL_TEXT = re.compile(r"^-?\d{1,18}(\.\d{1,8})?$")
 
@@ -197,22 +198,25 @@ def parse_currency(value: Any) -> str:
     return value
 
 
-DecimalScalar = strawberry.scalar(
-    NewType("Decimal", Decimal),
-    name="Decimal",
-    description=(
-        'An exact decimal number, sent and received as a string ("19.90"), never as a float.'
-    ),
-    serialize=serialize_decimal,
-    parse_value=parse_decimal,
-    specified_by_url="https://speleotrove.com/decimal/decarith.html",
-)
+CurrencyCode = NewType("CurrencyCode", str)
 
-CurrencyCode = strawberry.scalar(
-    NewType("CurrencyCode", str),
-    name="CurrencyCode",
-    description='A currency as its ISO 4217 three-letter code in capitals, like "USD".',
-    serialize=str.upper,
-    parse_value=parse_currency,
-    specified_by_url="https://www.iso.org/iso-4217-currency-codes.html",
-)
+# Passed to the schema's `scalar_map`: `Decimal` and `CurrencyCode` annotations in the types
+# become these scalars.
+SCALARS: dict[object, ScalarDefinition] = {
+    Decimal: strawberry.scalar(
+        name="Decimal",
+        description=(
+            'An exact decimal number, sent and received as a string ("19.90"), never as a float.'
+        ),
+        serialize=serialize_decimal,
+        parse_value=parse_decimal,
+        specified_by_url="https://speleotrove.com/decimal/decarith.html",
+    ),
+    CurrencyCode: strawberry.scalar(
+        name="CurrencyCode",
+        description='A currency as its ISO 4217 three-letter code in capitals, like "USD".',
+        serialize=str.upper,
+        parse_value=parse_currency,
+        specified_by_url="https://www.iso.org/iso-4217-currency-codes.html",
+    ),
+}

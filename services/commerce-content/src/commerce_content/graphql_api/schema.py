@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import Decimal
-from typing import Any, cast
 
 import strawberry
 import structlog
@@ -26,7 +24,7 @@ from commerce_content.graphql_api.extensions import (
 )
 from commerce_content.graphql_api.mutations import Mutation
 from commerce_content.graphql_api.queries import Query
-from commerce_content.graphql_api.scalars import DecimalScalar
+from commerce_content.graphql_api.scalars import SCALARS
 from commerce_content.graphql_api.types import Order, Product, ProductVariant, User
 from commerce_content.settings import Settings
 
@@ -62,7 +60,8 @@ def build_schema(settings: Settings) -> CommerceSchema:
         query=Query,
         mutation=Mutation,
         types=[Product, ProductVariant, Order, User],
-        scalar_overrides={Decimal: cast("Any", DecimalScalar)},
         extensions=extensions,
-        config=StrawberryConfig(disable_field_suggestions=settings.is_production),
+        config=StrawberryConfig(
+            disable_field_suggestions=settings.is_production, scalar_map=SCALARS
+        ),
     )

@@ -6,6 +6,7 @@ Field choices where the spec says "not shown" are listed in the service README.
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,12 +16,11 @@ from strawberry.types import Info
 from commerce_content.graphql_api.directives import (
     CacheControl,
     CacheControlScope,
-    Role,
     guarded_field,
 )
 from commerce_content.graphql_api.errors import bad_input
 from commerce_content.graphql_api.ids import global_id
-from commerce_content.graphql_api.scalars import CurrencyCode, DecimalScalar
+from commerce_content.graphql_api.scalars import CurrencyCode
 from commerce_content.identity.roles import Role as IdentityRole
 from commerce_content.models import Order as OrderRow
 from commerce_content.models import OrderItem as OrderItemRow
@@ -47,9 +47,9 @@ class Node:
 
 @strawberry.type(description="Prices of a product.", directives=[CacheControl(max_age=30)])
 class ProductPricing:
-    base_price: DecimalScalar  # type: ignore[valid-type]
-    sale_price: DecimalScalar | None  # type: ignore[valid-type]
-    currency: CurrencyCode  # type: ignore[valid-type]
+    base_price: Decimal
+    sale_price: Decimal | None
+    currency: CurrencyCode
 
 
 @strawberry.type(
@@ -59,7 +59,7 @@ class ProductPricing:
 class ProductVariant(Node):
     sku: str
     name: str
-    price: DecimalScalar = strawberry.field(  # type: ignore[valid-type]
+    price: Decimal = strawberry.field(
         description="The variant's own price, else the product's current price."
     )
     in_stock: bool
@@ -87,7 +87,7 @@ class Product(Node):
     row: strawberry.Private[ProductRow]
 
     @guarded_field(deprecation_reason="Use `pricing.basePrice`.")
-    def price(self) -> DecimalScalar | None:  # type: ignore[valid-type]
+    def price(self) -> Decimal | None:
         return self.row.base_price
 
     @strawberry.field
@@ -95,7 +95,7 @@ class Product(Node):
         return ProductPricing(
             base_price=self.row.base_price,
             sale_price=self.row.sale_price,
-            currency=self.row.currency,
+            currency=CurrencyCode(self.row.currency),
         )
 
     @strawberry.field
@@ -136,9 +136,9 @@ class OrderStatus(Enum):
 class OrderLine:
     product_id: strawberry.ID
     name: str
-    unit_price: DecimalScalar  # type: ignore[valid-type]
+    unit_price: Decimal
     quantity: int
-    subtotal: DecimalScalar  # type: ignore[valid-type]
+    subtotal: Decimal
 
     @classmethod
     def of(cls, row: OrderItemRow) -> OrderLine:
@@ -157,8 +157,8 @@ class OrderLine:
 )
 class Order(Node):
     status: OrderStatus
-    total: DecimalScalar  # type: ignore[valid-type]
-    currency: CurrencyCode  # type: ignore[valid-type]
+    total: Decimal
+    currency: CurrencyCode
     customer_email: str | None
     payment_url: str | None = strawberry.field(
         description="Where the customer pays; null once paid."
@@ -178,7 +178,7 @@ class Order(Node):
             id=strawberry.ID(global_id("Order", row.id)),
             status=OrderStatus(row.status),
             total=row.total,
-            currency=row.currency,
+            currency=CurrencyCode(row.currency),
             customer_email=row.customer_email,
             payment_url=row.payment_url if row.status == "pending" else None,
             created_at=row.created_at,
@@ -194,7 +194,7 @@ class Order(Node):
 class User(Node):
     email: str
     name: str
-    role: Role  # type: ignore[valid-type]
+    role: IdentityRole
     row: strawberry.Private[UserRow]
 
     @guarded_field(auth=IdentityRole.USER, description="The user's latest orders, newest first.")
@@ -227,11 +227,11 @@ class DashboardStats:
     orders_total: int
     orders_pending: int
     orders_paid: int
-    currency: CurrencyCode  # type: ignore[valid-type]
+    currency: CurrencyCode
     figures: strawberry.Private[CatalogueStats]
 
     @guarded_field(auth=IdentityRole.ADMIN, description="Sum of paid orders (admins only).")
-    def revenue(self) -> DecimalScalar | None:  # type: ignore[valid-type]
+    def revenue(self) -> Decimal | None:
         return self.figures.revenue
 
     @classmethod
@@ -243,6 +243,6 @@ class DashboardStats:
             orders_total=figures.orders_total,
             orders_pending=figures.orders_pending,
             orders_paid=figures.orders_paid,
-            currency=currency.upper(),
+            currency=CurrencyCode(currency.upper()),
             figures=figures,
         )
