@@ -4,10 +4,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
 from commerce_content.app import create_app
 from commerce_content.cli import MIGRATIONS
 from commerce_content.settings import Settings
+from fastapi import FastAPI
 from servicekit.testing import run_http_server
 from servicekit.testing.service import ServiceUnderTest
 

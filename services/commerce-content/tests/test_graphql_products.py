@@ -6,12 +6,12 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from fastapi import FastAPI
+from commerce_content.settings import Settings
 from factories import bearer_for, make_category, make_product, make_user, make_variant
+from fastapi import FastAPI
 from graphql_client import PRODUCT_PAGE, ask, global_id
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
-from commerce_content.settings import Settings
 
 
 async def tagged_products(engine: AsyncEngine, count: int, **kwargs: Any) -> tuple[str, list[int]]:
@@ -42,9 +42,7 @@ async def test_paging_forwards_visits_every_product_once_despite_inserts_between
     # A product added after the first page was read lands at the end, not in the middle.
     late = await make_product(db_engine, tags=[tag])
     second = await page(graphql_url, tag, first=2, after=first["pageInfo"]["endCursor"])
-    assert [e["node"]["id"] for e in second["edges"]] == [
-        global_id("Product", i) for i in ids[2:4]
-    ]
+    assert [e["node"]["id"] for e in second["edges"]] == [global_id("Product", i) for i in ids[2:4]]
     assert second["pageInfo"]["hasPreviousPage"] is True
     third = await page(graphql_url, tag, first=2, after=second["pageInfo"]["endCursor"])
     assert [e["node"]["id"] for e in third["edges"]] == [
@@ -108,7 +106,9 @@ async def test_pages_are_at_most_one_hundred(graphql_url: str) -> None:
 
 
 async def test_a_forged_cursor_is_refused(graphql_url: str) -> None:
-    answer = await ask(graphql_url, PRODUCT_PAGE, {"page": {"first": 1, "after": "bm90LWEtY3Vyc29y"}})
+    answer = await ask(
+        graphql_url, PRODUCT_PAGE, {"page": {"first": 1, "after": "bm90LWEtY3Vyc29y"}}
+    )
     assert answer.codes == ["BAD_USER_INPUT"]
 
 
@@ -213,8 +213,12 @@ async def test_filters_combine(graphql_url: str, db_engine: AsyncEngine) -> None
     match = await make_product(
         db_engine, tags=[tag], category_ids=[category], price="12.00", stock=2, name=f"x {word}"
     )
-    await make_product(db_engine, tags=[tag], category_ids=[category], price="12.00", stock=0, name=f"x {word}")
-    await make_product(db_engine, tags=[tag], category_ids=[category], price="99.00", stock=2, name=f"x {word}")
+    await make_product(
+        db_engine, tags=[tag], category_ids=[category], price="12.00", stock=0, name=f"x {word}"
+    )
+    await make_product(
+        db_engine, tags=[tag], category_ids=[category], price="99.00", stock=2, name=f"x {word}"
+    )
     await make_product(db_engine, tags=[tag], price="12.00", stock=2, name=f"x {word}")
     await make_product(db_engine, tags=[tag], category_ids=[category], price="12.00", stock=2)
     assert await filtered(
@@ -276,7 +280,7 @@ async def test_unpublished_products_are_hidden_from_shoppers_and_shown_to_manage
 
 
 async def test_a_malformed_id_is_a_clear_error(graphql_url: str) -> None:
-    answer = await ask(graphql_url, "{ product(id: \"%%%\") { name } }")
+    answer = await ask(graphql_url, '{ product(id: "%%%") { name } }')
     assert answer.codes == ["BAD_USER_INPUT"]
 
 

@@ -15,6 +15,16 @@ class InvalidIdentifier(ValueError):
     pass
 
 
+MAX_KEY = 2**31 - 1  # database ids are Postgres `integer`s
+
+
+def integer(text: str) -> int:
+    """A non-negative database id, or `InvalidIdentifier`."""
+    if not text.isdigit() or len(text) > 10 or int(text) > MAX_KEY:
+        raise InvalidIdentifier(text)
+    return int(text)
+
+
 def _encode(text: str) -> str:
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
@@ -43,9 +53,7 @@ class GlobalId:
         return cls(type_name, key)
 
     def integer_key(self) -> int:
-        if not self.key.isdigit() or len(self.key) > 18:
-            raise InvalidIdentifier(str(self))
-        return int(self.key)
+        return integer(self.key)
 
 
 def global_id(type_name: str, key: object) -> str:
@@ -71,7 +79,11 @@ def decode_cursor(cursor: str) -> int:
     text = _decode(cursor)
     if not text.startswith(CURSOR_PREFIX):
         raise InvalidIdentifier(cursor)
-    position = text.removeprefix(CURSOR_PREFIX)
-    if not position.isdigit() or len(position) > 18:
-        raise InvalidIdentifier(cursor)
-    return int(position)
+    return integer(text.removeprefix(CURSOR_PREFIX))
+
+
+def category_key(value: str) -> int:
+    """Categories have no type in the schema: a database id, or a global id of type Category."""
+    if value.isdigit():
+        return integer(value)
+    return decode_id(value, "Category")

@@ -15,7 +15,7 @@ from strawberry.types import Info
 
 from commerce_content.content_api.notifier import notify_content_saved
 from commerce_content.graphql_api.directives import guarded_field
-from commerce_content.graphql_api.ids import InvalidIdentifier, decode_id
+from commerce_content.graphql_api.ids import InvalidIdentifier, category_key, decode_id
 from commerce_content.graphql_api.inputs import (
     AddressInput,
     CreateOrderInput,
@@ -179,17 +179,14 @@ def _categories(values: list[strawberry.ID] | None) -> list[int] | None:
         return None
     ids = []
     for value in values:
-        if not value.isdigit() or len(value) > 18:
-            try:
-                ids.append(decode_id(value, "Category"))
-            except InvalidIdentifier as exc:
-                raise ProductProblem(
-                    ProductProblemCode.UNKNOWN_CATEGORY,
-                    f"not a category id: {value!r}",
-                    ("category_ids",),
-                ) from exc
-        else:
-            ids.append(int(value))
+        try:
+            ids.append(category_key(value))
+        except InvalidIdentifier as exc:
+            raise ProductProblem(
+                ProductProblemCode.UNKNOWN_CATEGORY,
+                f"not a category id: {value!r}",
+                ("category_ids",),
+            ) from exc
     return ids
 
 

@@ -11,7 +11,7 @@ from strawberry.types import Info
 
 from commerce_content.graphql_api.directives import CacheControl, CacheControlScope, guarded_field
 from commerce_content.graphql_api.errors import bad_input
-from commerce_content.graphql_api.ids import GlobalId, InvalidIdentifier, decode_id
+from commerce_content.graphql_api.ids import GlobalId, InvalidIdentifier, category_key, decode_id
 from commerce_content.graphql_api.inputs import PaginationInput, ProductFilter, given
 from commerce_content.graphql_api.pagination import (
     ProductConnection,
@@ -67,11 +67,8 @@ def criteria_of(filter: ProductFilter | None, *, include_unpublished: bool) -> P
 
 
 def _category_id(value: str) -> int:
-    """A category's database id, or a global id of type Category."""
-    if value.isdigit() and len(value) <= 18:
-        return int(value)
     try:
-        return decode_id(value, "Category")
+        return category_key(value)
     except InvalidIdentifier as exc:
         raise bad_input(f"not a category id: {value!r}") from exc
 
