@@ -1,8 +1,8 @@
 """What an operation will cost and how long its answer may be cached, read from the operation
 document and the schema before (cost) and after (cache) execution.
 
-Cost: 1 per field that returns an object, with the cost of a list's selections multiplied by
-its size: the requested `first`/`last` for paged fields, an estimate for plain lists.
+Cost: 1 per object the answer can hold. A list counts its expected size times (1 + its
+selections' cost): the requested `first`/`last` for paged fields, an estimate for plain lists.
 
 Cache policy: Apollo Server's rules. A field's `@cacheControl` wins over its type's for
 `maxAge`; root fields and fields returning objects without a hint get `maxAge: 0`; scalar
@@ -190,7 +190,11 @@ class OperationAnalyzer:
             if not is_composite_type(named):
                 continue
             children = self._selection_cost(walk, node.selection_set, named)
-            total += 1 + self._size(walk, owner, node) * children
+            size = self._size(walk, owner, node)
+            if (owner.name, node.name.value) in PAGED_FIELDS:
+                total += 1 + size * children  # one connection holding `size` edges
+            else:
+                total += size * (1 + children)
         return total
 
     def _collect_cache(
