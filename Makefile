@@ -16,7 +16,7 @@ help:
 	@echo "make lint     ruff, ruff format --check, mypy --strict"
 	@echo "make fmt      format and auto-fix"
 	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
-	@echo "make bench    benchmarks that print their figures (webhook delivery, crawling vs Scrapy)"
+	@echo "make bench    benchmarks that print their figures (webhook delivery, crawling vs Scrapy, GraphQL vs REST)"
 	@echo "make clean    remove the dev data (.data/) and caches"
 
 $(CURDIR)/.tools/bin/uv:
@@ -35,7 +35,7 @@ run: install
 lint: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy libs/servicekit/src services/*/src deploy/local services/webhook-hub/bench
+	$(RUN) mypy libs/servicekit/src services/*/src deploy/local services/webhook-hub/bench services/commerce-content/bench
 	@# Test folders share module names (conftest), so each is checked on its own.
 	@for d in libs/servicekit/tests $(addprefix services/,$(addsuffix /tests,$(SERVICES))); do \
 		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .) || exit 1; done
@@ -52,6 +52,7 @@ test-unit: install
 bench: install
 	$(RUN) python services/webhook-hub/bench/run.py --workers 2
 	UV=$(UV) $(RUN) python services/scraper-manager/bench/run.py
+	$(RUN) python services/commerce-content/bench/run.py
 
 fmt: install
 	$(RUN) ruff check --fix .

@@ -16,6 +16,7 @@ from commerce_content.graphql_api.directives import field_rate_limiter
 from commerce_content.graphql_api.endpoint import router as graphql_router
 from commerce_content.graphql_api.schema import build_schema
 from commerce_content.orders.endpoints import router as orders_router
+from commerce_content.products.endpoints import router as products_router
 from commerce_content.rate_limit.limiter import RequestLimiter
 from commerce_content.search.endpoints import router as search_router
 from commerce_content.settings import Settings
@@ -40,6 +41,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.request_limiter = RequestLimiter(settings.rate_limit, settings.rate_limit_storage_url)
     app.include_router(api_keys_router(ResourceErrorBody), prefix=API_PREFIX)
     app.include_router(articles_router, prefix=API_PREFIX)
+    app.include_router(products_router, prefix=API_PREFIX)
     app.include_router(orders_router, prefix="/api")
     app.include_router(content_router, prefix="/api")
     app.include_router(search_router, prefix="/api")

@@ -16,9 +16,9 @@ from strawberry.dataloader import DataLoader
 from commerce_content.graphql_api.directives import CacheControlScope, FieldRateLimiter
 from commerce_content.identity.dependencies import Caller
 from commerce_content.identity.roles import Role
-from commerce_content.models import OrderItem, Product, ProductVariant
+from commerce_content.models import OrderItem, Product
 from commerce_content.orders.repository import OrderRepository
-from commerce_content.products.repository import ProductRepository
+from commerce_content.products.repository import ProductRepository, VariantRecord
 from commerce_content.settings import Settings
 
 
@@ -55,7 +55,7 @@ class GraphQLContext:
 
     def __post_init__(self) -> None:
         self.products_by_id: DataLoader[int, Product | None] = DataLoader(self._load_products)
-        self.variants_by_product: DataLoader[int, list[ProductVariant]] = DataLoader(
+        self.variants_by_product: DataLoader[int, list[VariantRecord]] = DataLoader(
             self._load_variants
         )
         self.lines_by_order: DataLoader[uuid.UUID, list[OrderItem]] = DataLoader(
@@ -95,7 +95,7 @@ class GraphQLContext:
             grouped = await OrderRepository(session).lines_of(order_ids)
         return [grouped.get(i, []) for i in order_ids]
 
-    async def _load_variants(self, product_ids: Sequence[int]) -> list[list[ProductVariant]]:
+    async def _load_variants(self, product_ids: Sequence[int]) -> list[list[VariantRecord]]:
         async with self.db() as session:
             grouped = await ProductRepository(session).variants_of(product_ids)
         return [grouped.get(i, []) for i in product_ids]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import strawberry
+from graphql import FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode
 from strawberry.types import Info
 
 from commerce_content.graphql_api.directives import CacheControl, guarded_field
@@ -15,7 +16,12 @@ from commerce_content.graphql_api.errors import bad_input
 from commerce_content.graphql_api.ids import InvalidIdentifier, decode_cursor, encode_cursor
 from commerce_content.graphql_api.inputs import PaginationInput, given
 from commerce_content.graphql_api.types import PageInfo, Product, ProductEdge
-from commerce_content.products.repository import KeysetWindow, ProductCriteria, ProductRepository
+from commerce_content.products.repository import (
+    KeysetWindow,
+    ProductCriteria,
+    ProductRepository,
+    VariantRecord,
+)
 
 if TYPE_CHECKING:
     from commerce_content.graphql_api.context import GraphQLContext
@@ -78,6 +84,38 @@ def _position(cursor: str | None, name: str) -> int | None:
         raise bad_input(f"`{name}` is not a cursor of this connection") from exc
 
 
+def selects_variants(info: Context) -> bool:
+    """Whether the operation asks for `edges.node.variants` under this connection."""
+    fragments = info._raw_info.fragments
+    for node in info._raw_info.field_nodes:
+        for edges in _children(node, "edges", fragments):
+            for product in _children(edges, "node", fragments):
+                if _children(product, "variants", fragments):
+                    return True
+    return False
+
+
+Selecting = FieldNode | InlineFragmentNode | FragmentDefinitionNode
+
+
+def _children(
+    node: Selecting, name: str, fragments: dict[str, FragmentDefinitionNode]
+) -> list[FieldNode]:
+    """The fields called `name` directly under `node`, looking into fragments."""
+    found: list[FieldNode] = []
+    for selection in node.selection_set.selections if node.selection_set else ():
+        if isinstance(selection, FieldNode):
+            if selection.name.value == name:
+                found.append(selection)
+        elif isinstance(selection, InlineFragmentNode):
+            found.extend(_children(selection, name, fragments))
+        elif isinstance(selection, FragmentSpreadNode):
+            fragment = fragments.get(selection.name.value)
+            if fragment is not None:
+                found.extend(_children(fragment, name, fragments))
+    return found
+
+
 async def product_connection(
     info: Context, criteria: ProductCriteria, page: PaginationInput | None
 ) -> ProductConnection:
@@ -97,9 +135,17 @@ async def product_connection(
             )
         else:
             before_after = beyond_before = False
+    ids = [row.id or 0 for row in rows]
     for row in rows:
         info.context.products_by_id.prime(row.id or 0, row)
-    edges = [ProductEdge(node=Product.of(row), cursor=encode_cursor(row.id or 0)) for row in rows]
+    variants: list[list[VariantRecord]] | list[None] = [None] * len(rows)
+    if selects_variants(info):
+        # One batch through the DataLoader for the whole page, before the fields resolve.
+        variants = await info.context.variants_by_product.load_many(ids)
+    edges = [
+        ProductEdge(node=Product.of(row, loaded), cursor=encode_cursor(row.id or 0))
+        for row, loaded in zip(rows, variants, strict=True)
+    ]
     has_next = beyond_before or (more and not window.backwards)
     has_previous = before_after or (more and window.backwards)
     return ProductConnection(

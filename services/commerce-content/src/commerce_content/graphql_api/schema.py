@@ -8,11 +8,14 @@ import strawberry
 import structlog
 from graphql import GraphQLError
 from strawberry.extensions import (
+    AddValidationRules,
     DisableIntrospection,
     MaxAliasesLimiter,
     MaxTokensLimiter,
+    ParserCache,
     QueryDepthLimiter,
     SchemaExtension,
+    ValidationCache,
 )
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
@@ -29,6 +32,7 @@ from commerce_content.graphql_api.types import Order, Product, ProductVariant, U
 from commerce_content.settings import Settings
 
 logger = structlog.get_logger(__name__)
+CACHED_DOCUMENTS = 512
 
 
 class CommerceSchema(strawberry.Schema):
@@ -47,15 +51,21 @@ class CommerceSchema(strawberry.Schema):
 
 
 def build_schema(settings: Settings) -> CommerceSchema:
+    # The rule classes are made once: the validation cache keys on them, so the same query
+    # text is parsed and validated once, not on every request.
+    rules = [
+        *QueryDepthLimiter(max_depth=settings.graphql_max_depth).validation_rules,
+        *MaxAliasesLimiter(max_alias_count=settings.graphql_max_aliases).validation_rules,
+        *(DisableIntrospection().validation_rules if settings.is_production else []),
+    ]
     extensions: list[Callable[[], SchemaExtension]] = [
-        lambda: QueryDepthLimiter(max_depth=settings.graphql_max_depth),
-        lambda: MaxAliasesLimiter(max_alias_count=settings.graphql_max_aliases),
         lambda: MaxTokensLimiter(max_token_count=settings.graphql_max_tokens),
+        lambda: AddValidationRules(rules),
+        lambda: ParserCache(maxsize=CACHED_DOCUMENTS),
+        lambda: ValidationCache(maxsize=CACHED_DOCUMENTS),
         MaskUnexpectedErrors,
         lambda: OperationPolicy(settings.graphql_max_cost),
     ]
-    if settings.is_production:
-        extensions.append(DisableIntrospection)
     return CommerceSchema(
         query=Query,
         mutation=Mutation,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import strawberry
 from strawberry.types import Info
@@ -25,10 +25,10 @@ from commerce_content.identity.roles import Role as IdentityRole
 from commerce_content.models import Order as OrderRow
 from commerce_content.models import OrderItem as OrderItemRow
 from commerce_content.models import Product as ProductRow
-from commerce_content.models import ProductVariant as VariantRow
 from commerce_content.models import User as UserRow
 from commerce_content.orders.checkout import unit_price
 from commerce_content.orders.repository import CatalogueStats, OrderRepository
+from commerce_content.products.repository import VariantRecord
 
 if TYPE_CHECKING:
     from commerce_content.graphql_api.context import GraphQLContext
@@ -63,14 +63,14 @@ class ProductVariant(Node):
         description="The variant's own price, else the product's current price."
     )
     in_stock: bool
-    row: strawberry.Private[VariantRow]
+    row: strawberry.Private[VariantRecord]
 
     @guarded_field(auth=IdentityRole.MANAGER, description="Units in stock (shop staff only).")
     def stock(self) -> int | None:
         return self.row.stock
 
     @classmethod
-    def of(cls, row: VariantRow, product: ProductRow) -> ProductVariant:
+    def of(cls, row: VariantRecord, product: ProductRow) -> ProductVariant:
         return cls(
             id=strawberry.ID(global_id("ProductVariant", row.id)),
             sku=row.sku,
@@ -98,15 +98,30 @@ class Product(Node):
             currency=CurrencyCode(self.row.currency),
         )
 
+    # Set when the page that holds this product loaded every variant of the page at once.
+    loaded_variants: strawberry.Private[list[VariantRecord] | None] = None
+
     @strawberry.field
-    async def variants(self, info: Context) -> list[ProductVariant]:
+    def variants(self, info: Context) -> list[ProductVariant]:
+        if self.loaded_variants is not None:
+            # Resolved without an awaitable: a page of 50 products costs no 50 tasks.
+            return [ProductVariant.of(row, self.row) for row in self.loaded_variants]
+        # Elsewhere (product, node) through the DataLoader; graphql-core awaits the result.
+        return cast("list[ProductVariant]", self._load_variants(info))
+
+    async def _load_variants(self, info: Context) -> list[ProductVariant]:
         assert self.row.id is not None
         rows = await info.context.variants_by_product.load(self.row.id)
         return [ProductVariant.of(row, self.row) for row in rows]
 
     @classmethod
-    def of(cls, row: ProductRow) -> Product:
-        return cls(id=strawberry.ID(global_id("Product", row.id)), name=row.name, row=row)
+    def of(cls, row: ProductRow, variants: list[VariantRecord] | None = None) -> Product:
+        return cls(
+            id=strawberry.ID(global_id("Product", row.id)),
+            name=row.name,
+            row=row,
+            loaded_variants=variants,
+        )
 
 
 @strawberry.type(description="A page of products.", directives=[CacheControl(max_age=60)])

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, true
@@ -72,6 +72,27 @@ def _conditions(criteria: ProductCriteria) -> list[ColumnElement[bool]]:
     return conditions
 
 
+class VariantRecord(NamedTuple):
+    """A variant as readers need it: plain values, no ORM bookkeeping (pages hold hundreds)."""
+
+    id: int
+    product_id: int
+    sku: str
+    name: str
+    price: Decimal | None
+    stock: int
+
+
+VARIANT_COLUMNS = (
+    col(ProductVariant.id),
+    col(ProductVariant.product_id),
+    col(ProductVariant.sku),
+    col(ProductVariant.name),
+    col(ProductVariant.price),
+    col(ProductVariant.stock),
+)
+
+
 @dataclass(frozen=True)
 class KeysetWindow:
     """Ids strictly between `after_id` and `before_id`, `limit` of them from the start
@@ -124,20 +145,26 @@ class ProductRepository:
             query = query.where(col(Product.published).is_(True))
         return {p.id: p for p in (await self.session.exec(query)).all() if p.id is not None}
 
-    async def variants_of(self, product_ids: Sequence[int]) -> dict[int, list[ProductVariant]]:
+    async def variants_of(self, product_ids: Sequence[int]) -> dict[int, list[VariantRecord]]:
         query = (
-            select(ProductVariant)
+            sa.select(*VARIANT_COLUMNS)
             .where(col(ProductVariant.product_id).in_(product_ids))
             .order_by(col(ProductVariant.id))
         )
-        grouped: dict[int, list[ProductVariant]] = defaultdict(list)
-        for variant in (await self.session.exec(query)).all():
+        grouped: dict[int, list[VariantRecord]] = defaultdict(list)
+        for row in await self._rows(query):
+            variant = VariantRecord(*row)
             grouped[variant.product_id].append(variant)
         return grouped
 
-    async def variants_by_ids(self, ids: Sequence[int]) -> dict[int, ProductVariant]:
-        query = select(ProductVariant).where(col(ProductVariant.id).in_(ids))
-        return {v.id: v for v in (await self.session.exec(query)).all() if v.id is not None}
+    async def variants_by_ids(self, ids: Sequence[int]) -> dict[int, VariantRecord]:
+        query = sa.select(*VARIANT_COLUMNS).where(col(ProductVariant.id).in_(ids))
+        return {row[0]: VariantRecord(*row) for row in await self._rows(query)}
+
+    async def _rows(self, query: sa.Executable) -> list[tuple[Any, ...]]:
+        """Plain rows through the session's connection (same transaction, no ORM objects)."""
+        connection = await self.session.connection()
+        return [tuple(row) for row in await connection.execute(query)]
 
     async def get(self, product_id: int) -> Product | None:
         product = await self.session.get(Product, product_id)
