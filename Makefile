@@ -35,7 +35,8 @@ run: install
 lint: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy libs/servicekit/src services/*/src deploy/local services/webhook-hub/bench services/commerce-content/bench
+	$(RUN) mypy libs/servicekit/src services/*/src deploy/local services/webhook-hub/bench
+	$(RUN) mypy services/commerce-content/bench
 	@# Test folders share module names (conftest), so each is checked on its own.
 	@for d in libs/servicekit/tests $(addprefix services/,$(addsuffix /tests,$(SERVICES))); do \
 		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .) || exit 1; done
