@@ -206,6 +206,8 @@ class Stack:
         for name, info in summary["services"].items():
             print(f"  {name:17} {info['url']}  (docs {info['url']}/docs)")
             print(f"  {'':17} dev admin key: {info['admin_key']}")
+            if name == "commerce-content":
+                print(f"  {'':17} GraphQL (GraphiQL in a browser): {info['url']}/graphql")
         print(
             f"\n  NATS {servers[1]}   mail in {self.data / 'mail'}   logs in {self.data / 'logs'}"
         )
