@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import nats
 import uvicorn
 import uvloop
 from fastapi import FastAPI
@@ -19,6 +20,7 @@ from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.admin import ensure_database
 from servicekit.db.engine import create_engine, create_session_factory
 from servicekit.db.migrations import upgrade
+from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
 
 Command = Callable[[Any, argparse.Namespace], int]
@@ -72,6 +74,10 @@ class ServiceCLI:
         )
         create.add_argument("--email", help="where the owner is told about their resources")
         create.add_argument("--description")
+        streams = commands.add_parser(
+            "streams", help="JetStream set-up, for operators who own it"
+        ).add_subparsers(dest="streams_command", required=True)
+        streams.add_parser("ensure", help="create the EVENTS stream or update its limits")
         for extra in self._extra:
             sub = commands.add_parser(extra.name, help=extra.help)
             extra.configure(sub)
@@ -104,10 +110,21 @@ class ServiceCLI:
             return 0
         if args.command == "api-keys":
             return asyncio.run(self._create_key(settings, args))
+        if args.command == "streams":
+            return asyncio.run(self._ensure_streams(settings))
         for extra in self._extra:
             if args.command == extra.name:
                 return extra.run(settings, args)
         return 2
+
+    async def _ensure_streams(self, settings: ServiceSettings) -> int:
+        client = await nats.connect(servers=[settings.nats_url], connect_timeout=5)
+        try:
+            await ensure_events_stream(client.jetstream(), settings)
+        finally:
+            await client.close()
+        print(f"stream {settings.events_stream} ready ({settings.events_stream_replicas} replicas)")
+        return 0
 
     async def _create_key(self, settings: ServiceSettings, args: argparse.Namespace) -> int:
         engine = create_engine(settings)

@@ -16,7 +16,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.db.engine import create_engine, create_session_factory
 from servicekit.events.registry import EventTypeRegistry, publish_event_types
-from servicekit.events.stream import ensure_events_stream
+from servicekit.events.stream import ensure_events_stream, require_events_stream
 from servicekit.settings import ServiceSettings
 from servicekit.web.errors import ServiceUnavailable
 
@@ -50,7 +50,10 @@ class NatsConnection:
                     reconnect_time_wait=0.5,
                 )
                 js = client.jetstream()
-                await ensure_events_stream(js, self._settings)
+                if self._settings.manage_events_stream:
+                    await ensure_events_stream(js, self._settings)
+                else:
+                    await require_events_stream(js, self._settings)
                 if self._registry is not None:
                     await publish_event_types(js, self._registry)
                 self._client = client

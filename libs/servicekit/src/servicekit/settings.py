@@ -77,6 +77,11 @@ class ServiceSettings(BaseSettings):
     events_stream: str = "EVENTS"
     events_max_age_days: float = 7.0
     events_duplicate_window_seconds: float = 120.0
+    # Copies of each message in a clustered NATS (3 on a 3-node cluster).
+    events_stream_replicas: int = 1
+    # False where operators own the stream (a Kubernetes Job runs `streams ensure`): the
+    # service then only waits for it to exist.
+    manage_events_stream: bool = True
     outbox_batch_size: int = 500
     outbox_poll_seconds: float = 1.0
     outbox_retention_hours: float = 24.0

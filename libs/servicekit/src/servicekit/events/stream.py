@@ -21,6 +21,7 @@ def events_stream_config(settings: ServiceSettings) -> StreamConfig:
         discard=DiscardPolicy.OLD,
         max_age=settings.events_max_age_days * DAY_SECONDS,
         duplicate_window=settings.events_duplicate_window_seconds,
+        num_replicas=settings.events_stream_replicas,
     )
 
 
@@ -33,3 +34,8 @@ async def ensure_events_stream(js: JetStreamContext, settings: ServiceSettings) 
         await js.add_stream(config)
         return
     await js.update_stream(config)
+
+
+async def require_events_stream(js: JetStreamContext, settings: ServiceSettings) -> None:
+    """Raises `NotFoundError` until whoever owns the stream has created it."""
+    await js.stream_info(settings.events_stream)
