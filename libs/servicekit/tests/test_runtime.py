@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 from nats.js import JetStreamContext
+from servicekit.embedded.network import free_port, wait_for_port
 from servicekit.runtime import NatsConnection
 from servicekit.settings import ServiceSettings
+from servicekit.worker import run_worker
 
 
 async def test_a_service_that_does_not_own_the_stream_waits_for_it(
@@ -37,3 +40,31 @@ async def test_a_service_that_does_not_own_the_stream_starts_once_it_exists(
         assert connection.is_connected
     finally:
         await connection.close()
+
+
+async def test_a_worker_answers_health_readiness_and_metrics_when_asked_to(
+    kit_settings: ServiceSettings, js: JetStreamContext
+) -> None:
+    port = free_port()
+    settings = kit_settings.model_copy(update={"worker_probe_port": port})
+    stop = asyncio.Event()
+    worker = asyncio.create_task(
+        run_worker(settings, source="probe-test", registry=None, stop=stop)
+    )
+    try:
+        await asyncio.to_thread(wait_for_port, "127.0.0.1", port, 20)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            for _ in range(100):
+                ready = await http.get("/readyz")
+                if ready.status_code == 200:
+                    break
+                await asyncio.sleep(0.1)
+            health = await http.get("/healthz")
+            metrics = await http.get("/metrics")
+        assert ready.json() == {"status": "ready", "checks": {"database": True, "nats": True}}
+        assert health.json() == {"status": "ok"}
+        assert metrics.status_code == 200
+        assert "python_info" in metrics.text
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, 30)

@@ -79,6 +79,8 @@ class ServiceSettings(BaseSettings):
     events_duplicate_window_seconds: float = 120.0
     # Copies of each message in a clustered NATS (3 on a 3-node cluster).
     events_stream_replicas: int = 1
+    # Where a worker answers /healthz, /readyz and /metrics (on `host`); unset: no listener.
+    worker_probe_port: int | None = None
     # False where operators own the stream (a Kubernetes Job runs `streams ensure`): the
     # service then only waits for it to exist.
     manage_events_stream: bool = True

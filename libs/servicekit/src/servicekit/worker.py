@@ -15,6 +15,7 @@ from servicekit.events.registry import EventTypeRegistry
 from servicekit.events.relay import OutboxRelay
 from servicekit.runtime import ServiceRuntime
 from servicekit.settings import ServiceSettings
+from servicekit.worker_probes import worker_probes
 
 logger = structlog.get_logger(__name__)
 
@@ -54,29 +55,36 @@ async def run_worker(
             loop.add_signal_handler(sig, stop.set)
     runtime = ServiceRuntime.open(settings, registry)
     try:
-        while not stop.is_set():
-            try:
-                await runtime.nats.wait_ready(timeout=1.0)
-                break
-            except TimeoutError:
-                continue
-        if stop.is_set():
-            return
-        logger.info("worker started", service=source)
-        tasks = [
-            asyncio.create_task(each(runtime, stop), name=each.__qualname__)
-            for each in (outbox_relay_loop(source), *loops)
-        ]
-        stopper = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({stopper, *tasks}, return_when=asyncio.FIRST_COMPLETED)
-        stop.set()
-        for task in done:
-            if task is not stopper and task.exception() is not None:
-                logger.error("worker loop crashed", error=repr(task.exception()))
-        _, pending = await asyncio.wait(tasks, timeout=10)
-        for task in pending:
-            logger.warning("worker loop did not stop in time; cancelling", loop=task.get_name())
-            task.cancel()
+        async with worker_probes(settings, runtime):
+            await _run_loops(runtime, source, loops, stop)
     finally:
         await runtime.close()
         logger.info("worker stopped", service=source)
+
+
+async def _run_loops(
+    runtime: ServiceRuntime, source: str, loops: Sequence[WorkerLoop], stop: asyncio.Event
+) -> None:
+    while not stop.is_set():
+        try:
+            await runtime.nats.wait_ready(timeout=1.0)
+            break
+        except TimeoutError:
+            continue
+    if stop.is_set():
+        return
+    logger.info("worker started", service=source)
+    tasks = [
+        asyncio.create_task(each(runtime, stop), name=each.__qualname__)
+        for each in (outbox_relay_loop(source), *loops)
+    ]
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({stopper, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+    stop.set()
+    for task in done:
+        if task is not stopper and task.exception() is not None:
+            logger.error("worker loop crashed", error=repr(task.exception()))
+    _, pending = await asyncio.wait(tasks, timeout=10)
+    for task in pending:
+        logger.warning("worker loop did not stop in time; cancelling", loop=task.get_name())
+        task.cancel()
