@@ -8,12 +8,13 @@ RUN := $(UV) run --frozen
 SERVICES := webhook-hub scraper-manager commerce-content
 PYTEST := $(RUN) pytest -p no:cacheprovider
 
-.PHONY: help install run test test-unit lint fmt migrate clean bench
+.PHONY: help install run test test-unit lint check-deploy fmt migrate clean bench
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
 	@echo "make test     lint, then every test"
 	@echo "make lint     ruff, ruff format --check, mypy --strict"
+	@echo "make check-deploy  compose schema, kustomize overlays validated, hadolint"
 	@echo "make fmt      format and auto-fix"
 	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
 	@echo "make bench    benchmarks that print their figures (webhook delivery, crawling vs Scrapy, GraphQL vs REST)"
@@ -41,8 +42,22 @@ lint: install
 	@for d in libs/servicekit/tests $(addprefix services/,$(addsuffix /tests,$(SERVICES))); do \
 		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .) || exit 1; done
 
+# Deployment files, checked without a cluster or a Docker engine: the Compose specification's
+# schema, every kustomize overlay rendered and validated for the target Kubernetes version,
+# and hadolint on the Dockerfiles.
+K8S_VERSION ?= 1.33.0
+check-deploy: install
+	$(RUN) check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml
+	@for overlay in deploy/k8s/overlays/*/; do \
+		rendered=$$(mktemp --suffix=.yaml) || exit 1; \
+		$(RUN) kubectl kustomize $$overlay > $$rendered || exit 1; \
+		$(RUN) kubernetes-validate --kubernetes-version $(K8S_VERSION) --strict --quiet $$rendered || exit 1; \
+		echo "$$overlay: $$(grep -c '^kind:' $$rendered) resources valid for Kubernetes $(K8S_VERSION)"; \
+		rm -f $$rendered; done
+	$(RUN) hadolint services/*/Dockerfile
+
 # One pair of embedded servers for the whole suite; each pytest run gets its own databases.
-test: lint
+test: lint check-deploy
 	$(RUN) python -m servicekit.embedded -- $(MAKE) --no-print-directory test-unit
 
 test-unit: install
