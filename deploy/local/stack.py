@@ -30,6 +30,17 @@ from servicekit.embedded.postgres import EmbeddedPostgres
 from servicekit.embedded.smtp import SmtpServer
 
 
+@dataclass
+class Child:
+    """A process the stack started, with what it takes to start it again."""
+
+    label: str
+    args: list[str]
+    env: dict[str, str]
+    process: subprocess.Popen[bytes]
+    restarts: int = 0
+
+
 @dataclass(frozen=True)
 class Service:
     name: str
@@ -55,7 +66,7 @@ class Stack:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.data = Path(args.data_dir).resolve()
-        self.processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.processes: list[Child] = []
         self.postgres: EmbeddedPostgres | None = None
         self.nats: EmbeddedNats | None = None
         self.smtp: SmtpServer | None = None
@@ -107,6 +118,11 @@ class Stack:
         env.setdefault(f"{service.prefix}NATS_URL", nats_url)
         env.setdefault(f"{service.prefix}SMTP_URL", smtp_url)
         env[f"{service.prefix}PORT"] = str(self.ports[service.name])
+        if service.name == "commerce-content":
+            # The sandbox payment page calls this service back at its real address.
+            env.setdefault(
+                f"{service.prefix}PUBLIC_BASE_URL", f"http://127.0.0.1:{self.ports[service.name]}"
+            )
         env.setdefault(f"{service.prefix}LOG_JSON", "false")
         return env
 
@@ -138,10 +154,15 @@ class Stack:
         return keys[service.name]
 
     def spawn(self, label: str, args: list[str], env: dict[str, str]) -> None:
+        self.processes.append(Child(label, args, env, self.start_process(label, args, env)))
+
+    def start_process(
+        self, label: str, args: list[str], env: dict[str, str]
+    ) -> subprocess.Popen[bytes]:
         logs = self.data / "logs"
         logs.mkdir(exist_ok=True)
         output = (logs / f"{label}.log").open("ab")
-        process = subprocess.Popen(
+        return subprocess.Popen(
             args,
             env=env,
             stdout=output,
@@ -149,7 +170,6 @@ class Stack:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-        self.processes.append((label, process))
 
     def wait_healthy(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
@@ -169,15 +189,29 @@ class Stack:
             raise SystemExit(f"not ready after {timeout:.0f} s: {', '.join(pending)}")
 
     def check_children(self) -> None:
-        for label, process in self.processes:
-            if process.poll() is not None:
+        for child in self.processes:
+            if child.process.poll() is None:
+                continue
+            if not self.args.supervise:
                 raise SystemExit(
-                    f"{label} exited with {process.returncode}; see {self.data / 'logs'}/{label}.log"
+                    f"{child.label} exited with {child.process.returncode};"
+                    f" see {self.data / 'logs'}/{child.label}.log"
                 )
+            # Like an orchestrator's restart policy: the process comes back with the same
+            # settings (and the same probe port).
+            log(f"{child.label} exited with {child.process.returncode}; restarting it")
+            child.restarts += 1
+            child.process = self.start_process(child.label, child.args, child.env)
 
     def run(self) -> None:
         servers = self.start_servers()
-        summary: dict[str, Any] = {"services": {}, "nats_url": servers[1], "smtp_url": servers[2]}
+        summary: dict[str, Any] = {
+            "services": {},
+            "nats_url": servers[1],
+            "smtp_url": servers[2],
+            "mail_dir": str(self.data / "mail"),
+            "pid": os.getpid(),
+        }
         for service in SERVICES:
             env = self.service_env(service, servers)
             log(f"migrating {service.name}")
@@ -193,11 +227,22 @@ class Stack:
                 )
             key = self.dev_key(service, env)
             self.spawn(f"{service.name}-api", [str(BIN / service.name), "serve"], env)
-            self.spawn(f"{service.name}-worker", [str(BIN / service.name), "worker"], env)
+            workers = []
+            for n in range(1, self.args.workers + 1):
+                label = f"{service.name}-worker" + (f"-{n}" if self.args.workers > 1 else "")
+                worker_env = dict(env)
+                if self.args.worker_probes:
+                    port = free_port()
+                    worker_env[f"{service.prefix}WORKER_PROBE_PORT"] = str(port)
+                    workers.append({"label": label, "probe_url": f"http://127.0.0.1:{port}"})
+                else:
+                    workers.append({"label": label})
+                self.spawn(label, [str(BIN / service.name), "worker"], worker_env)
             summary["services"][service.name] = {
                 "url": f"http://127.0.0.1:{self.ports[service.name]}",
                 "admin_key": key,
                 "database_url": env[f"{service.prefix}DATABASE_URL"],
+                "workers": workers,
             }
         self.wait_healthy()
         if self.args.ready_file:
@@ -217,17 +262,17 @@ class Stack:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        for _, process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+        for child in self.processes:
+            if child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 15
-        for label, process in self.processes:
+        for child in self.processes:
             try:
-                process.wait(max(0.1, deadline - time.monotonic()))
+                child.process.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                log(f"{label} did not stop in time; killing it")
-                process.kill()
-                process.wait()
+                log(f"{child.label} did not stop in time; killing it")
+                child.process.kill()
+                child.process.wait()
         if self.smtp is not None:
             self.smtp.stop()
         if self.nats is not None:
@@ -246,6 +291,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--free-ports", action="store_true", help="pick free ports for all")
     parser.add_argument("--ephemeral", action="store_true", help="temporary data, no fsync")
     parser.add_argument("--ready-file", help="write URLs and keys as JSON here when ready")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes per service")
+    parser.add_argument(
+        "--supervise", action="store_true", help="restart processes that exit, do not stop"
+    )
+    parser.add_argument(
+        "--worker-probes", action="store_true", help="workers serve /healthz, /readyz, /metrics"
+    )
     args = parser.parse_args(argv)
     if args.ephemeral:
         args.data_dir = tempfile.mkdtemp(prefix="platform-stack-")

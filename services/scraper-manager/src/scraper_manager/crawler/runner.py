@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import psycopg
 import structlog
+from prometheus_client import Counter
 from servicekit.db.engine import to_libpq_url
 from servicekit.events import record_event
 from servicekit.runtime import ServiceRuntime
@@ -38,6 +39,9 @@ from scraper_manager.models import Run, Scraper
 from scraper_manager.settings import Settings
 
 logger = structlog.get_logger(__name__)
+# On the worker's /metrics (WORKER_PROBE_PORT): what this process has crawled.
+RUNS_FINISHED = Counter("scraper_runs_finished", "Runs this worker finished", ["status"])
+PAGES_FETCHED = Counter("scraper_pages_fetched", "Pages this worker fetched")
 
 _CLAIM = text(
     """
@@ -282,6 +286,8 @@ class RunExecutor:
                 status
             ]
             await record_event(session, kind, event_of(run), tenant=run.owner)
+        RUNS_FINISHED.labels(status).inc()
+        PAGES_FETCHED.inc(stats.pages_fetched)
 
 
 def run_loop(settings: Settings) -> WorkerLoop:

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 import psycopg
 import structlog
+from prometheus_client import Counter
 from servicekit.db.engine import to_libpq_url
 from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop
@@ -32,6 +33,10 @@ from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 
 logger = structlog.get_logger(__name__)
+# On the worker's /metrics (WORKER_PROBE_PORT): what this process has delivered.
+ATTEMPTS = Counter(
+    "webhook_delivery_attempts", "Delivery attempts recorded by this worker", ["outcome"]
+)
 
 _CLAIM = text(
     """
@@ -172,6 +177,8 @@ class DeliveryEngine:
         except Exception:
             self._results = batch + self._results
             raise
+        for result in batch:  # counted once recorded, so a retried flush counts nothing twice
+            ATTEMPTS.labels("succeeded" if result.succeeded else "failed").inc()
         return len(batch)
 
     async def _flush_loop(self, stop: asyncio.Event) -> None:
