@@ -8,11 +8,12 @@ RUN := $(UV) run --frozen
 SERVICES := webhook-hub scraper-manager commerce-content
 PYTEST := $(RUN) pytest -p no:cacheprovider
 
-.PHONY: help install run test test-unit lint check-deploy fmt migrate clean bench
+.PHONY: help install run test test-unit test-e2e lint check-deploy fmt migrate clean bench
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
 	@echo "make test     lint, then every test"
+	@echo "make test-e2e the end-to-end suite alone (the stack as real processes)"
 	@echo "make lint     ruff, ruff format --check, mypy --strict"
 	@echo "make check-deploy  compose schema, kustomize overlays validated, hadolint"
 	@echo "make fmt      format and auto-fix"
@@ -39,7 +40,7 @@ lint: install
 	$(RUN) mypy libs/servicekit/src services/*/src deploy/local services/webhook-hub/bench
 	$(RUN) mypy services/commerce-content/bench
 	@# Test folders share module names (conftest), so each is checked on its own.
-	@for d in libs/servicekit/tests $(addprefix services/,$(addsuffix /tests,$(SERVICES))); do \
+	@for d in libs/servicekit/tests $(addprefix services/,$(addsuffix /tests,$(SERVICES))) tests-e2e; do \
 		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .) || exit 1; done
 
 # Deployment files, checked without a cluster or a Docker engine: the Compose specification's
@@ -59,6 +60,11 @@ check-deploy: install
 # One pair of embedded servers for the whole suite; each pytest run gets its own databases.
 test: lint check-deploy
 	$(RUN) python -m servicekit.embedded -- $(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory test-e2e
+
+# The whole stack as real processes (it starts its own servers), driven over HTTP and NATS.
+test-e2e: install
+	$(PYTEST) tests-e2e
 
 test-unit: install
 	$(PYTEST) libs/servicekit/tests

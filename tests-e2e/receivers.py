@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from servicekit.embedded.network import free_port
 from standardwebhooks import Webhook
 
 
@@ -37,16 +38,14 @@ class Receiver:
     _runner: web.AppRunner | None = None
     url: str = ""
 
-    async def start(self, port: int = 0) -> str:
+    async def start(self) -> str:
         app = web.Application(client_max_size=4 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
-        await site.start()
-        sockets = site._server.sockets if site._server else ()  # type: ignore[union-attr]
-        bound = sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{bound}/hook"
+        port = free_port()
+        await web.TCPSite(self._runner, "127.0.0.1", port).start()
+        self.url = f"http://127.0.0.1:{port}/hook"
         return self.url
 
     async def stop(self) -> None:
