@@ -218,3 +218,14 @@ async def receiver() -> AsyncIterator[Receiver]:
     await each.start()
     yield each
     await each.stop()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    from figures import FIGURES
+
+    if FIGURES:
+        terminalreporter.section("end-to-end figures")
+        for flow, values in FIGURES.items():
+            terminalreporter.write_line(
+                f"{flow}: " + ", ".join(f"{k}={v}" for k, v in values.items())
+            )
