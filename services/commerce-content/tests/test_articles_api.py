@@ -167,6 +167,34 @@ async def test_delete_is_204_then_404(client: httpx.AsyncClient, manager: dict[s
     ).status_code == 404
 
 
+async def test_deleting_an_article_deletes_its_comments(
+    client: httpx.AsyncClient, manager: dict[str, Any]
+) -> None:
+    article = await create(client, manager["headers"])
+    commented = await client.post(
+        f"{BASE}/{article['id']}/comments", json={"body": "first!"}, headers=manager["headers"]
+    )
+    assert commented.status_code == 201
+    deleted = await client.delete(f"{BASE}/{article['id']}", headers=manager["headers"])
+    assert deleted.status_code == 204
+    comments = await client.get(f"{BASE}/{article['id']}/comments", headers=manager["headers"])
+    assert comments.status_code == 404
+
+
+async def test_ids_beyond_the_database_range_are_400_not_500(
+    client: httpx.AsyncClient, manager: dict[str, Any]
+) -> None:
+    huge = 2**31
+    for method, url in (
+        ("GET", f"{BASE}/{huge}"),
+        ("DELETE", f"{BASE}/{huge}"),
+        ("GET", f"{BASE}?after_id={huge}"),
+        ("GET", f"{BASE}?author_id={huge}"),
+    ):
+        response = await client.request(method, url, headers=manager["headers"])
+        assert response.status_code == 400, (method, url, response.text)
+
+
 async def test_filters_by_status_author_and_creation_date(
     client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
 ) -> None:

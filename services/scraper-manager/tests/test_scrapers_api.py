@@ -97,6 +97,30 @@ async def test_the_51st_scraper_is_refused(
     assert response.json()["code"] == "scraper_limit_reached"
 
 
+async def test_ids_beyond_the_database_range_are_422_and_forged_cursors_400(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    owner = await make_client(db_engine, "admin")
+    huge = 2**31
+    for method, path in (
+        ("GET", f"{BASE}/{huge}"),
+        ("DELETE", f"{BASE}/{huge}"),
+        ("POST", f"{BASE}/{huge}/run"),
+        ("GET", f"{BASE}/1/runs/{huge}"),
+        ("GET", f"{BASE}/1/results?run_id={huge}"),
+    ):
+        response = await client.request(method, path, headers=owner.headers)
+        assert response.status_code == 422, (method, path, response.text)
+    scraper = await create(client, owner)
+    for path in (
+        f"{BASE}?cursor={huge}",
+        f"{BASE}?cursor=abc",
+        f"{BASE}/{scraper['id']}/runs?cursor={huge}",
+    ):
+        response = await client.get(path, headers=owner.headers)
+        assert response.status_code == 400, (path, response.text)
+
+
 async def test_unknown_ids_are_404_and_other_clients_ids_too(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:

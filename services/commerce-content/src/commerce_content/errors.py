@@ -55,6 +55,8 @@ def _plain(description: str) -> dict[str, Any]:
     return {"model": PlainErrorBody, "description": description}
 
 
+PLAIN_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _plain("No such item")}
+PLAIN_CONFLICT: dict[int | str, dict[str, Any]] = {409: _plain("The alias is already used")}
 PLAIN_ERRORS: dict[int | str, dict[str, Any]] = {
     400: _plain("Missing or invalid input"),
     401: _plain("Unauthorized"),

@@ -59,8 +59,14 @@ class Article(SQLModel, table=True):
 
     author: "User" = Relationship()
     tags: list["Tag"] = Relationship(back_populates="articles", link_model=ArticleTag)
+    # The database deletes an article's comments (ON DELETE CASCADE); the ORM leaves it to it.
     comments: list["Comment"] = Relationship(
-        back_populates="article", sa_relationship_kwargs={"order_by": "Comment.id"}
+        back_populates="article",
+        sa_relationship_kwargs={
+            "order_by": "Comment.id",
+            "cascade": "all, delete-orphan",
+            "passive_deletes": True,
+        },
     )
 
 

@@ -37,3 +37,4 @@ CONFLICT: dict[int | str, dict[str, Any]] = {
     409: _declared("Already running, not running, or at capacity")
 }
 INVALID: dict[int | str, dict[str, Any]] = {422: _declared("Invalid configuration")}
+BAD_CURSOR: dict[int | str, dict[str, Any]] = {400: _declared("A cursor this API did not issue")}

@@ -33,6 +33,9 @@ AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: _declared(404, "No such resource (or not yours)")
 }
+BAD_CURSOR: dict[int | str, dict[str, Any]] = {
+    400: _declared(400, "A cursor this API did not issue")
+}
 INVALID: dict[int | str, dict[str, Any]] = {
     413: _declared(413, "Request body too large"),
     422: _declared(422, "Invalid body, unknown event types, or refused endpoint"),

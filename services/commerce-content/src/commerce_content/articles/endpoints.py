@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 from servicekit.db.engine import SessionDep
 from servicekit.web.errors import BadRequest
+from servicekit.web.params import DbId, OptionalDbIdQuery
 
 from commerce_content.articles.representation import comment_out, relations_for, render
 from commerce_content.articles.schemas import (
@@ -23,7 +24,11 @@ from commerce_content.articles.schemas import (
     SingleEnvelope,
 )
 from commerce_content.articles.service import ArticleService, parse_created_after
-from commerce_content.articles.versioning import media_type, negotiate_version
+from commerce_content.articles.versioning import (
+    media_type,
+    negotiate_version,
+    versioned_content,
+)
 from commerce_content.errors import RESOURCE_ERRORS
 from commerce_content.identity.dependencies import AnyCaller, ManagerCaller, UserCaller
 from commerce_content.rate_limit.limiter import enforce_rate_limit
@@ -54,21 +59,21 @@ def _parse_include(include: str | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-@router.get("", response_model=ListEnvelope)
+@router.get("", response_model=ListEnvelope, responses=versioned_content("ListEnvelope"))
 async def list_articles(
     request: Request,
     caller: AnyCaller,
     session: SessionDep,
     version: Version,
     status_: Annotated[ArticleStatus | None, Query(alias="status")] = None,
-    author_id: int | None = None,
+    author_id: OptionalDbIdQuery = None,
     created_after: Annotated[str | None, Query(description="YYYY-MM-DD")] = None,
     sort: Annotated[str | None, Query(description=f"One of {', '.join(SORTABLE)}")] = None,
     order: Annotated[str | None, Query(description="asc or desc")] = None,
     include: Annotated[str | None, Query(description="author,tags,comments")] = None,
     page: Annotated[int | None, Query(ge=1)] = None,
     per_page: Annotated[int | None, Query(ge=1, le=MAX_PER_PAGE)] = None,
-    after_id: Annotated[int | None, Query(ge=0)] = None,
+    after_id: OptionalDbIdQuery = None,
     limit: Annotated[int | None, Query(ge=1, le=MAX_PER_PAGE)] = None,
 ) -> JSONResponse:
     """Offset paging (`page`, `per_page`) or keyset paging (`after_id`, `limit`, by id)."""
@@ -134,7 +139,12 @@ async def list_articles(
     return _respond({"data": [render(a, version, names) for a in rows], "meta": meta}, version)
 
 
-@router.post("", response_model=SingleEnvelope, status_code=status.HTTP_201_CREATED)
+@router.post(
+    "",
+    response_model=SingleEnvelope,
+    status_code=status.HTTP_201_CREATED,
+    responses=versioned_content("SingleEnvelope", 201),
+)
 async def create_article(
     body: ArticleCreate, caller: ManagerCaller, session: SessionDep, version: Version
 ) -> JSONResponse:
@@ -145,9 +155,11 @@ async def create_article(
     return _respond({"data": render(loaded, version, ["author", "tags"])}, version, 201)
 
 
-@router.get("/{article_id}", response_model=SingleEnvelope)
+@router.get(
+    "/{article_id}", response_model=SingleEnvelope, responses=versioned_content("SingleEnvelope")
+)
 async def get_article(
-    article_id: int,
+    article_id: DbId,
     caller: AnyCaller,
     session: SessionDep,
     version: Version,
@@ -158,9 +170,11 @@ async def get_article(
     return _respond({"data": render(article, version, names)}, version)
 
 
-@router.put("/{article_id}", response_model=SingleEnvelope)
+@router.put(
+    "/{article_id}", response_model=SingleEnvelope, responses=versioned_content("SingleEnvelope")
+)
 async def replace_article(
-    article_id: int,
+    article_id: DbId,
     body: ArticleReplace,
     caller: ManagerCaller,
     session: SessionDep,
@@ -173,9 +187,11 @@ async def replace_article(
     return _respond({"data": render(article, version, ["author", "tags"])}, version)
 
 
-@router.patch("/{article_id}", response_model=SingleEnvelope)
+@router.patch(
+    "/{article_id}", response_model=SingleEnvelope, responses=versioned_content("SingleEnvelope")
+)
 async def update_article(
-    article_id: int,
+    article_id: DbId,
     body: ArticleUpdate,
     caller: ManagerCaller,
     session: SessionDep,
@@ -189,13 +205,17 @@ async def update_article(
 
 
 @router.delete("/{article_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response)
-async def delete_article(article_id: int, caller: ManagerCaller, session: SessionDep) -> None:
+async def delete_article(article_id: DbId, caller: ManagerCaller, session: SessionDep) -> None:
     await ArticleService(session).delete(article_id)
 
 
-@router.get("/{article_id}/comments", response_model=ListEnvelope)
+@router.get(
+    "/{article_id}/comments",
+    response_model=ListEnvelope,
+    responses=versioned_content("ListEnvelope"),
+)
 async def list_comments(
-    article_id: int, caller: AnyCaller, session: SessionDep, version: Version
+    article_id: DbId, caller: AnyCaller, session: SessionDep, version: Version
 ) -> JSONResponse:
     service = ArticleService(session)
     await service.get(article_id)
@@ -205,10 +225,13 @@ async def list_comments(
 
 
 @router.post(
-    "/{article_id}/comments", response_model=SingleEnvelope, status_code=status.HTTP_201_CREATED
+    "/{article_id}/comments",
+    response_model=SingleEnvelope,
+    status_code=status.HTTP_201_CREATED,
+    responses=versioned_content("SingleEnvelope", 201),
 )
 async def add_comment(
-    article_id: int,
+    article_id: DbId,
     body: CommentCreate,
     caller: UserCaller,
     session: SessionDep,

@@ -5,6 +5,7 @@ names the version served."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from fastapi import Request
 from servicekit.web.errors import NotAcceptable
@@ -28,3 +29,9 @@ def negotiate_version(request: Request) -> int:
 
 def media_type(version: int) -> str:
     return f"application/vnd.commerce.v{version}+json"
+
+
+def versioned_content(schema_name: str, status: int = 200) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI: the success body is served as each vendor media type, same schema."""
+    schema = {"schema": {"$ref": f"#/components/schemas/{schema_name}"}}
+    return {status: {"content": {media_type(v): schema for v in SUPPORTED_VERSIONS}}}

@@ -8,6 +8,7 @@ from fastapi import APIRouter, BackgroundTasks, Depends, Request
 from fastapi.responses import JSONResponse
 from servicekit.db.engine import SessionDep
 from servicekit.web.errors import BadRequest, Conflict, NotFound, ServiceError
+from servicekit.web.params import MAX_DB_INT, DbId
 from sqlalchemy import func
 from sqlmodel import col, select
 
@@ -22,7 +23,7 @@ from commerce_content.content_api.schemas import (
     ProductOne,
     SearchItem,
 )
-from commerce_content.errors import PLAIN_ERRORS
+from commerce_content.errors import PLAIN_CONFLICT, PLAIN_ERRORS, PLAIN_NOT_FOUND
 from commerce_content.identity.dependencies import Caller, ManagerCaller
 from commerce_content.models import Product
 from commerce_content.products.service import (
@@ -44,12 +45,17 @@ JSON_UTF8 = "application/json; charset=utf-8"
 def _int(raw: str | None, default: int) -> int:
     """Non-numeric values fall back to the default, as the CMS APIs this mirrors do."""
     try:
-        return int(raw) if raw is not None else default
+        value = int(raw) if raw is not None else default
     except ValueError:
         return default
+    return value if abs(value) <= MAX_DB_INT else default
 
 
-@router.get("/products/", response_model=ProductList | ProductOne, responses=PLAIN_ERRORS)
+@router.get(
+    "/products/",
+    response_model=ProductList | ProductOne,
+    responses={**PLAIN_ERRORS, **PLAIN_NOT_FOUND},
+)
 async def content_products(
     request: Request,
     session: SessionDep,
@@ -121,7 +127,10 @@ def _saved(
 
 
 @router.post(
-    "/content/products", response_model=ContentItemSaved, status_code=201, responses=PLAIN_ERRORS
+    "/content/products",
+    response_model=ContentItemSaved,
+    status_code=201,
+    responses={**PLAIN_ERRORS, **PLAIN_CONFLICT},
 )
 async def create_content_item(
     body: ContentItemWrite,
@@ -139,10 +148,12 @@ async def create_content_item(
 
 
 @router.patch(
-    "/content/products/{item_id}", response_model=ContentItemSaved, responses=PLAIN_ERRORS
+    "/content/products/{item_id}",
+    response_model=ContentItemSaved,
+    responses={**PLAIN_ERRORS, **PLAIN_NOT_FOUND, **PLAIN_CONFLICT},
 )
 async def update_content_item(
-    item_id: int,
+    item_id: DbId,
     body: ContentItemPatch,
     caller: ManagerCaller,
     session: SessionDep,

@@ -18,7 +18,7 @@ from servicekit.signing import sign_stripe
 from servicekit.web.errors import BadRequest, NotFound, ServiceUnavailable
 from sqlmodel import select
 
-from commerce_content.errors import PLAIN_ERRORS
+from commerce_content.errors import PLAIN_ERRORS, PLAIN_NOT_FOUND
 from commerce_content.models import Order, OrderItem
 from commerce_content.orders.checkout import CartLine, CheckoutProblem, CheckoutService
 from commerce_content.orders.notifications import COMPLETED, handle_notification
@@ -80,7 +80,11 @@ async def checkout(request: Request, session: SessionDep) -> CheckoutCreated:
     return CheckoutCreated(orderId=str(result.order.id), paymentUrl=result.payment_url)
 
 
-@router.post("/webhook/{payment_provider}", response_model=Received, responses=PLAIN_ERRORS)
+@router.post(
+    "/webhook/{payment_provider}",
+    response_model=Received,
+    responses={**PLAIN_ERRORS, **PLAIN_NOT_FOUND},
+)
 async def payment_webhook(payment_provider: str, request: Request, session: SessionDep) -> Received:
     """Stripe-signed notifications (`Stripe-Signature`, 300 s tolerance); the sandbox signs
     the same way. Processed once per provider event id."""

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from servicekit.db.engine import SessionDep
 from servicekit.web.errors import BadRequest
+from servicekit.web.params import OptionalDbIdQuery
 
 from commerce_content.articles.schemas import ListEnvelope
 from commerce_content.errors import RESOURCE_ERRORS
@@ -68,7 +69,7 @@ def render(product: Product, variants: list[VariantRecord] | None) -> dict[str, 
 async def list_products(
     caller: AnyCaller,
     session: SessionDep,
-    after_id: Annotated[int | None, Query(ge=0)] = None,
+    after_id: OptionalDbIdQuery = None,
     limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT)] = None,
     include: Annotated[str | None, Query(description="variants")] = None,
 ) -> JSONResponse:

@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, unquote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.db.engine import SessionDep
 from sqlmodel import col, select
@@ -43,7 +44,26 @@ def _basic(header: str) -> tuple[str, str] | None:
     return (unquote(client_id), unquote(secret)) if sep else None
 
 
-@router.post("/token")
+class TokenResponse(BaseModel):
+    access_token: str
+    token_type: str
+    expires_in: int
+    scope: str
+
+
+class OAuthError(BaseModel):
+    error: str
+    error_description: str
+
+
+@router.post(
+    "/token",
+    response_model=TokenResponse,
+    responses={
+        400: {"model": OAuthError, "description": "unsupported_grant_type or invalid_scope"},
+        401: {"model": OAuthError, "description": "invalid_client"},
+    },
+)
 async def token(request: Request, session: SessionDep) -> JSONResponse:
     """Form body `grant_type=client_credentials` (and `scope`, optional); the client
     authenticates with HTTP Basic or `client_id`/`client_secret` in the form."""

@@ -11,10 +11,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from servicekit.auth.dependencies import ReadPrincipal
-from servicekit.web.errors import BadRequest, NotFound
+from servicekit.web.errors import NotFound
+from servicekit.web.params import DbId, OptionalDbIdQuery, id_cursor
 
 from scraper_manager.dependencies import ScraperServiceDep
-from scraper_manager.errors import AUTH_ERRORS, NOT_FOUND
+from scraper_manager.errors import AUTH_ERRORS, BAD_CURSOR, NOT_FOUND
 from scraper_manager.models import Scraper
 from scraper_manager.runs.repository import RunRepository
 from scraper_manager.runs.schemas import ItemList, ItemOut, RunList, RunOut, RunStatus
@@ -23,17 +24,9 @@ router = APIRouter(prefix="/scrapers/{scraper_id}", tags=["runs"])
 DEFAULT_FIELDS = ("url", "status", "title", "description")
 
 
-def _cursor(cursor: str | None) -> int | None:
-    if cursor is None:
-        return None
-    if not cursor.isdigit():
-        raise BadRequest("cursor is not one this API returned")
-    return int(cursor)
-
-
-@router.get("/runs", response_model=RunList, responses={**AUTH_ERRORS, **NOT_FOUND})
+@router.get("/runs", response_model=RunList, responses={**AUTH_ERRORS, **NOT_FOUND, **BAD_CURSOR})
 async def list_runs(
-    scraper_id: int,
+    scraper_id: DbId,
     principal: ReadPrincipal,
     service: ScraperServiceDep,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
@@ -43,7 +36,7 @@ async def list_runs(
     await service.get(principal.owner, scraper_id)
     rows = list(
         await RunRepository(service.session).page(
-            scraper_id, limit=limit + 1, before_id=_cursor(cursor), status=status
+            scraper_id, limit=limit + 1, before_id=id_cursor(cursor), status=status
         )
     )
     next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
@@ -52,7 +45,7 @@ async def list_runs(
 
 @router.get("/runs/{run_id}", response_model=RunOut, responses={**AUTH_ERRORS, **NOT_FOUND})
 async def get_run(
-    scraper_id: int, run_id: int, principal: ReadPrincipal, service: ScraperServiceDep
+    scraper_id: DbId, run_id: DbId, principal: ReadPrincipal, service: ScraperServiceDep
 ) -> RunOut:
     await service.get(principal.owner, scraper_id)
     run = await RunRepository(service.session).get(scraper_id, run_id)
@@ -81,15 +74,16 @@ def _cell(value: object) -> str:
     responses={
         **AUTH_ERRORS,
         **NOT_FOUND,
+        **BAD_CURSOR,
         200: {"content": {"application/x-ndjson": {}, "text/csv": {}}},
     },
 )
 async def results(
     request: Request,
-    scraper_id: int,
+    scraper_id: DbId,
     principal: ReadPrincipal,
     service: ScraperServiceDep,
-    run_id: int | None = None,
+    run_id: OptionalDbIdQuery = None,
     format: Literal["json", "jsonl", "csv"] = "json",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=20)] = None,
@@ -108,7 +102,7 @@ async def results(
     if run is None or run.id is None:
         return ItemList(run_id=None, data=[], next_cursor=None)
     if format == "json":
-        rows = list(await runs.items(run.id, after_id=_cursor(cursor) or 0, limit=limit + 1))
+        rows = list(await runs.items(run.id, after_id=id_cursor(cursor) or 0, limit=limit + 1))
         next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
         return ItemList(
             run_id=run.id, data=[ItemOut.of(r) for r in rows[:limit]], next_cursor=next_cursor

@@ -6,12 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePrincipal
-from servicekit.web.errors import BadRequest
+from servicekit.web.params import DbId, id_cursor
 
 from scraper_manager.crawler.queue import enqueue_run
 from scraper_manager.crawler.signals import signal_stop
 from scraper_manager.dependencies import ScraperServiceDep
-from scraper_manager.errors import AUTH_ERRORS, CONFLICT, INVALID, NOT_FOUND
+from scraper_manager.errors import AUTH_ERRORS, BAD_CURSOR, CONFLICT, INVALID, NOT_FOUND
 from scraper_manager.scrapers.schemas import (
     RunStarted,
     RunStopping,
@@ -24,14 +24,6 @@ from scraper_manager.scrapers.schemas import (
 )
 
 router = APIRouter(prefix="/scrapers", tags=["scrapers"])
-
-
-def _cursor(cursor: str | None) -> int | None:
-    if cursor is None:
-        return None
-    if not cursor.isdigit():
-        raise BadRequest("cursor is not one this API returned")
-    return int(cursor)
 
 
 @router.post(
@@ -47,7 +39,7 @@ async def create_scraper(
     return (await service.render_many([scraper]))[0]
 
 
-@router.get("", response_model=ScraperList, responses=AUTH_ERRORS)
+@router.get("", response_model=ScraperList, responses={**AUTH_ERRORS, **BAD_CURSOR})
 async def list_scrapers(
     principal: ReadPrincipal,
     service: ScraperServiceDep,
@@ -57,7 +49,7 @@ async def list_scrapers(
 ) -> ScraperList:
     rows = list(
         await service.scrapers.page(
-            principal.owner, limit=limit + 1, before_id=_cursor(cursor), status=status
+            principal.owner, limit=limit + 1, before_id=id_cursor(cursor), status=status
         )
     )
     next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
@@ -66,7 +58,7 @@ async def list_scrapers(
 
 @router.get("/{scraper_id}", response_model=ScraperOut, responses={**AUTH_ERRORS, **NOT_FOUND})
 async def get_scraper(
-    scraper_id: int, principal: ReadPrincipal, service: ScraperServiceDep
+    scraper_id: DbId, principal: ReadPrincipal, service: ScraperServiceDep
 ) -> ScraperOut:
     return (await service.render_many([await service.get(principal.owner, scraper_id)]))[0]
 
@@ -75,7 +67,7 @@ async def get_scraper(
     "/{scraper_id}", response_model=ScraperOut, responses={**AUTH_ERRORS, **NOT_FOUND, **INVALID}
 )
 async def update_scraper(
-    scraper_id: int, body: ScraperPatch, principal: WritePrincipal, service: ScraperServiceDep
+    scraper_id: DbId, body: ScraperPatch, principal: WritePrincipal, service: ScraperServiceDep
 ) -> ScraperOut:
     scraper = await service.update(principal.owner, scraper_id, body)
     return (await service.render_many([scraper]))[0]
@@ -88,7 +80,7 @@ async def update_scraper(
     responses={**AUTH_ERRORS, **NOT_FOUND},
 )
 async def delete_scraper(
-    scraper_id: int, principal: AdminPrincipal, service: ScraperServiceDep
+    scraper_id: DbId, principal: AdminPrincipal, service: ScraperServiceDep
 ) -> None:
     await service.delete(principal.owner, scraper_id)
 
@@ -100,7 +92,7 @@ async def delete_scraper(
     responses={**AUTH_ERRORS, **NOT_FOUND, **CONFLICT},
 )
 async def run_scraper(
-    scraper_id: int,
+    scraper_id: DbId,
     principal: WritePrincipal,
     service: ScraperServiceDep,
     request: Request,
@@ -120,7 +112,7 @@ async def run_scraper(
     responses={**AUTH_ERRORS, **NOT_FOUND, **CONFLICT},
 )
 async def stop_scraper(
-    scraper_id: int,
+    scraper_id: DbId,
     principal: WritePrincipal,
     service: ScraperServiceDep,
     request: Request,
@@ -139,6 +131,6 @@ async def stop_scraper(
     "/{scraper_id}/status", response_model=StatusView, responses={**AUTH_ERRORS, **NOT_FOUND}
 )
 async def scraper_status(
-    scraper_id: int, principal: ReadPrincipal, service: ScraperServiceDep
+    scraper_id: DbId, principal: ReadPrincipal, service: ScraperServiceDep
 ) -> StatusView:
     return await service.status(principal.owner, scraper_id)

@@ -19,7 +19,7 @@ from webhook_hub.deliveries.schemas import (
     RecoverRequest,
 )
 from webhook_hub.deliveries.service import DeliveryService
-from webhook_hub.errors import AUTH_ERRORS, INVALID, NOT_FOUND
+from webhook_hub.errors import AUTH_ERRORS, BAD_CURSOR, INVALID, NOT_FOUND
 from webhook_hub.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 router = APIRouter(tags=["deliveries"])
@@ -28,7 +28,7 @@ router = APIRouter(tags=["deliveries"])
 @router.get(
     "/subscriptions/{subscription_id}/deliveries",
     response_model=DeliveryList,
-    responses={**AUTH_ERRORS, **NOT_FOUND},
+    responses={**AUTH_ERRORS, **NOT_FOUND, **BAD_CURSOR},
 )
 async def list_deliveries(
     subscription_id: uuid.UUID,

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePrincipal
 
 from webhook_hub.dependencies import ProberDep, SubscriptionServiceDep
-from webhook_hub.errors import AUTH_ERRORS, INVALID, NOT_FOUND
+from webhook_hub.errors import AUTH_ERRORS, BAD_CURSOR, INVALID, NOT_FOUND
 from webhook_hub.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from webhook_hub.subscriptions.schemas import (
     SecretRotated,
@@ -50,7 +50,7 @@ async def create_subscription(
     )
 
 
-@router.get("", response_model=SubscriptionList, responses=AUTH_ERRORS)
+@router.get("", response_model=SubscriptionList, responses={**AUTH_ERRORS, **BAD_CURSOR})
 async def list_subscriptions(
     principal: ReadPrincipal,
     service: SubscriptionServiceDep,
