@@ -184,3 +184,20 @@ async def test_graphiql_is_served_to_browsers_in_development(graphql_url: str) -
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
     assert "graphiql" in response.text.lower()
+
+
+async def test_unexpected_failures_are_masked_in_the_errors_array(
+    service_settings: Settings,
+) -> None:
+    # A real failure: the database this server points at does not exist.
+    broken = service_settings.model_copy(
+        update={"database_url": service_settings.database_url.rsplit("/", 1)[0] + "/missing_db"}
+    )
+    async with run_http_server(create_app(broken)) as base_url:
+        answer = await ask(f"{base_url}/graphql", "{ products { totalCount } }")
+    assert answer.data is None
+    [error] = answer.errors
+    assert error["message"] == "Unexpected error."  # nothing of the database's own words
+    assert error["path"] == ["products"]
+    assert error["extensions"] == {"code": "INTERNAL_SERVER_ERROR"}
+    assert set(error) == {"message", "locations", "path", "extensions"}
