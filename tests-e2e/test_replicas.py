@@ -120,9 +120,11 @@ async def test_a_cron_schedule_fires_once_per_due_time_with_two_workers(
         _parse(run["created_at"]) for run in listed.json()["data"] if run["trigger"] == "schedule"
     )
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(fired)]
-    # Due every 3 s for 16 s: about five firings, never two for the same due time.
-    assert 3 <= len(fired) <= 7, fired
-    assert all(gap > 1.5 for gap in gaps), gaps
+    # Due every 3 s for 16 s: at most one firing per due time (a late tick may bring two
+    # due times close together, but two workers firing one due time would be milliseconds
+    # apart, and would push the count past the number of due times).
+    assert 3 <= len(fired) <= 16 // 3 + 1, fired
+    assert all(gap > 0.5 for gap in gaps), gaps
     record("cron every 3 s, two workers, 16 s", firings=len(fired), min_gap_s=round(min(gaps), 2))
 
 
