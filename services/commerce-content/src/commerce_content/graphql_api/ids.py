@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 
 class InvalidIdentifier(ValueError):
-    pass
+    """Text that is not an id or cursor this API issued."""
 
 
 MAX_KEY = 2**31 - 1  # database ids are Postgres `integer`s
