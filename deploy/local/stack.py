@@ -17,8 +17,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,7 @@ class Stack:
         self.postgres: EmbeddedPostgres | None = None
         self.nats: EmbeddedNats | None = None
         self.smtp: SmtpServer | None = None
+        self.keys_lock = threading.Lock()
         self.ports = {
             service.name: free_port() if args.free_ports else service.port for service in SERVICES
         }
@@ -126,10 +129,27 @@ class Stack:
         env.setdefault(f"{service.prefix}LOG_JSON", "false")
         return env
 
+    def prepare(self, service: Service, env: dict[str, str]) -> str:
+        """Database, migrations, demo data and the dev key of one service; returns the key.
+        Services are prepared side by side: they share nothing but the keys file."""
+        log(f"migrating {service.name}")
+        subprocess.run(
+            [str(BIN / service.name), "migrate", "--create-database"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        if service.seeds:
+            subprocess.run(
+                [str(BIN / service.name), "seed"], env=env, check=True, capture_output=True
+            )
+        return self.dev_key(service, env)
+
     def dev_key(self, service: Service, env: dict[str, str]) -> str:
         """One admin key per service, made once and kept with the data it belongs to."""
         keys_file = self.data / "dev-keys.json"
-        keys: dict[str, str] = json.loads(keys_file.read_text()) if keys_file.exists() else {}
+        with self.keys_lock:
+            keys: dict[str, str] = json.loads(keys_file.read_text()) if keys_file.exists() else {}
         if service.name not in keys:
             result = subprocess.run(
                 [
@@ -148,9 +168,12 @@ class Stack:
                 capture_output=True,
                 text=True,
             )
-            keys[service.name] = result.stdout.strip().splitlines()[-1]
-            keys_file.write_text(json.dumps(keys, indent=2))
-            keys_file.chmod(0o600)
+            key = result.stdout.strip().splitlines()[-1]
+            with self.keys_lock:
+                keys = json.loads(keys_file.read_text()) if keys_file.exists() else {}
+                keys[service.name] = key
+                keys_file.write_text(json.dumps(keys, indent=2))
+                keys_file.chmod(0o600)
         return keys[service.name]
 
     def spawn(self, label: str, args: list[str], env: dict[str, str]) -> None:
@@ -212,20 +235,15 @@ class Stack:
             "mail_dir": str(self.data / "mail"),
             "pid": os.getpid(),
         }
+        envs = {service.name: self.service_env(service, servers) for service in SERVICES}
+        with ThreadPoolExecutor(max_workers=len(SERVICES)) as pool:
+            prepared = {
+                service.name: pool.submit(self.prepare, service, envs[service.name])
+                for service in SERVICES
+            }
+            keys = {name: future.result() for name, future in prepared.items()}
         for service in SERVICES:
-            env = self.service_env(service, servers)
-            log(f"migrating {service.name}")
-            subprocess.run(
-                [str(BIN / service.name), "migrate", "--create-database"],
-                env=env,
-                check=True,
-                capture_output=True,
-            )
-            if service.seeds:
-                subprocess.run(
-                    [str(BIN / service.name), "seed"], env=env, check=True, capture_output=True
-                )
-            key = self.dev_key(service, env)
+            env, key = envs[service.name], keys[service.name]
             self.spawn(f"{service.name}-api", [str(BIN / service.name), "serve"], env)
             workers = []
             for n in range(1, self.args.workers + 1):
