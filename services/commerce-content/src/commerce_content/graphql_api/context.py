@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fastapi import BackgroundTasks, Request
 from sqlmodel.ext.asyncio.session import AsyncSession
 from strawberry.dataloader import DataLoader
+from strawberry.types import Info
 
 from commerce_content.graphql_api.directives import CacheControlScope, FieldRateLimiter
 from commerce_content.identity.dependencies import Caller
@@ -99,3 +100,7 @@ class GraphQLContext:
         async with self.db() as session:
             grouped = await ProductRepository(session).variants_of(product_ids)
         return [grouped.get(i, []) for i in product_ids]
+
+
+# What resolvers declare as their `info` parameter.
+Context = Info[GraphQLContext, None]

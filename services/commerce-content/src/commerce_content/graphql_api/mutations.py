@@ -8,12 +8,12 @@ later mutations of the same request are not affected.
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import strawberry
-from strawberry.types import Info
 
 from commerce_content.content_api.notifier import notify_content_saved
+from commerce_content.graphql_api.context import Context
 from commerce_content.graphql_api.directives import guarded_field
 from commerce_content.graphql_api.ids import InvalidIdentifier, category_key, decode_id
 from commerce_content.graphql_api.inputs import (
@@ -40,13 +40,6 @@ from commerce_content.products.service import (
     ProductService,
     SavedProduct,
 )
-
-if TYPE_CHECKING:
-    from commerce_content.graphql_api.context import GraphQLContext
-
-    Context = Info[GraphQLContext, None]
-else:
-    Context = Info
 
 MAX_ORDER_LINES = 100
 CREATE_ORDER_RATE = (5, "10s")
@@ -132,6 +125,19 @@ def _cart(items: list[OrderLineInput]) -> list[CartLine]:
             ) from exc
         lines.append(CartLine(str(product_id), item.quantity))
     return lines
+
+
+def _check_order_input(input: CreateOrderInput, email: str | None) -> None:
+    """What only GraphQL's input can get wrong; the checkout service checks the rest (an empty
+    cart included)."""
+    if len(input.items) > MAX_ORDER_LINES:
+        raise CheckoutProblem(
+            ProblemCode.INVALID_INPUT, f"at most {MAX_ORDER_LINES} items", ("items",)
+        )
+    if email is not None and ("@" not in email or len(email) > 320):
+        raise CheckoutProblem(
+            ProblemCode.INVALID_INPUT, "customerEmail is not a valid address", ("customerEmail",)
+        )
 
 
 def _address(address: AddressInput | None) -> dict[str, Any] | None:
@@ -256,40 +262,12 @@ class Mutation:
     )
     async def create_order(self, info: Context, input: CreateOrderInput) -> CreateOrderPayload:
         context = info.context
-        if not input.items:
-            return CreateOrderPayload(
-                order=None,
-                user_errors=[
-                    UserError(field=[INPUT, "items"], message="items must not be empty", code=None)
-                ],
-            )
-        if len(input.items) > MAX_ORDER_LINES:
-            return CreateOrderPayload(
-                order=None,
-                user_errors=[
-                    UserError(
-                        field=[INPUT, "items"],
-                        message=f"at most {MAX_ORDER_LINES} items",
-                        code=None,
-                    )
-                ],
-            )
         email = given(input.customer_email)
-        if email is not None and ("@" not in email or len(email) > 320):
-            return CreateOrderPayload(
-                order=None,
-                user_errors=[
-                    UserError(
-                        field=[INPUT, "customerEmail"],
-                        message="customerEmail is not a valid address",
-                        code=None,
-                    )
-                ],
-            )
         user_id = context.caller.user_id if context.caller is not None else None
         async with context.db() as session:
             service = CheckoutService(session, context.settings, payment_provider(context.settings))
             try:
+                _check_order_input(input, email)
                 async with session.begin_nested():
                     result = await service.checkout(
                         _cart(input.items), email, _address(given(input.shipping_address)), user_id

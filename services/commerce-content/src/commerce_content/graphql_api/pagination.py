@@ -5,12 +5,11 @@ stable while products are added."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import strawberry
 from graphql import FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode
-from strawberry.types import Info
 
+from commerce_content.graphql_api.context import Context
 from commerce_content.graphql_api.directives import CacheControl, guarded_field
 from commerce_content.graphql_api.errors import bad_input
 from commerce_content.graphql_api.ids import InvalidIdentifier, decode_cursor, encode_cursor
@@ -22,13 +21,6 @@ from commerce_content.products.repository import (
     ProductRepository,
     VariantRecord,
 )
-
-if TYPE_CHECKING:
-    from commerce_content.graphql_api.context import GraphQLContext
-
-    Context = Info[GraphQLContext, None]
-else:
-    Context = Info
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import uuid
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 import strawberry
-from strawberry.types import Info
 
+from commerce_content.graphql_api.context import Context
 from commerce_content.graphql_api.directives import CacheControl, CacheControlScope, guarded_field
 from commerce_content.graphql_api.errors import bad_input
 from commerce_content.graphql_api.ids import GlobalId, InvalidIdentifier, category_key, decode_id
@@ -29,13 +28,6 @@ from commerce_content.identity.repository import UserRepository
 from commerce_content.identity.roles import Role
 from commerce_content.orders.repository import OrderRepository
 from commerce_content.products.repository import ProductCriteria, ProductRepository
-
-if TYPE_CHECKING:
-    from commerce_content.graphql_api.context import GraphQLContext
-
-    Context = Info[GraphQLContext, None]
-else:
-    Context = Info
 
 MAX_FILTER_VALUES = 100
 

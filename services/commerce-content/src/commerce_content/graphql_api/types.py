@@ -8,11 +8,11 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import Annotated, cast
 
 import strawberry
-from strawberry.types import Info
 
+from commerce_content.graphql_api.context import Context
 from commerce_content.graphql_api.directives import (
     CacheControl,
     CacheControlScope,
@@ -29,13 +29,6 @@ from commerce_content.models import User as UserRow
 from commerce_content.orders.checkout import unit_price
 from commerce_content.orders.repository import CatalogueStats, OrderRepository
 from commerce_content.products.repository import VariantRecord
-
-if TYPE_CHECKING:
-    from commerce_content.graphql_api.context import GraphQLContext
-
-    Context = Info[GraphQLContext, None]
-else:
-    Context = Info
 
 MAX_ORDERS = 100
 
