@@ -32,6 +32,19 @@ def count_of_type(receiver: Receiver, event_type: str) -> int:
     return sum(1 for r in receiver.received if r.json().get("type") == event_type)
 
 
+async def all_delivered(
+    receiver: Receiver, secret: str, event_type: str, count: int, timeout: float = 180
+) -> dict[Any, set[str]]:
+    """Waits until every `seq` of `count` producer events arrived; webhook-ids by `seq`."""
+    await eventually(
+        lambda: len(delivered_by_key(receiver, secret, event_type, "seq")) == count,
+        timeout,
+        interval=0.5,
+        what=f"all {count} events delivered",
+    )
+    return delivered_by_key(receiver, secret, event_type, "seq")
+
+
 async def produce(http: httpx.AsyncClient, stack: Stack, event_type: str, count: int) -> None:
     """`count` producer events through webhook-hub's API, 20 at a time."""
     gate = asyncio.Semaphore(20)
@@ -106,16 +119,10 @@ async def test_every_event_is_delivered_when_a_worker_is_killed_mid_burst(
     )
     victim = workers(stack.pid, "webhook-hub")[0]
     victim.send_signal(signal.SIGKILL)
-    await eventually(
-        lambda: len(delivered_by_key(receiver, subscription["secret"], event_type, "seq")) == 1000,
-        180,
-        interval=0.5,
-        what="all 1000 events delivered",
-    )
+    seen = await all_delivered(receiver, subscription["secret"], event_type, 1000)
     await eventually(
         lambda: len(workers(stack.pid, "webhook-hub")) == 2, 30, what="the worker restarted"
     )
-    seen = delivered_by_key(receiver, subscription["secret"], event_type, "seq")
     assert set(seen) == set(range(1000))
     assert all(len(ids) == 1 for ids in seen.values())
     requests = count_of_type(receiver, event_type)
@@ -141,14 +148,8 @@ async def test_a_database_restart_loses_nothing_and_workers_carry_on(
     await asyncio.to_thread(stack.postgres.stop)
     await asyncio.sleep(3)
     await asyncio.to_thread(stack.postgres.start)
-    await eventually(
-        lambda: len(delivered_by_key(receiver, subscription["secret"], event_type, "seq")) == 300,
-        180,
-        interval=0.5,
-        what="all 300 events delivered",
-    )
+    seen = await all_delivered(receiver, subscription["secret"], event_type, 300)
     assert {p.pid for p in workers(stack.pid, "webhook-hub")} == before  # no restart needed
-    seen = delivered_by_key(receiver, subscription["secret"], event_type, "seq")
     assert all(len(ids) == 1 for ids in seen.values())
     requests = count_of_type(receiver, event_type)
     record(

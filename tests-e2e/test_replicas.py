@@ -13,8 +13,8 @@ import httpx
 from conftest import ServiceInfo, Stack
 from figures import record
 from flows import bearer, subscribe
-from receivers import Receiver, eventually
-from test_faults import count_of_type, delivered_by_key, produce
+from receivers import Receiver
+from test_faults import all_delivered, count_of_type, produce
 
 
 async def counter(http: httpx.AsyncClient, worker: dict[str, str], name: str) -> float:
@@ -36,12 +36,7 @@ async def test_two_hub_workers_share_the_deliveries_and_lose_none(
     subscription = await subscribe(http, stack.hub, receiver.url, ["*"])
     before = await counters(http, stack.hub, "webhook_delivery_attempts")
     await produce(http, stack, event_type, 600)
-    await eventually(
-        lambda: len(delivered_by_key(receiver, subscription["secret"], event_type, "seq")) == 600,
-        120,
-        interval=0.5,
-        what="all 600 events delivered",
-    )
+    await all_delivered(receiver, subscription["secret"], event_type, 600, timeout=120)
     after = await counters(http, stack.hub, "webhook_delivery_attempts")
     shares = [round(a - b) for a, b in zip(after, before, strict=True)]
     assert all(share > 0 for share in shares), shares  # both workers delivered some
