@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
+from pydantic_core import to_json
 from servicekit.db.engine import SessionDep
 from servicekit.web.errors import Unauthorized
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -145,7 +146,8 @@ async def _execute(
     headers = dict(VARY)
     if context.cache_control is not None:
         headers["Cache-Control"] = context.cache_control
-    return JSONResponse(body, headers=headers)
+    # pydantic-core's encoder: a page of products is a large document.
+    return Response(to_json(body), media_type="application/json", headers=headers)
 
 
 @router.post(PATH, response_model=GraphQLResponse, responses=RESPONSES)

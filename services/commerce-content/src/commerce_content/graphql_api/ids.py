@@ -57,7 +57,7 @@ class GlobalId:
 
 
 def global_id(type_name: str, key: object) -> str:
-    return str(GlobalId(type_name, str(key)))
+    return _encode(f"{type_name}:{key}")
 
 
 def decode_id(value: str, expected_type: str) -> int:

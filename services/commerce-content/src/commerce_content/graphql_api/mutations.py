@@ -248,7 +248,8 @@ async def _save_product(info: Context, action: ProductAction) -> ProductPayload:
         except InvalidProduct as invalid:
             return ProductPayload(product=None, user_errors=_product_errors(invalid.problems))
     _announce(info, saved)
-    return ProductPayload(product=Product.of(saved.product), user_errors=[])
+    product = Product.of(saved.product, info.context.variants_by_product)
+    return ProductPayload(product=product, user_errors=[])
 
 
 @strawberry.type

@@ -19,7 +19,6 @@ from commerce_content.products.repository import (
     KeysetWindow,
     ProductCriteria,
     ProductRepository,
-    VariantRecord,
 )
 
 DEFAULT_PAGE_SIZE = 20
@@ -127,16 +126,19 @@ async def product_connection(
             )
         else:
             before_after = beyond_before = False
-    ids = [row.id or 0 for row in rows]
-    for row in rows:
-        info.context.products_by_id.prime(row.id or 0, row)
-    variants: list[list[VariantRecord]] | list[None] = [None] * len(rows)
-    if selects_variants(info):
-        # One batch through the DataLoader for the whole page, before the fields resolve.
-        variants = await info.context.variants_by_product.load_many(ids)
+        # The whole page's variants in one query, before the fields resolve, when asked for.
+        grouped = (
+            await repository.variants_of([row.id or 0 for row in rows])
+            if selects_variants(info)
+            else None
+        )
+    loader = info.context.variants_by_product
     edges = [
-        ProductEdge(node=Product.of(row, loaded), cursor=encode_cursor(row.id or 0))
-        for row, loaded in zip(rows, variants, strict=True)
+        ProductEdge(
+            node=Product.of(row, grouped.get(row.id or 0, []) if grouped is not None else loader),
+            cursor=encode_cursor(row.id or 0),
+        )
+        for row in rows
     ]
     has_next = beyond_before or (more and not window.backwards)
     has_previous = before_after or (more and window.backwards)

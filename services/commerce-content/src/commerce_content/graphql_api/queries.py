@@ -76,7 +76,7 @@ async def _product(info: Context, product_id: int) -> Product | None:
     if info.context.sees_drafts:
         info.context.cache_hints.restrict(scope=CacheControlScope.PRIVATE)
     row = await info.context.products_by_id.load(product_id)
-    return Product.of(row) if row is not None else None
+    return Product.of(row, info.context.variants_by_product) if row is not None else None
 
 
 async def _variant(info: Context, variant_id: int) -> ProductVariant | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import strawberry
 import structlog
@@ -20,6 +21,7 @@ from strawberry.extensions import (
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
+from commerce_content.graphql_api.execution import executor_for
 from commerce_content.graphql_api.extensions import (
     MaskUnexpectedErrors,
     OperationPolicy,
@@ -36,6 +38,11 @@ CACHED_DOCUMENTS = 512
 
 
 class CommerceSchema(strawberry.Schema):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Built from the finished schema, so it can only be set afterwards.
+        self.execution_context_class = executor_for(self._schema)
+
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:

@@ -5,12 +5,14 @@ Field choices where the spec says "not shown" are listed in the service README.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from datetime import datetime
 from decimal import Decimal
 from enum import Enum
-from typing import Annotated, cast
+from typing import Annotated, Any, cast
 
 import strawberry
+from strawberry.dataloader import DataLoader
 
 from commerce_content.graphql_api.context import Context
 from commerce_content.graphql_api.directives import (
@@ -31,6 +33,7 @@ from commerce_content.orders.repository import CatalogueStats, OrderRepository
 from commerce_content.products.repository import VariantRecord
 
 MAX_ORDERS = 100
+VariantLoader = DataLoader[int, list[VariantRecord]]
 
 
 @strawberry.interface(description="An object with a globally unique id, fetchable with `node`.")
@@ -64,57 +67,73 @@ class ProductVariant(Node):
 
     @classmethod
     def of(cls, row: VariantRecord, product: ProductRow) -> ProductVariant:
-        return cls(
-            id=strawberry.ID(global_id("ProductVariant", row.id)),
-            sku=row.sku,
-            name=row.name,
-            price=row.price if row.price is not None else unit_price(product),
-            in_stock=row.stock > 0,
-            row=row,
-        )
+        return cls.all_of([row], product)[0]
+
+    @classmethod
+    def all_of(cls, rows: list[VariantRecord], product: ProductRow) -> list[ProductVariant]:
+        product_price = unit_price(product)
+        return [
+            cls(
+                id=strawberry.ID(global_id("ProductVariant", row.id)),
+                sku=row.sku,
+                name=row.name,
+                price=row.price if row.price is not None else product_price,
+                in_stock=row.stock > 0,
+                row=row,
+            )
+            for row in rows
+        ]
 
 
 @strawberry.type(description="A product of the catalogue.", directives=[CacheControl(max_age=60)])
 class Product(Node):
     name: str
+    pricing: ProductPricing
     row: strawberry.Private[ProductRow]
 
     @guarded_field(deprecation_reason="Use `pricing.basePrice`.")
     def price(self) -> Decimal | None:
         return self.row.base_price
 
-    @strawberry.field
-    def pricing(self) -> ProductPricing:
-        return ProductPricing(
-            base_price=self.row.base_price,
-            sale_price=self.row.sale_price,
-            currency=CurrencyCode(self.row.currency),
-        )
-
-    # Set when the page that holds this product loaded every variant of the page at once.
-    loaded_variants: strawberry.Private[list[VariantRecord] | None] = None
-
-    @strawberry.field
-    def variants(self, info: Context) -> list[ProductVariant]:
-        if self.loaded_variants is not None:
-            # Resolved without an awaitable: a page of 50 products costs no 50 tasks.
-            return [ProductVariant.of(row, self.row) for row in self.loaded_variants]
-        # Elsewhere (product, node) through the DataLoader; graphql-core awaits the result.
-        return cast("list[ProductVariant]", self._load_variants(info))
-
-    async def _load_variants(self, info: Context) -> list[ProductVariant]:
-        assert self.row.id is not None
-        rows = await info.context.variants_by_product.load(self.row.id)
-        return [ProductVariant.of(row, self.row) for row in rows]
+    # A list when the page that holds this product loaded every variant of the page at once;
+    # otherwise loaded on demand (see VariantsOnDemand).
+    variants: list[ProductVariant]
 
     @classmethod
-    def of(cls, row: ProductRow, variants: list[VariantRecord] | None = None) -> Product:
+    def of(cls, row: ProductRow, variants: list[VariantRecord] | VariantLoader) -> Product:
         return cls(
             id=strawberry.ID(global_id("Product", row.id)),
             name=row.name,
+            pricing=ProductPricing(
+                base_price=row.base_price,
+                sale_price=row.sale_price,
+                currency=CurrencyCode(row.currency),
+            ),
             row=row,
-            loaded_variants=variants,
+            variants=(
+                ProductVariant.all_of(variants, row)
+                if isinstance(variants, list)
+                # graphql-core awaits an awaitable field value as it would a resolver's.
+                else cast("list[ProductVariant]", VariantsOnDemand(variants, row))
+            ),
         )
+
+
+class VariantsOnDemand:
+    """A product's variants, loaded only when the query awaits them, through the request's
+    DataLoader (one query for every product of the response)."""
+
+    def __init__(self, loader: VariantLoader, product: ProductRow) -> None:
+        self.loader = loader
+        self.product = product
+
+    def __await__(self) -> Generator[Any, None, list[ProductVariant]]:
+        return self._load().__await__()
+
+    async def _load(self) -> list[ProductVariant]:
+        assert self.product.id is not None
+        rows = await self.loader.load(self.product.id)
+        return ProductVariant.all_of(rows, self.product)
 
 
 @strawberry.type(description="A page of products.", directives=[CacheControl(max_age=60)])
