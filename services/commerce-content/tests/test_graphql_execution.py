@@ -64,6 +64,12 @@ class Box:
     loose: list[Leaf | None]
     count: int = 0
 
+    @strawberry.field
+    def inspected(self) -> str | None:
+        if self.label == "a resolver fails inside a list":
+            raise ValueError("the box's own resolver failed first")
+        return "inspected"
+
 
 def box(case: str) -> Box | None:
     good = Leaf(name="good", note="fine")
@@ -119,6 +125,7 @@ CASES = [
     "missing box",
 ]
 SELECTION = """
+  inspected
   label count
   leaf { name note checked }
   maybe { name checked }

@@ -6,8 +6,9 @@ reads the attribute. graphql-core still builds a resolve-info record, calls a re
 wrapper and walks its generic completion steps for every one of the page's ~1,200 fields, and
 that was two thirds of the time of `products(first: 50)` (see the README's benchmark).
 
-This executor completes those fields itself: a leaf is read and coerced; an object is checked
-to be exactly its type's class and its selection executed; a list of objects item by item.
+This executor completes those fields itself, in graphql-core's order: a leaf is read and
+coerced; an object is checked to be exactly its type's class and its selection executed; a
+list of objects item by item.
 Everything else, and anything unusual on the way (a missing attribute, null for a non-null
 field, an object of another class, a value the scalar refuses, `@stream`, field middleware),
 takes graphql-core's own path before any of it has run, so results and errors, with their
@@ -16,7 +17,7 @@ paths, are exactly graphql-core's: `test_graphql_execution.py` compares the two.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -143,53 +144,39 @@ class PlainFieldExecutionContext(StrawberryGraphQLCoreExecutionContext):
             return super().execute_fields(
                 parent_type, source_value, path, grouped_field_set, position_context
             )
-        done: dict[str, Any] = {}
+        # graphql-core's loop, in the query's order, with the plain fields done here.
+        results: dict[str, Any] = {}
         pending: list[str] = []
-        others: GroupedFieldSet = {}
         try:
             for response_name, field_details_list in grouped_field_set.items():
                 field = plain.get(field_details_list[0].node.name.value)
-                if field is None:
-                    others[response_name] = field_details_list
-                elif type(field) is PlainLeaf:
+                if type(field) is PlainLeaf:
                     value = _leaf_value(field, source_value)
-                    if value is Undefined:
-                        others[response_name] = field_details_list
-                    else:
-                        done[response_name] = value
-                else:
+                    if value is not Undefined:
+                        results[response_name] = value
+                        continue
+                field_path = Path(path, response_name, parent_type.name)
+                value = Undefined
+                if isinstance(field, PlainObject | PlainList):
                     value = self._complete_plain(
-                        field,  # type: ignore[arg-type]
-                        source_value,
-                        field_details_list,
-                        Path(path, response_name, parent_type.name),
-                        position_context,
+                        field, source_value, field_details_list, field_path, position_context
+                    )
+                if value is Undefined:
+                    value = self.execute_field(
+                        parent_type, source_value, field_details_list, field_path, position_context
                     )
                     if value is Undefined:
-                        others[response_name] = field_details_list
                         continue
-                    done[response_name] = value
-                    if self.is_awaitable(value):
-                        pending.append(response_name)
+                results[response_name] = value
+                if self.is_awaitable(value):
+                    pending.append(response_name)
         except Exception:
             if pending:
-                self.settle_in_background([done[name] for name in pending])
+                self.settle_in_background([results[name] for name in pending])
             raise
-        if not others and not pending:
-            return done
-        results: AwaitableOrValue[dict[str, Any]] = {}
-        if others:
-            try:
-                results = super().execute_fields(
-                    parent_type, source_value, path, others, position_context
-                )
-            except Exception:
-                if pending:
-                    self.settle_in_background([done[name] for name in pending])
-                raise
-        if pending or self.is_awaitable(results):
-            return _in_query_order_later(grouped_field_set, done, pending, results)
-        return _in_query_order(grouped_field_set, done, results)  # type: ignore[arg-type]
+        if not pending:
+            return results
+        return _gathered(results, pending)
 
     def _complete_plain(
         self,
@@ -319,31 +306,10 @@ def _leaf_value(field: PlainLeaf, source: Any) -> Any:
     return Undefined if coerced is None else coerced
 
 
-def _in_query_order(
-    grouped_field_set: GroupedFieldSet, done: dict[str, Any], others: dict[str, Any]
-) -> dict[str, Any]:
-    """Response keys keep the order the query asked for them in."""
-    return {
-        name: done[name] if name in done else others[name]
-        for name in grouped_field_set
-        if name in done or name in others
-    }
-
-
-async def _in_query_order_later(
-    grouped_field_set: GroupedFieldSet,
-    done: dict[str, Any],
-    pending: list[str],
-    others: AwaitableOrValue[dict[str, Any]],
-) -> dict[str, Any]:
-    awaitables: list[Awaitable[Any]] = [done[name] for name in pending]
-    if isinstance(others, dict):
-        values = await gather_with_cancel(*awaitables)
-        rest = others
-    else:
-        *values, rest = await gather_with_cancel(*awaitables, others)
-    done.update(zip(pending, values, strict=True))
-    return _in_query_order(grouped_field_set, done, rest)
+async def _gathered(results: dict[str, Any], pending: list[str]) -> dict[str, Any]:
+    values = await gather_with_cancel(*(results[name] for name in pending))
+    results.update(zip(pending, values, strict=True))
+    return results
 
 
 async def _gathered_items(completed: list[Any], pending: list[int]) -> list[Any]:
