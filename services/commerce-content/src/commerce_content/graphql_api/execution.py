@@ -17,10 +17,10 @@ paths, are exactly graphql-core's: `test_graphql_execution.py` compares the two.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from graphql import (
     GraphQLList,
@@ -176,7 +176,7 @@ class PlainFieldExecutionContext(StrawberryGraphQLCoreExecutionContext):
             raise
         if not pending:
             return results
-        return _gathered(results, pending)
+        return _settled(results, pending)
 
     def _complete_plain(
         self,
@@ -193,18 +193,13 @@ class PlainFieldExecutionContext(StrawberryGraphQLCoreExecutionContext):
         if isinstance(field, PlainObject):
             if type(value) is not field.python_class:
                 return Undefined
-            return self._guarded(
-                partial(
-                    self.collect_and_execute_subfields,
-                    field.object_type,
-                    field_details_list,
-                    path,
-                    value,
-                    position_context,
-                ),
+            return self._complete_object(
+                field.object_type,
                 field.field_type,
                 field_details_list,
                 path,
+                value,
+                position_context,
             )
         if type(value) is not list or self.get_stream_usage(field_details_list, path):
             return Undefined
@@ -241,19 +236,13 @@ class PlainFieldExecutionContext(StrawberryGraphQLCoreExecutionContext):
                 if item is None:
                     completed.append(None)
                     continue
-                item_path = path.add_key(index, None)
-                value = self._guarded(
-                    partial(
-                        self.collect_and_execute_subfields,
-                        field.item_type,
-                        field_details_list,
-                        item_path,
-                        item,
-                        position_context,
-                    ),
+                value = self._complete_object(
+                    field.item_type,
                     field.item_field_type,
                     field_details_list,
-                    item_path,
+                    path.add_key(index, None),
+                    item,
+                    position_context,
                 )
                 if self.is_awaitable(value):
                     pending.append(index)
@@ -264,7 +253,30 @@ class PlainFieldExecutionContext(StrawberryGraphQLCoreExecutionContext):
             raise
         if not pending:
             return completed
-        return _gathered_items(completed, pending)
+        return _settled(completed, pending)
+
+    def _complete_object(
+        self,
+        object_type: GraphQLObjectType,
+        field_type: GraphQLOutputType,
+        field_details_list: FieldDetailsList,
+        path: Path,
+        value: Any,
+        position_context: Any,
+    ) -> Any:
+        return self._guarded(
+            partial(
+                self.collect_and_execute_subfields,
+                object_type,
+                field_details_list,
+                path,
+                value,
+                position_context,
+            ),
+            field_type,
+            field_details_list,
+            path,
+        )
 
     def _guarded(
         self,
@@ -306,16 +318,14 @@ def _leaf_value(field: PlainLeaf, source: Any) -> Any:
     return Undefined if coerced is None else coerced
 
 
-async def _gathered(results: dict[str, Any], pending: list[str]) -> dict[str, Any]:
-    values = await gather_with_cancel(*(results[name] for name in pending))
-    results.update(zip(pending, values, strict=True))
-    return results
+# A response object or list whose awaitable entries at `keys` are replaced by their values.
+Completed = TypeVar("Completed", dict[str, Any], list[Any])
 
 
-async def _gathered_items(completed: list[Any], pending: list[int]) -> list[Any]:
-    values = await gather_with_cancel(*(completed[index] for index in pending))
-    for index, value in zip(pending, values, strict=True):
-        completed[index] = value
+async def _settled(completed: Completed, keys: Sequence[Any]) -> Completed:
+    values = await gather_with_cancel(*(completed[key] for key in keys))
+    for key, value in zip(keys, values, strict=True):
+        completed[key] = value
     return completed
 
 

@@ -43,7 +43,7 @@ class GlobalId:
     key: str
 
     def __str__(self) -> str:
-        return _encode(f"{self.type_name}:{self.key}")
+        return global_id(self.type_name, self.key)
 
     @classmethod
     def parse(cls, value: str) -> GlobalId:
