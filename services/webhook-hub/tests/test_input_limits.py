@@ -13,7 +13,8 @@ from factories import make_consumer, subscription_body
 from servicekit.testing import HttpReceiver, serve_app
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
-from webhook_hub.delivery_engine.sender import DeliveryJob, WebhookSender
+from webhook_hub.delivery_engine.jobs import DeliveryJob
+from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
 

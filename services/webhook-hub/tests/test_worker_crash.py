@@ -29,6 +29,7 @@ def start_worker(settings: Settings) -> subprocess.Popen[bytes]:
         "WEBHOOK_HUB_DATABASE_URL": settings.database_url,
         "WEBHOOK_HUB_NATS_URL": settings.nats_url,
         "WEBHOOK_HUB_DELIVERY_LEASE_EXTRA_SECONDS": "2",
+        "WEBHOOK_HUB_DISPATCH_ACK_WAIT_SECONDS": "3",
         "WEBHOOK_HUB_RETRY_SCHEDULE_SECONDS": "[0.5, 0.5, 0.5, 0.5, 0.5]",
         "WEBHOOK_HUB_DELIVERY_POLL_SECONDS": "0.2",
         "WEBHOOK_HUB_LOG_LEVEL": "WARNING",

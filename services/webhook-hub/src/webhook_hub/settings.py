@@ -34,6 +34,14 @@ class Settings(ServiceSettings):
     delivery_lease_extra_seconds: float = 30.0
     response_body_limit: int = 4096
     dispatch_batch_size: int = 500
+    # An event is acknowledged once its deliveries are stored; until then JetStream holds it
+    # for this long (kept alive while a slow endpoint answers), then hands it out again.
+    dispatch_ack_wait_seconds: float = 30.0
+    # Deliveries of new events waiting for a slot of their subscription: above this many,
+    # dispatch fetches nothing more; one that waits longer than the seconds is stored as
+    # pending for the claim loop, so a slow endpoint holds up nobody else's events.
+    dispatch_backlog: int = 5000
+    dispatch_queue_seconds: float = 2.0
     probe_timeout_seconds: float = 3.0
     user_agent: str = "webhook-hub/0.1 (+https://www.standardwebhooks.com)"
     # Networks endpoints may resolve to in production despite the SSRF guard (e.g. 10.0.0.0/8).

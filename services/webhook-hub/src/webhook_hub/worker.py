@@ -5,14 +5,54 @@ from __future__ import annotations
 
 import asyncio
 
+import aiohttp
+from servicekit.events.consumer import EventFeed
 from servicekit.mail_outbox import mail_loop
-from servicekit.worker import run_worker
+from servicekit.runtime import ServiceRuntime
+from servicekit.worker import WorkerLoop, run_worker
 
-from webhook_hub.delivery_engine.engine import delivery_pipeline
+from webhook_hub.delivery_engine.engine import DeliveryEngine
+from webhook_hub.delivery_engine.sender import WebhookSender
+from webhook_hub.dispatch.handler import Dispatcher
+from webhook_hub.dispatch.loop import DISPATCH_CONSUMER, DispatchLoop
 from webhook_hub.event_types.service import event_type_sync_loop
 from webhook_hub.events import registry
 from webhook_hub.nats_service.handlers import subscription_requests_loop
 from webhook_hub.settings import Settings
+from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
+
+
+def delivery_pipeline(settings: Settings) -> WorkerLoop:
+    """Dispatch and delivery in one loop: dispatch hands new events' deliveries to the engine."""
+
+    async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        connector = aiohttp.TCPConnector(
+            limit=settings.delivery_concurrency,
+            limit_per_host=settings.per_subscription_concurrency * 4,
+            keepalive_timeout=30,
+            ttl_dns_cache=60,
+        )
+        async with aiohttp.ClientSession(connector=connector) as http:
+            sender = WebhookSender(
+                http,
+                user_agent=settings.user_agent,
+                response_body_limit=settings.response_body_limit,
+                guard=EndpointGuard(settings.allowed_networks)
+                if settings.ssrf_guard_enabled
+                else None,
+            )
+            engine = DeliveryEngine(runtime.session_factory, settings, sender)
+            feed = EventFeed(
+                runtime.nats.js,
+                durable=DISPATCH_CONSUMER,
+                stream=settings.events_stream,
+                batch_size=settings.dispatch_batch_size,
+                ack_wait=settings.dispatch_ack_wait_seconds,
+            )
+            dispatch = DispatchLoop(feed, runtime.session_factory, Dispatcher(settings), engine)
+            await asyncio.gather(engine.run(stop), dispatch.run(stop))
+
+    return run
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:

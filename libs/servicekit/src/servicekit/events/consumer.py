@@ -34,6 +34,77 @@ _MARK_PROCESSED = text(
 )
 
 
+class EventFeed:
+    """A durable pull consumer with explicit ack: batches of parsed events with their messages.
+
+    What to do with them, and when to acknowledge, is the caller's (see `EventConsumer`).
+    """
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        *,
+        durable: str,
+        stream: str = "EVENTS",
+        subject: str = "events.>",
+        batch_size: int = 100,
+        fetch_timeout: float = 1.0,
+        ack_wait: float = 60.0,
+        max_ack_pending: int = 20_000,
+    ) -> None:
+        self._js = js
+        self.durable = durable
+        self._stream = stream
+        self._subject = subject
+        self._batch_size = batch_size
+        self._fetch_timeout = fetch_timeout
+        self.ack_wait = ack_wait
+        self._max_ack_pending = max_ack_pending
+        self._subscription: Any = None
+
+    async def subscribe(self) -> None:
+        config = ConsumerConfig(
+            durable_name=self.durable,
+            name=self.durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            ack_wait=self.ack_wait,
+            max_ack_pending=self._max_ack_pending,
+            filter_subject=self._subject,
+        )
+        # Create or update: a consumer made by an earlier version takes this one's settings.
+        await self._js.add_consumer(self._stream, config=config)
+        self._subscription = await self._js.pull_subscribe_bind(
+            durable=self.durable, stream=self._stream
+        )
+
+    def reset(self) -> None:
+        """Subscribe afresh on the next fetch (after a connection problem)."""
+        self._subscription = None
+
+    async def fetch(self) -> list[tuple[Msg, CloudEvent]]:
+        """The next batch (empty when nothing came within the fetch timeout). A message that
+        is not a CloudEvent is terminated: it would never parse, and redelivering it would
+        only hold up the others."""
+        if self._subscription is None:
+            await self.subscribe()
+        try:
+            msgs: list[Msg] = await self._subscription.fetch(
+                self._batch_size, timeout=self._fetch_timeout
+            )
+        except TimeoutError:
+            # nats-py raises its own TimeoutError or a bare asyncio one; both mean "nothing".
+            return []
+        batch: list[tuple[Msg, CloudEvent]] = []
+        for msg in msgs:
+            try:
+                batch.append((msg, CloudEvent.from_json(msg.data)))
+            except ValidationError as exc:
+                logger.error("dropping malformed event", subject=msg.subject, error=str(exc))
+                await msg.term()
+        return batch
+
+
 class EventConsumer:
     """Runs `handler` on batches of new events inside one transaction.
 
@@ -60,63 +131,38 @@ class EventConsumer:
         on_committed: CommitHook | None = None,
         record_processed: bool = True,
     ) -> None:
-        self._js = js
+        self.feed = EventFeed(
+            js,
+            durable=durable,
+            stream=stream,
+            subject=subject,
+            batch_size=batch_size,
+            fetch_timeout=fetch_timeout,
+            ack_wait=ack_wait,
+            max_ack_pending=max_ack_pending,
+        )
         self._session_factory = session_factory
         self.durable = durable
         self._handler = handler
-        self._stream = stream
-        self._subject = subject
-        self._batch_size = batch_size
-        self._fetch_timeout = fetch_timeout
-        self._ack_wait = ack_wait
         self._nak_delay = nak_delay
-        self._max_ack_pending = max_ack_pending
-        self._subscription: Any = None
         self._on_committed = on_committed
         # A handler that is idempotent by itself (a unique key on what it writes) can skip
         # the bookkeeping; duplicates within one batch are still dropped here.
         self._record_processed = record_processed
 
     async def subscribe(self) -> None:
-        config = ConsumerConfig(
-            durable_name=self.durable,
-            ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL,
-            ack_wait=self._ack_wait,
-            max_ack_pending=self._max_ack_pending,
-            filter_subject=self._subject,
-        )
-        self._subscription = await self._js.pull_subscribe(
-            self._subject, durable=self.durable, stream=self._stream, config=config
-        )
+        await self.feed.subscribe()
 
     async def poll_once(self) -> int:
-        """Fetch and process one batch; the number of messages handled."""
-        if self._subscription is None:
-            await self.subscribe()
-        try:
-            msgs: list[Msg] = await self._subscription.fetch(
-                self._batch_size, timeout=self._fetch_timeout
-            )
-        except TimeoutError:
-            # nats-py raises its own TimeoutError or a bare asyncio one; both mean "nothing".
-            return 0
-        await self.process(msgs)
-        return len(msgs)
+        """Fetch and process one batch; the number of events handled."""
+        batch = await self.feed.fetch()
+        await self.process(batch)
+        return len(batch)
 
-    async def process(self, msgs: Sequence[Msg]) -> None:
-        events: list[CloudEvent] = []
-        valid: list[Msg] = []
-        for msg in msgs:
-            try:
-                events.append(CloudEvent.from_json(msg.data))
-                valid.append(msg)
-            except ValidationError as exc:
-                # A malformed message will never parse; redelivering it would only block others.
-                logger.error("dropping malformed event", subject=msg.subject, error=str(exc))
-                await msg.term()
-        if not events:
+    async def process(self, batch: Sequence[tuple[Msg, CloudEvent]]) -> None:
+        if not batch:
             return
+        events = [event for _, event in batch]
         outcome: Any = None
         try:
             async with self._session_factory() as session, session.begin():
@@ -127,10 +173,10 @@ class EventConsumer:
             logger.warning(
                 "event batch failed; redelivering later", consumer=self.durable, error=repr(exc)
             )
-            for msg in valid:
+            for msg, _ in batch:
                 await msg.nak(delay=self._nak_delay)
             return
-        for msg in valid:
+        for msg, _ in batch:
             await msg.ack()
         if self._on_committed is not None and outcome is not None:
             await self._on_committed(outcome)
@@ -164,5 +210,5 @@ class EventConsumer:
                 raise
             except Exception as exc:
                 logger.warning("consumer poll failed", consumer=self.durable, error=repr(exc))
-                self._subscription = None
+                self.feed.reset()
                 await asyncio.sleep(1.0)

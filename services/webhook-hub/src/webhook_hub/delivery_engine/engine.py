@@ -1,36 +1,41 @@
-"""The delivery loop: claim due deliveries, send them concurrently, record outcomes in batches.
+"""The delivery engine: send deliveries concurrently, record outcomes in batches.
 
-Claims are leases: a worker that dies mid-flight leaves its claims to expire, and another
-worker (or itself after a restart) sends them again with the same `webhook-id`. Each
-subscription has a concurrency cap, so one slow endpoint cannot hold up the others.
+Two sources feed it. Dispatch admits each new event's deliveries straight from the event
+message (first attempts, no row yet); the message is acknowledged once every one of them is
+stored with its outcome. The claim loop leases due deliveries from the database (retries,
+and deliveries set aside): a worker that dies mid-flight leaves its claims to expire, and
+another worker (or itself after a restart) sends them again with the same `webhook-id`.
+
+Each subscription has a concurrency cap, so one slow endpoint cannot hold up the others: an
+admitted delivery beyond the cap waits in its subscription's queue, and one that waits there
+too long is set aside (stored as pending, for the claim loop) so its event can be
+acknowledged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import psycopg
 import structlog
 from prometheus_client import Counter
 from servicekit.db.engine import to_libpq_url
-from servicekit.runtime import ServiceRuntime
-from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DELIVERIES_CHANNEL
+from webhook_hub.delivery_engine.jobs import DeliveryJob, EventTicket
 from webhook_hub.delivery_engine.outcomes import record_outcomes
 from webhook_hub.delivery_engine.policy import signing_secrets
-from webhook_hub.delivery_engine.sender import AttemptResult, DeliveryJob, WebhookSender
+from webhook_hub.delivery_engine.sender import AttemptResult, WebhookSender
 from webhook_hub.settings import Settings
-from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 
 logger = structlog.get_logger(__name__)
 # On the worker's /metrics (WORKER_PROBE_PORT): what this process has delivered.
@@ -68,7 +73,6 @@ _CLAIM = text(
               s.timeout_seconds
     """
 )
-DISPATCH_CONSUMER = "webhook-hub-dispatch"
 FLUSH_INTERVAL_SECONDS = 0.05
 FLUSH_BATCH = 1000
 
@@ -85,10 +89,78 @@ class DeliveryEngine:
         self._sender = sender
         self._in_flight: dict[uuid.UUID, int] = defaultdict(int)
         self._slots = asyncio.Semaphore(settings.delivery_concurrency)
+        # Admitted deliveries waiting for a slot of their subscription, oldest first.
+        self._waiting: dict[uuid.UUID, deque[tuple[float, DeliveryJob]]] = {}
+        self._waiting_count = 0
+        self._room = asyncio.Event()
+        # The event message behind each admitted delivery not stored yet.
+        self._tickets: dict[uuid.UUID, EventTicket] = {}
         self._results: list[AttemptResult] = []
+        self._set_aside: list[DeliveryJob] = []
         self._results_ready = asyncio.Event()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- new events, from dispatch ------------------------------------------------------
+
+    def is_admitted(self, delivery_id: uuid.UUID) -> bool:
+        """In this worker's hands and not stored yet (the same event came twice)."""
+        return delivery_id in self._tickets
+
+    def admit(self, ticket: EventTicket, jobs: list[DeliveryJob]) -> None:
+        """The first attempts of one event's deliveries; its message is acknowledged once
+        they are all stored."""
+        cap = self._settings.per_subscription_concurrency
+        now = time.monotonic()
+        for job in jobs:
+            self._tickets[job.delivery_id] = ticket
+            queue = self._waiting.get(job.subscription_id)
+            if queue is None and self._in_flight[job.subscription_id] < cap:
+                self.start(job)
+                continue
+            if queue is None:
+                queue = self._waiting[job.subscription_id] = deque()
+            queue.append((now, job))
+            self._waiting_count += 1
+
+    async def room(self) -> None:
+        """Wait while the queues hold as many deliveries as dispatch may leave waiting."""
+        while self._waiting_count >= self._settings.dispatch_backlog:
+            self._room.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._room.wait(), 1.0)
+
+    def _start_waiting(self, subscription_id: uuid.UUID) -> None:
+        queue = self._waiting.get(subscription_id)
+        if not queue:
+            return
+        _, job = queue.popleft()
+        if not queue:
+            del self._waiting[subscription_id]
+        self._waiting_count -= 1
+        if self._waiting_count < self._settings.dispatch_backlog:
+            self._room.set()
+        self.start(job)
+
+    def set_aside_stale(self, now: float) -> None:
+        """Deliveries that waited too long for their subscription (a slow endpoint) are stored
+        as pending instead, so their events can be acknowledged; a claim loop sends them."""
+        oldest = now - self._settings.dispatch_queue_seconds
+        for subscription_id in [s for s, q in self._waiting.items() if q[0][0] <= oldest]:
+            queue = self._waiting[subscription_id]
+            while queue and queue[0][0] <= oldest:
+                self._set_aside.append(queue.popleft()[1])
+                self._waiting_count -= 1
+            if not queue:
+                del self._waiting[subscription_id]
+        if self._set_aside:
+            self._room.set()
+            self._results_ready.set()
+
+    def set_aside_all(self) -> None:
+        self.set_aside_stale(float("inf"))
+
+    # --- due deliveries, from the database -------------------------------------------------
 
     async def claim(self) -> list[DeliveryJob]:
         cap = self._settings.per_subscription_concurrency
@@ -137,16 +209,7 @@ class DeliveryEngine:
             timeout_seconds=row.timeout_seconds,
         )
 
-    def room_for(self, subscription_id: uuid.UUID) -> int:
-        """How many more attempts this worker may start for the subscription now."""
-        free = self._settings.delivery_concurrency - sum(self._in_flight.values())
-        cap = self._settings.per_subscription_concurrency - self._in_flight.get(subscription_id, 0)
-        return max(0, min(free, cap))
-
-    async def take(self, jobs: list[DeliveryJob]) -> None:
-        """Jobs leased to this worker by dispatch (the hot path)."""
-        for job in jobs:
-            self.start(job)
+    # --- sending -------------------------------------------------------------------------
 
     def start(self, job: DeliveryJob) -> None:
         self._in_flight[job.subscription_id] += 1
@@ -164,38 +227,65 @@ class DeliveryEngine:
             self._in_flight[job.subscription_id] -= 1
             if self._in_flight[job.subscription_id] <= 0:
                 del self._in_flight[job.subscription_id]
+            self._start_waiting(job.subscription_id)
             self._wake.set()
 
+    # --- recording -----------------------------------------------------------------------
+
     async def flush(self) -> int:
-        """Write the results gathered so far; on a database error they are kept and retried."""
-        if not self._results:
+        """Write the results gathered so far (and what was set aside), then acknowledge the
+        events that are stored in full; on a database error all is kept and retried."""
+        if not self._results and not self._set_aside:
             return 0
         batch, self._results = self._results[:FLUSH_BATCH], self._results[FLUSH_BATCH:]
+        aside, self._set_aside = self._set_aside[:FLUSH_BATCH], self._set_aside[FLUSH_BATCH:]
         try:
             async with self._session_factory() as session, session.begin():
-                await record_outcomes(session, batch, self._settings)
+                await record_outcomes(session, batch, self._settings, aside)
         except Exception:
             self._results = batch + self._results
+            self._set_aside = aside + self._set_aside
             raise
         for result in batch:  # counted once recorded, so a retried flush counts nothing twice
             ATTEMPTS.labels("succeeded" if result.succeeded else "failed").inc()
-        return len(batch)
+        for job in (*(result.job for result in batch), *aside):
+            ticket = self._tickets.pop(job.delivery_id, None)
+            if ticket is not None and ticket.settle_one():
+                await ticket.msg.ack()
+        return len(batch) + len(aside)
+
+    async def keep_events_claimed(self, ack_wait: float) -> None:
+        """Tell JetStream the events still being worked on are, before it hands them out again
+        (a slow endpoint can take longer than the ack wait)."""
+        now = time.monotonic()
+        for ticket in {id(t): t for t in self._tickets.values()}.values():
+            if now - ticket.touched > ack_wait / 3:
+                ticket.touched = now
+                with contextlib.suppress(Exception):
+                    await ticket.msg.in_progress()
 
     async def _flush_loop(self, stop: asyncio.Event) -> None:
-        while not stop.is_set() or self._results or self._tasks:
+        last_kept = time.monotonic()
+        ack_wait = self._settings.dispatch_ack_wait_seconds
+        while not stop.is_set() or self._results or self._set_aside or self._tasks:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._results_ready.wait(), 0.5)
             self._results_ready.clear()
             await asyncio.sleep(FLUSH_INTERVAL_SECONDS)
+            now = time.monotonic()
+            self.set_aside_stale(now)
+            if now - last_kept > ack_wait / 6:
+                last_kept = now
+                await self.keep_events_claimed(ack_wait)
             try:
                 # A full batch means more results are waiting: record them all.
                 flushed = FLUSH_BATCH
-                while flushed == FLUSH_BATCH:
+                while flushed >= FLUSH_BATCH:
                     flushed = await self.flush()
             except Exception as exc:
                 logger.warning("could not record delivery outcomes; retrying", error=repr(exc))
                 await asyncio.sleep(1.0)
-            if stop.is_set() and not self._tasks and not self._results:
+            if stop.is_set() and not self._tasks and not self._results and not self._set_aside:
                 return
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -218,8 +308,10 @@ class DeliveryEngine:
                     await asyncio.wait_for(self._wake.wait(), self._settings.delivery_poll_seconds)
                 self._wake.clear()
         finally:
-            # Let in-flight attempts finish and be recorded; what cannot be is leased and
-            # will be sent again after the lease expires.
+            # Waiting deliveries are stored as pending; in-flight attempts may finish and be
+            # recorded. What cannot be is sent again later: a leased delivery when its lease
+            # expires, an unacknowledged event when JetStream hands it out again.
+            self.set_aside_all()
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=15)
             stop.set()
@@ -242,42 +334,3 @@ class DeliveryEngine:
             except Exception as exc:
                 logger.info("delivery listener reconnecting", error=repr(exc))
                 await asyncio.sleep(1.0)
-
-
-def delivery_pipeline(settings: Settings) -> WorkerLoop:
-    """Dispatch and delivery in one loop, so dispatch can hand fresh jobs to the engine."""
-    from servicekit.events.consumer import EventConsumer
-
-    from webhook_hub.dispatch.handler import Dispatcher
-
-    async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
-        connector = aiohttp.TCPConnector(
-            limit=settings.delivery_concurrency,
-            limit_per_host=settings.per_subscription_concurrency * 4,
-            keepalive_timeout=30,
-            ttl_dns_cache=60,
-        )
-        async with aiohttp.ClientSession(connector=connector) as http:
-            sender = WebhookSender(
-                http,
-                user_agent=settings.user_agent,
-                response_body_limit=settings.response_body_limit,
-                guard=EndpointGuard(settings.allowed_networks)
-                if settings.ssrf_guard_enabled
-                else None,
-            )
-            engine = DeliveryEngine(runtime.session_factory, settings, sender)
-            consumer = EventConsumer(
-                runtime.nats.js,
-                runtime.session_factory,
-                durable=DISPATCH_CONSUMER,
-                handler=Dispatcher(settings, engine),
-                on_committed=engine.take,
-                # (subscription_id, event_id) is unique: dispatch is idempotent by itself.
-                record_processed=False,
-                stream=settings.events_stream,
-                batch_size=settings.dispatch_batch_size,
-            )
-            await asyncio.gather(engine.run(stop), consumer.run(stop))
-
-    return run

@@ -1,8 +1,15 @@
 """Recording a batch of attempts in one transaction: the attempt log, each delivery's next
-step, each subscription's consecutive-failure count, and auto-disable with its notice."""
+step, each subscription's consecutive-failure count, and auto-disable with its notice.
+
+An event's first attempt has no delivery row yet (its event message stands for it until
+then): the row is written here, already in the state the attempt left it in, so a delivery
+that succeeds at once costs one row and one attempt. Deliveries set aside without an attempt
+(their subscription's queue was full) are written as pending.
+"""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,6 +20,8 @@ from servicekit.events import record_event
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from webhook_hub.deliveries.repository import wake_delivery_workers
+from webhook_hub.delivery_engine.jobs import DeliveryJob
 from webhook_hub.delivery_engine.policy import (
     RETRY_AFTER_STATUSES,
     next_attempt_delay,
@@ -36,6 +45,28 @@ _INSERT_ATTEMPTS = text(
     ) AS a(id, delivery_id, attempted_at, status_code, response_body, duration_ms, error)
     -- A subscription deleted while its delivery was in flight took the delivery with it.
     WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.id = a.delivery_id)
+    """
+)
+_INSERT_DELIVERIES = text(
+    """
+    INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload, event_time,
+                            status, attempts, next_attempt_at, last_attempt_at,
+                            last_status_code, last_error, created_at, completed_at)
+    SELECT d.* FROM unnest(
+        CAST(:ids AS uuid[]), CAST(:subscription_ids AS uuid[]), CAST(:event_ids AS uuid[]),
+        CAST(:event_types AS text[]), CAST(:payloads AS jsonb[]),
+        CAST(:event_times AS timestamptz[]), CAST(:statuses AS text[]),
+        CAST(:attempts AS int[]), CAST(:next_attempt_at AS timestamptz[]),
+        CAST(:attempted_at AS timestamptz[]), CAST(:status_codes AS int[]),
+        CAST(:errors AS text[]), CAST(:created_at AS timestamptz[]),
+        CAST(:completed_at AS timestamptz[])
+    ) AS d(id, subscription_id, event_id, event_type, payload, event_time, status, attempts,
+           next_attempt_at, last_attempt_at, last_status_code, last_error, created_at,
+           completed_at)
+    -- A subscription deleted since its event was matched takes the delivery with it.
+    WHERE EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = d.subscription_id)
+    -- The same event reached the subscription before (a republished event): keep the first.
+    ON CONFLICT (subscription_id, event_id) DO NOTHING
     """
 )
 _UPDATE_DELIVERIES = text(
@@ -104,40 +135,110 @@ def _next_step(result: AttemptResult, settings: Settings) -> dict[str, Any]:
     }
 
 
+def _first_row(result: AttemptResult, step: dict[str, Any]) -> dict[str, Any]:
+    """The delivery row of an event's first attempt, in the state the attempt left it."""
+    job = result.job
+    return {
+        "ids": job.delivery_id,
+        "subscription_ids": job.subscription_id,
+        "event_ids": job.event_id,
+        "event_types": job.event_type,
+        "payloads": json.dumps(job.payload),
+        "event_times": job.event_time,
+        "statuses": step["status"],
+        "attempts": 1,
+        "next_attempt_at": step["next_attempt_at"],
+        "attempted_at": result.attempted_at,
+        "status_codes": result.status_code,
+        "errors": result.error,
+        "created_at": result.attempted_at,
+        "completed_at": step["completed_at"],
+    }
+
+
+def _pending_row(job: DeliveryJob, now: datetime) -> dict[str, Any]:
+    """A delivery set aside before its first attempt: due now, for any worker's claim loop."""
+    return {
+        "ids": job.delivery_id,
+        "subscription_ids": job.subscription_id,
+        "event_ids": job.event_id,
+        "event_types": job.event_type,
+        "payloads": json.dumps(job.payload),
+        "event_times": job.event_time,
+        "statuses": "pending",
+        "attempts": 0,
+        "next_attempt_at": now,
+        "attempted_at": None,
+        "status_codes": None,
+        "errors": None,
+        "created_at": now,
+        "completed_at": None,
+    }
+
+
 async def record_outcomes(
-    session: AsyncSession, results: Sequence[AttemptResult], settings: Settings
+    session: AsyncSession,
+    results: Sequence[AttemptResult],
+    settings: Settings,
+    set_aside: Sequence[DeliveryJob] = (),
 ) -> list[uuid.UUID]:
-    """Write a batch of results; returns the ids of subscriptions it disabled."""
-    if not results:
+    """Write a batch of results (and deliveries set aside unsent, as pending); returns the
+    ids of subscriptions it disabled."""
+    if not results and not set_aside:
         return []
-    connection = await session.connection()
     ordered = sorted(results, key=lambda r: r.attempted_at)
-    await connection.execute(
-        _INSERT_ATTEMPTS,
-        {
-            "ids": [uuid.uuid4() for _ in ordered],
-            "delivery_ids": [r.job.delivery_id for r in ordered],
-            "attempted_at": [r.attempted_at for r in ordered],
-            "status_codes": [r.status_code for r in ordered],
-            "bodies": [r.response_body for r in ordered],
-            "durations": [r.duration_ms for r in ordered],
-            "errors": [r.error for r in ordered],
-        },
-    )
+    # Subscriptions first, in id order, as deleting one does (its row, then its deliveries):
+    # locking in the other order would deadlock with a concurrent delete.
+    disabled = await _tally_subscriptions(session, ordered, settings)
+    connection = await session.connection()
     # The last result per delivery wins (a batch holds at most one attempt of each, normally).
     steps = {r.job.delivery_id: (r, _next_step(r, settings)) for r in ordered}
-    await connection.execute(
-        _UPDATE_DELIVERIES,
-        {
-            "ids": list(steps),
-            "statuses": [step["status"] for _, step in steps.values()],
-            "next_attempt_at": [step["next_attempt_at"] for _, step in steps.values()],
-            "attempted_at": [r.attempted_at for r, _ in steps.values()],
-            "status_codes": [r.status_code for r, _ in steps.values()],
-            "errors": [r.error for r, _ in steps.values()],
-            "completed_at": [step["completed_at"] for _, step in steps.values()],
-        },
-    )
+    now = datetime.now(UTC)
+    new_rows = [_first_row(r, step) for r, step in steps.values() if not r.job.stored]
+    new_rows += [_pending_row(job, now) for job in set_aside]
+    if new_rows:
+        await connection.execute(
+            _INSERT_DELIVERIES,
+            {column: [row[column] for row in new_rows] for column in new_rows[0]},
+        )
+    if set_aside:
+        await wake_delivery_workers(session)
+    if ordered:
+        await connection.execute(
+            _INSERT_ATTEMPTS,
+            {
+                "ids": [uuid.uuid4() for _ in ordered],
+                "delivery_ids": [r.job.delivery_id for r in ordered],
+                "attempted_at": [r.attempted_at for r in ordered],
+                "status_codes": [r.status_code for r in ordered],
+                "bodies": [r.response_body for r in ordered],
+                "durations": [r.duration_ms for r in ordered],
+                "errors": [r.error for r in ordered],
+            },
+        )
+    updates = [(r, step) for r, step in steps.values() if r.job.stored]
+    if updates:
+        await connection.execute(
+            _UPDATE_DELIVERIES,
+            {
+                "ids": [r.job.delivery_id for r, _ in updates],
+                "statuses": [step["status"] for _, step in updates],
+                "next_attempt_at": [step["next_attempt_at"] for _, step in updates],
+                "attempted_at": [r.attempted_at for r, _ in updates],
+                "status_codes": [r.status_code for r, _ in updates],
+                "errors": [r.error for r, _ in updates],
+                "completed_at": [step["completed_at"] for _, step in updates],
+            },
+        )
+    return disabled
+
+
+async def _tally_subscriptions(
+    session: AsyncSession, ordered: Sequence[AttemptResult], settings: Settings
+) -> list[uuid.UUID]:
+    """Each subscription's consecutive failures and last success; disables those that reach
+    the threshold (or answered 410 Gone). Returns the ids disabled."""
+    connection = await session.connection()
     tallies: dict[uuid.UUID, _SubscriptionTally] = {}
     for r in ordered:
         tally = tallies.setdefault(r.job.subscription_id, _SubscriptionTally())

@@ -4,34 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import aiohttp
 from servicekit.signing import webhook_headers
 
+from webhook_hub.delivery_engine.jobs import DeliveryJob
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
-
-
-@dataclass(frozen=True)
-class DeliveryJob:
-    delivery_id: uuid.UUID
-    subscription_id: uuid.UUID
-    event_type: str
-    event_time: datetime
-    payload: dict[str, Any]
-    attempts: int
-    endpoint_url: str
-    secrets: list[str]
-    headers: dict[str, str]
-    timeout_seconds: int
-
-    @property
-    def message_id(self) -> str:
-        """`webhook-id`: one per event and subscription, the same on every retry."""
-        return f"msg_{self.delivery_id.hex}"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,58 @@
+"""What the engine works on: one delivery to send, and the event message it came from."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from nats.aio.msg import Msg
+
+
+def delivery_id_for(subscription_id: uuid.UUID, event_id: uuid.UUID) -> uuid.UUID:
+    """The same id (and so the same `webhook-id`) whichever worker sends the event, and
+    however often: a redelivered event is recognised as the delivery it already is."""
+    return uuid.uuid5(subscription_id, str(event_id))
+
+
+class EventTicket:
+    """A fetched event message, acknowledged once every delivery of its event is stored.
+
+    Until then the message is the only record of those deliveries: a worker that dies leaves
+    it unacknowledged, and JetStream hands it out again.
+    """
+
+    __slots__ = ("msg", "outstanding", "touched")
+
+    def __init__(self, msg: Msg, outstanding: int, now: float) -> None:
+        self.msg = msg
+        self.outstanding = outstanding
+        self.touched = now  # received, or last reported in progress
+
+    def settle_one(self) -> bool:
+        """One delivery stored; true when it was the last."""
+        self.outstanding -= 1
+        return self.outstanding == 0
+
+
+@dataclass(frozen=True)
+class DeliveryJob:
+    delivery_id: uuid.UUID
+    subscription_id: uuid.UUID
+    event_type: str
+    event_time: datetime
+    payload: dict[str, Any]
+    attempts: int
+    endpoint_url: str
+    secrets: list[str]
+    headers: dict[str, str]
+    timeout_seconds: int
+    event_id: uuid.UUID | None = None
+    # False for an event's first attempt: its delivery row is written with the outcome.
+    stored: bool = True
+
+    @property
+    def message_id(self) -> str:
+        """`webhook-id`: one per event and subscription, the same on every retry."""
+        return f"msg_{self.delivery_id.hex}"

@@ -1,0 +1,73 @@
+"""The dispatch loop: fetch events from `EVENTS` in batches and admit each one's deliveries to
+the engine, which acknowledges the event once they are stored."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+from servicekit.events.consumer import EventFeed
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from webhook_hub.delivery_engine.engine import DeliveryEngine
+from webhook_hub.delivery_engine.jobs import EventTicket
+from webhook_hub.dispatch.handler import Dispatcher
+
+logger = structlog.get_logger(__name__)
+
+DISPATCH_CONSUMER = "webhook-hub-dispatch"
+# An event whose subscriptions could not be read comes back after this.
+RETRY_DELAY_SECONDS = 5.0
+
+
+class DispatchLoop:
+    def __init__(
+        self,
+        feed: EventFeed,
+        session_factory: async_sessionmaker[AsyncSession],
+        dispatcher: Dispatcher,
+        engine: DeliveryEngine,
+    ) -> None:
+        self._feed = feed
+        self._session_factory = session_factory
+        self._dispatcher = dispatcher
+        self._engine = engine
+
+    async def dispatch_once(self) -> int:
+        """Fetch one batch and admit its deliveries; the number of events fetched."""
+        batch = await self._feed.fetch()
+        if not batch:
+            return 0
+        try:
+            async with self._session_factory() as session:
+                connection = await session.connection()
+                per_event = await self._dispatcher.deliveries_of(
+                    connection, [event for _, event in batch]
+                )
+        except Exception:
+            for msg, _ in batch:
+                await msg.nak(delay=RETRY_DELAY_SECONDS)
+            raise
+        now = time.monotonic()
+        for (msg, _), jobs in zip(batch, per_event, strict=True):
+            # The same event twice in this worker's hands (republished, or twice in a batch).
+            fresh = [job for job in jobs if not self._engine.is_admitted(job.delivery_id)]
+            if fresh:
+                self._engine.admit(EventTicket(msg, len(fresh), now), fresh)
+            else:
+                await msg.ack()
+        return len(batch)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self._engine.room()
+                await self.dispatch_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("dispatch failed; retrying", error=repr(exc))
+                self._feed.reset()
+                await asyncio.sleep(1.0)
