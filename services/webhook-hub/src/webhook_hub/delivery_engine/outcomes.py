@@ -9,15 +9,17 @@ that succeeds at once costs one row and one attempt. Deliveries set aside withou
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
+from pydantic_core import to_json
 from servicekit.events import record_event
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import wake_delivery_workers
@@ -68,6 +70,57 @@ _INSERT_DELIVERIES = text(
     -- The same event reached the subscription before (a republished event): keep the first.
     ON CONFLICT (subscription_id, event_id) DO NOTHING
     """
+)
+# Column order of the rows above, for COPY and for the array parameters of the INSERTs.
+DELIVERY_COLUMNS = (
+    "id",
+    "subscription_id",
+    "event_id",
+    "event_type",
+    "payload",
+    "event_time",
+    "status",
+    "attempts",
+    "next_attempt_at",
+    "last_attempt_at",
+    "last_status_code",
+    "last_error",
+    "created_at",
+    "completed_at",
+)
+_INSERT_DELIVERIES_PARAMETERS = (
+    "ids",
+    "subscription_ids",
+    "event_ids",
+    "event_types",
+    "payloads",
+    "event_times",
+    "statuses",
+    "attempts",
+    "next_attempt_at",
+    "attempted_at",
+    "status_codes",
+    "errors",
+    "created_at",
+    "completed_at",
+)
+ATTEMPT_COLUMNS = (
+    "id",
+    "delivery_id",
+    "attempted_at",
+    "status_code",
+    "response_body",
+    "duration_ms",
+    "error",
+)
+_INSERT_ATTEMPTS_PARAMETERS = (
+    "ids",
+    "delivery_ids",
+    "attempted_at",
+    "status_codes",
+    "bodies",
+    "durations",
+    "errors",
 )
 _UPDATE_DELIVERIES = text(
     """
@@ -135,45 +188,60 @@ def _next_step(result: AttemptResult, settings: Settings) -> dict[str, Any]:
     }
 
 
-def _first_row(result: AttemptResult, step: dict[str, Any]) -> dict[str, Any]:
+def _first_row(result: AttemptResult, step: dict[str, Any]) -> tuple[Any, ...]:
     """The delivery row of an event's first attempt, in the state the attempt left it."""
     job = result.job
-    return {
-        "ids": job.delivery_id,
-        "subscription_ids": job.subscription_id,
-        "event_ids": job.event_id,
-        "event_types": job.event_type,
-        "payloads": json.dumps(job.payload),
-        "event_times": job.event_time,
-        "statuses": step["status"],
-        "attempts": 1,
-        "next_attempt_at": step["next_attempt_at"],
-        "attempted_at": result.attempted_at,
-        "status_codes": result.status_code,
-        "errors": result.error,
-        "created_at": result.attempted_at,
-        "completed_at": step["completed_at"],
-    }
+    return (
+        job.delivery_id,
+        job.subscription_id,
+        job.event_id,
+        job.event_type,
+        to_json(job.payload).decode(),
+        job.event_time,
+        step["status"],
+        1,
+        step["next_attempt_at"],
+        result.attempted_at,
+        result.status_code,
+        result.error,
+        result.attempted_at,
+        step["completed_at"],
+    )
 
 
-def _pending_row(job: DeliveryJob, now: datetime) -> dict[str, Any]:
+def _pending_row(job: DeliveryJob, now: datetime) -> tuple[Any, ...]:
     """A delivery set aside before its first attempt: due now, for any worker's claim loop."""
-    return {
-        "ids": job.delivery_id,
-        "subscription_ids": job.subscription_id,
-        "event_ids": job.event_id,
-        "event_types": job.event_type,
-        "payloads": json.dumps(job.payload),
-        "event_times": job.event_time,
-        "statuses": "pending",
-        "attempts": 0,
-        "next_attempt_at": now,
-        "attempted_at": None,
-        "status_codes": None,
-        "errors": None,
-        "created_at": now,
-        "completed_at": None,
-    }
+    return (
+        job.delivery_id,
+        job.subscription_id,
+        job.event_id,
+        job.event_type,
+        to_json(job.payload).decode(),
+        job.event_time,
+        "pending",
+        0,
+        now,
+        None,
+        None,
+        None,
+        now,
+        None,
+    )
+
+
+async def _copy(
+    connection: AsyncConnection, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> None:
+    """COPY rows in (values adapted in psycopg's C code, not item by item as array
+    parameters are: the recording hot path)."""
+    if not rows:
+        return
+    raw = await connection.get_raw_connection()
+    driver: psycopg.AsyncConnection[Any] = raw.driver_connection  # type: ignore[assignment]
+    statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+    async with driver.cursor() as cursor, cursor.copy(statement) as copy:
+        for row in rows:
+            await copy.write_row(row)
 
 
 async def record_outcomes(
@@ -196,26 +264,43 @@ async def record_outcomes(
     now = datetime.now(UTC)
     new_rows = [_first_row(r, step) for r, step in steps.values() if not r.job.stored]
     new_rows += [_pending_row(job, now) for job in set_aside]
-    if new_rows:
-        await connection.execute(
-            _INSERT_DELIVERIES,
-            {column: [row[column] for row in new_rows] for column in new_rows[0]},
+    attempt_rows = [
+        (
+            uuid.uuid4(),
+            r.job.delivery_id,
+            r.attempted_at,
+            r.status_code,
+            r.response_body,
+            r.duration_ms,
+            r.error,
         )
+        for r in ordered
+    ]
+    try:
+        # The common case, by COPY: nothing stored before, no subscription deleted meanwhile.
+        async with connection.begin_nested():
+            await _copy(connection, "deliveries", DELIVERY_COLUMNS, new_rows)
+            await _copy(connection, "delivery_attempts", ATTEMPT_COLUMNS, attempt_rows)
+    except psycopg.errors.IntegrityError:
+        # Otherwise row by row what may be written: first copies only, live references only.
+        if new_rows:
+            await connection.execute(
+                _INSERT_DELIVERIES,
+                {
+                    name: [row[n] for row in new_rows]
+                    for n, name in enumerate(_INSERT_DELIVERIES_PARAMETERS)
+                },
+            )
+        if attempt_rows:
+            await connection.execute(
+                _INSERT_ATTEMPTS,
+                {
+                    name: [row[n] for row in attempt_rows]
+                    for n, name in enumerate(_INSERT_ATTEMPTS_PARAMETERS)
+                },
+            )
     if set_aside:
         await wake_delivery_workers(session)
-    if ordered:
-        await connection.execute(
-            _INSERT_ATTEMPTS,
-            {
-                "ids": [uuid.uuid4() for _ in ordered],
-                "delivery_ids": [r.job.delivery_id for r in ordered],
-                "attempted_at": [r.attempted_at for r in ordered],
-                "status_codes": [r.status_code for r in ordered],
-                "bodies": [r.response_body for r in ordered],
-                "durations": [r.duration_ms for r in ordered],
-                "errors": [r.error for r in ordered],
-            },
-        )
     updates = [(r, step) for r, step in steps.values() if r.job.stored]
     if updates:
         await connection.execute(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import aiohttp
+from pydantic_core import to_json
 from servicekit.signing import webhook_headers
 
 from webhook_hub.delivery_engine.jobs import DeliveryJob
@@ -31,14 +31,13 @@ class AttemptResult:
 
 def render_body(job: DeliveryJob) -> bytes:
     """The Standard Webhooks payload shape: `{"type", "timestamp", "data"}`."""
-    return json.dumps(
+    return to_json(
         {
             "type": job.event_type,
             "timestamp": job.event_time.astimezone(UTC).isoformat().replace("+00:00", "Z"),
             "data": job.payload,
-        },
-        separators=(",", ":"),
-    ).encode()
+        }
+    )
 
 
 class WebhookSender:

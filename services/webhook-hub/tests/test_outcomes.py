@@ -1,0 +1,124 @@
+"""Recording a batch of first attempts: the delivery row is written with the outcome, once."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from sqlalchemy import text
+from sqlmodel.ext.asyncio.session import AsyncSession
+from webhook_hub.delivery_engine.jobs import DeliveryJob, delivery_id_for
+from webhook_hub.delivery_engine.outcomes import record_outcomes
+from webhook_hub.delivery_engine.sender import AttemptResult
+from webhook_hub.models import Consumer, Subscription
+from webhook_hub.settings import Settings
+
+
+async def make_subscription(session: AsyncSession) -> Subscription:
+    owner = f"consumer-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer(owner=owner, id=uuid.uuid4())
+    subscription = Subscription(
+        consumer_id=consumer.id,
+        owner=owner,
+        endpoint_url="http://127.0.0.1:9/hook",
+        secret="c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0",
+        events=["order.paid"],
+    )
+    session.add(consumer)
+    session.add(subscription)
+    await session.flush()
+    return subscription
+
+
+def first_attempt(subscription: Subscription, status: int | None = 200) -> AttemptResult:
+    event_id = uuid.uuid4()
+    job = DeliveryJob(
+        delivery_id=delivery_id_for(subscription.id, event_id),
+        subscription_id=subscription.id,
+        event_type="order.paid",
+        event_time=datetime.now(UTC),
+        payload={"id": 7, "note": "caf\u00e9 \"quoted\" \\ tab\t"},
+        attempts=0,
+        endpoint_url=subscription.endpoint_url,
+        secrets=[subscription.secret],
+        headers={},
+        timeout_seconds=10,
+        event_id=event_id,
+        stored=False,
+    )
+    return AttemptResult(
+        job=job,
+        attempted_at=datetime.now(UTC),
+        status_code=status,
+        response_body="ok" if status else None,
+        duration_ms=3,
+        error=None if status else "ConnectionRefusedError: refused",
+        retry_after=None,
+    )
+
+
+async def rows_of(session: AsyncSession, subscription_id: uuid.UUID) -> list[tuple[object, ...]]:
+    connection = await session.connection()
+    result = await connection.execute(
+        text(
+            "SELECT d.status, d.attempts, d.payload, count(a.id) FROM deliveries d"
+            " LEFT JOIN delivery_attempts a ON a.delivery_id = d.id"
+            " WHERE d.subscription_id = :id GROUP BY d.id ORDER BY d.created_at"
+        ),
+        {"id": subscription_id},
+    )
+    return [tuple(row) for row in result]
+
+
+async def test_a_first_attempt_writes_its_delivery_in_its_final_state_with_one_attempt(
+    db_session: AsyncSession, service_settings: Settings
+) -> None:
+    subscription = await make_subscription(db_session)
+    succeeded, failed = first_attempt(subscription), first_attempt(subscription, None)
+    await record_outcomes(db_session, [succeeded, failed], service_settings)
+    rows = await rows_of(db_session, subscription.id)
+    assert sorted((status, attempts, n) for status, attempts, _, n in rows) == [
+        ("pending", 1, 1),  # the failure waits for its retry
+        ("succeeded", 1, 1),
+    ]
+    # The payload survives COPY's text format exactly (quotes, backslashes, tabs, non-ASCII).
+    assert all(payload == succeeded.job.payload for _, _, payload, _ in rows)
+
+
+async def test_a_delivery_stored_before_keeps_its_row_and_gains_the_attempt(
+    db_session: AsyncSession, service_settings: Settings
+) -> None:
+    subscription = await make_subscription(db_session)
+    first = first_attempt(subscription, 500)
+    await record_outcomes(db_session, [first], service_settings)
+    # The same event's delivery again (republished), with a success this time.
+    again = AttemptResult(**{**first.__dict__, "status_code": 200, "error": None})
+    await record_outcomes(db_session, [again, first_attempt(subscription)], service_settings)
+    rows = await rows_of(db_session, subscription.id)
+    assert [(status, attempts, n) for status, attempts, _, n in rows] == [
+        ("pending", 1, 2),  # the first row stays; the second attempt is in its log
+        ("succeeded", 1, 1),  # the rest of the batch is written all the same
+    ]
+
+
+async def test_a_deleted_subscription_leaves_no_delivery_and_the_batch_is_still_written(
+    db_session: AsyncSession, service_settings: Settings
+) -> None:
+    gone, kept = await make_subscription(db_session), await make_subscription(db_session)
+    results = [first_attempt(gone), first_attempt(kept)]
+    await db_session.delete(gone)
+    await db_session.flush()
+    await record_outcomes(db_session, results, service_settings)
+    assert await rows_of(db_session, gone.id) == []
+    assert [(s, n) for s, _, _, n in await rows_of(db_session, kept.id)] == [("succeeded", 1)]
+
+
+async def test_deliveries_set_aside_are_stored_pending_and_unattempted(
+    db_session: AsyncSession, service_settings: Settings
+) -> None:
+    subscription = await make_subscription(db_session)
+    waiting = first_attempt(subscription).job
+    await record_outcomes(db_session, [], service_settings, set_aside=[waiting])
+    assert [(s, a, n) for s, a, _, n in await rows_of(db_session, subscription.id)] == [
+        ("pending", 0, 0)
+    ]
