@@ -103,25 +103,3 @@ async def test_malformed_message_is_dropped_without_blocking_the_rest(
     await publish(js, event)
     await drain(consumer)
     assert handler.seen == [event.id]
-
-
-async def test_without_bookkeeping_a_batch_still_holds_each_event_once(
-    js: JetStreamContext, db_engine: AsyncEngine
-) -> None:
-    event_type = unique_event_type()
-    handler = Recorder()
-    consumer = EventConsumer(
-        js,
-        create_session_factory(db_engine),
-        durable=f"test-{uuid.uuid4().hex[:8]}",
-        subject=f"events.{event_type}",
-        handler=handler,
-        fetch_timeout=0.5,
-        record_processed=False,
-    )
-    await consumer.subscribe()
-    event = CloudEvent(source="test", type=event_type, data={})
-    await publish(js, event)
-    await publish(js, event, msg_id=f"{event.id}-again")
-    await drain(consumer)
-    assert handler.seen == [event.id]

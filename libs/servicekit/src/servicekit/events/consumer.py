@@ -20,9 +20,6 @@ from servicekit.events.envelope import CloudEvent
 logger = structlog.get_logger(__name__)
 
 BatchHandler = Callable[[AsyncSession, Sequence[CloudEvent]], Awaitable[Any]]
-# Runs with the handler's result once its transaction has committed (work that must not
-# happen for a rolled-back batch, such as handing jobs to an in-process queue).
-CommitHook = Callable[[Any], Awaitable[None]]
 
 _MARK_PROCESSED = text(
     """
@@ -49,10 +46,13 @@ class EventFeed:
         subject: str = "events.>",
         batch_size: int = 100,
         fetch_timeout: float = 1.0,
+        batch_wait: float = 0.02,
         ack_wait: float = 60.0,
         max_ack_pending: int = 20_000,
     ) -> None:
         self._js = js
+        self._batch_wait = batch_wait
+        self._busy = False
         self.durable = durable
         self._stream = stream
         self._subject = subject
@@ -88,13 +88,21 @@ class EventFeed:
         only hold up the others."""
         if self._subscription is None:
             await self.subscribe()
+        # nats-py's fetch(n), once a first message is in, waits out its whole timeout for the
+        # other n - 1: a second of delay at a trickle. So while idle, wait long for a single
+        # message; while events flow, take batches, waiting only briefly for them to fill.
         try:
-            msgs: list[Msg] = await self._subscription.fetch(
-                self._batch_size, timeout=self._fetch_timeout
-            )
+            if self._busy:
+                msgs: list[Msg] = await self._subscription.fetch(
+                    self._batch_size, timeout=self._batch_wait
+                )
+            else:
+                msgs = await self._subscription.fetch(1, timeout=self._fetch_timeout)
         except TimeoutError:
             # nats-py raises its own TimeoutError or a bare asyncio one; both mean "nothing".
+            self._busy = False
             return []
+        self._busy = bool(msgs)
         batch: list[tuple[Msg, CloudEvent]] = []
         for msg in msgs:
             try:
@@ -128,8 +136,6 @@ class EventConsumer:
         ack_wait: float = 60.0,
         nak_delay: float = 5.0,
         max_ack_pending: int = 20_000,
-        on_committed: CommitHook | None = None,
-        record_processed: bool = True,
     ) -> None:
         self.feed = EventFeed(
             js,
@@ -145,10 +151,6 @@ class EventConsumer:
         self.durable = durable
         self._handler = handler
         self._nak_delay = nak_delay
-        self._on_committed = on_committed
-        # A handler that is idempotent by itself (a unique key on what it writes) can skip
-        # the bookkeeping; duplicates within one batch are still dropped here.
-        self._record_processed = record_processed
 
     async def subscribe(self) -> None:
         await self.feed.subscribe()
@@ -163,12 +165,11 @@ class EventConsumer:
         if not batch:
             return
         events = [event for _, event in batch]
-        outcome: Any = None
         try:
             async with self._session_factory() as session, session.begin():
                 new_events = await self._fresh(session, events)
                 if new_events:
-                    outcome = await self._handler(session, new_events)
+                    await self._handler(session, new_events)
         except Exception as exc:
             logger.warning(
                 "event batch failed; redelivering later", consumer=self.durable, error=repr(exc)
@@ -178,16 +179,9 @@ class EventConsumer:
             return
         for msg, _ in batch:
             await msg.ack()
-        if self._on_committed is not None and outcome is not None:
-            await self._on_committed(outcome)
 
     async def _fresh(self, session: AsyncSession, events: list[CloudEvent]) -> list[CloudEvent]:
         """The events not seen before, each once."""
-        if not self._record_processed:
-            unique: dict[object, CloudEvent] = {}
-            for event in events:
-                unique.setdefault(event.id, event)
-            return list(unique.values())
         connection = await session.connection()
         result = await connection.execute(
             _MARK_PROCESSED,
