@@ -7,6 +7,7 @@ the `standardwebhooks` package does, which also accepts the secret with a `whsec
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import secrets
@@ -27,7 +28,9 @@ def generate_secret() -> str:
     return base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
 
 
+@functools.lru_cache(maxsize=4096)
 def _key(secret: str) -> bytes:
+    """Decoded once per secret: signing is on every delivery's path."""
     raw = secret.removeprefix(SECRET_PREFIX)
     try:
         return base64.b64decode(raw, validate=True)
