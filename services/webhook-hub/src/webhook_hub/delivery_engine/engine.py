@@ -75,6 +75,7 @@ _CLAIM = text(
 )
 FLUSH_INTERVAL_SECONDS = 0.05
 FLUSH_BATCH = 1000
+CLAIM_PAUSE_SECONDS = 0.05
 
 
 class DeliveryEngine:
@@ -99,6 +100,8 @@ class DeliveryEngine:
         self._set_aside: list[DeliveryJob] = []
         self._results_ready = asyncio.Event()
         self._wake = asyncio.Event()
+        # The last claim held back for want of room: a finished attempt may make some.
+        self._claim_held_back = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     # --- new events, from dispatch ------------------------------------------------------
@@ -130,17 +133,17 @@ class DeliveryEngine:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), 1.0)
 
-    def _start_waiting(self, subscription_id: uuid.UUID) -> None:
+    def _next_waiting(self, subscription_id: uuid.UUID) -> DeliveryJob | None:
         queue = self._waiting.get(subscription_id)
         if not queue:
-            return
+            return None
         _, job = queue.popleft()
         if not queue:
             del self._waiting[subscription_id]
         self._waiting_count -= 1
         if self._waiting_count < self._settings.dispatch_backlog:
             self._room.set()
-        self.start(job)
+        return job
 
     def set_aside_stale(self, now: float) -> None:
         """Deliveries that waited too long for their subscription (a slow endpoint) are stored
@@ -167,6 +170,7 @@ class DeliveryEngine:
         saturated = [sub for sub, n in self._in_flight.items() if n >= cap]
         free = self._settings.delivery_concurrency - sum(self._in_flight.values())
         limit = min(self._settings.delivery_claim_batch, free)
+        self._claim_held_back = bool(saturated) or limit < self._settings.delivery_claim_batch
         if limit <= 0:
             return []
         async with self._session_factory() as session, session.begin():
@@ -218,17 +222,28 @@ class DeliveryEngine:
         task.add_done_callback(self._tasks.discard)
 
     async def _send(self, job: DeliveryJob) -> None:
+        """One of the subscription's slots: sends this job, then the subscription's waiting
+        ones (a task per slot, not per delivery)."""
+        subscription_id = job.subscription_id
+        next_job: DeliveryJob | None = job
         try:
-            async with self._slots:
-                result = await self._sender.attempt(job)
-            self._results.append(result)
-            self._results_ready.set()
+            while next_job is not None:
+                async with self._slots:
+                    result = await self._sender.attempt(next_job)
+                self._results.append(result)
+                self._results_ready.set()
+                next_job = self._next_waiting(subscription_id)
+        except asyncio.CancelledError:
+            next_job = None
+            raise
         finally:
-            self._in_flight[job.subscription_id] -= 1
-            if self._in_flight[job.subscription_id] <= 0:
-                del self._in_flight[job.subscription_id]
-            self._start_waiting(job.subscription_id)
-            self._wake.set()
+            self._in_flight[subscription_id] -= 1
+            if self._in_flight[subscription_id] <= 0:
+                del self._in_flight[subscription_id]
+            if next_job is not None:  # an unexpected error ended this slot's run: go on
+                self.start(next_job)
+            if self._claim_held_back:
+                self._wake.set()
 
     # --- recording -----------------------------------------------------------------------
 
@@ -304,6 +319,9 @@ class DeliveryEngine:
                 if len(jobs) >= self._settings.delivery_claim_batch:
                     await asyncio.sleep(0)
                     continue
+                # Wake-ups that come while this pause lasts make one claim, not one each (each
+                # finished attempt of a saturated subscription wakes the loop).
+                await asyncio.sleep(CLAIM_PAUSE_SECONDS)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self._settings.delivery_poll_seconds)
                 self._wake.clear()
