@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from nats.aio.msg import Msg
+from pydantic_core import to_json
 
 
 def delivery_id_for(subscription_id: uuid.UUID, event_id: uuid.UUID) -> uuid.UUID:
@@ -51,6 +53,11 @@ class DeliveryJob:
     event_id: uuid.UUID | None = None
     # False for an event's first attempt: its delivery row is written with the outcome.
     stored: bool = True
+
+    @functools.cached_property
+    def payload_json(self) -> bytes:
+        """The event's data as JSON: encoded once, for the request body and the stored row."""
+        return to_json(self.payload)
 
     @property
     def message_id(self) -> str:

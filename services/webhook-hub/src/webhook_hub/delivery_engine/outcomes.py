@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from pydantic_core import to_json
 from servicekit.events import record_event
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -196,7 +195,7 @@ def _first_row(result: AttemptResult, step: dict[str, Any]) -> tuple[Any, ...]:
         job.subscription_id,
         job.event_id,
         job.event_type,
-        to_json(job.payload).decode(),
+        job.payload_json.decode(),
         job.event_time,
         step["status"],
         1,
@@ -216,7 +215,7 @@ def _pending_row(job: DeliveryJob, now: datetime) -> tuple[Any, ...]:
         job.subscription_id,
         job.event_id,
         job.event_type,
-        to_json(job.payload).decode(),
+        job.payload_json.decode(),
         job.event_time,
         "pending",
         0,

@@ -31,12 +31,17 @@ class AttemptResult:
 
 def render_body(job: DeliveryJob) -> bytes:
     """The Standard Webhooks payload shape: `{"type", "timestamp", "data"}`."""
-    return to_json(
-        {
-            "type": job.event_type,
-            "timestamp": job.event_time.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-            "data": job.payload,
-        }
+    timestamp = job.event_time.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return b"".join(
+        (
+            b'{"type":',
+            to_json(job.event_type),
+            b',"timestamp":"',
+            timestamp.encode(),
+            b'","data":',
+            job.payload_json,
+            b"}",
+        )
     )
 
 
