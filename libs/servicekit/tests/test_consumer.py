@@ -7,7 +7,7 @@ from factories import unique_event_type
 from nats.js import JetStreamContext
 from servicekit.db.engine import create_session_factory
 from servicekit.events import CloudEvent
-from servicekit.events.consumer import EventConsumer
+from servicekit.events.consumer import EventConsumer, EventFeed
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -27,15 +27,13 @@ class Recorder:
 def consumer_for(
     js: JetStreamContext, engine: AsyncEngine, event_type: str, handler: Recorder
 ) -> EventConsumer:
-    return EventConsumer(
+    feed = EventFeed(
         js,
-        create_session_factory(engine),
         durable=f"test-{uuid.uuid4().hex[:8]}",
         subject=f"events.{event_type}",
-        handler=handler,
         fetch_timeout=0.5,
-        nak_delay=0.1,
     )
+    return EventConsumer(feed, create_session_factory(engine), handler=handler, nak_delay=0.1)
 
 
 async def publish(js: JetStreamContext, event: CloudEvent, msg_id: str | None = None) -> None:

@@ -124,31 +124,15 @@ class EventConsumer:
 
     def __init__(
         self,
-        js: JetStreamContext,
+        feed: EventFeed,
         session_factory: async_sessionmaker[AsyncSession],
         *,
-        durable: str,
         handler: BatchHandler,
-        stream: str = "EVENTS",
-        subject: str = "events.>",
-        batch_size: int = 100,
-        fetch_timeout: float = 1.0,
-        ack_wait: float = 60.0,
         nak_delay: float = 5.0,
-        max_ack_pending: int = 20_000,
     ) -> None:
-        self.feed = EventFeed(
-            js,
-            durable=durable,
-            stream=stream,
-            subject=subject,
-            batch_size=batch_size,
-            fetch_timeout=fetch_timeout,
-            ack_wait=ack_wait,
-            max_ack_pending=max_ack_pending,
-        )
+        self.feed = feed
+        self.durable = feed.durable
         self._session_factory = session_factory
-        self.durable = durable
         self._handler = handler
         self._nak_delay = nak_delay
 

@@ -187,9 +187,9 @@ def _next_step(result: AttemptResult, settings: Settings) -> dict[str, Any]:
     }
 
 
-def _first_row(result: AttemptResult, step: dict[str, Any]) -> tuple[Any, ...]:
-    """The delivery row of an event's first attempt, in the state the attempt left it."""
-    job = result.job
+def _delivery_row(job: DeliveryJob, state: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A new delivery row (`DELIVERY_COLUMNS`): the event's fields, then `state`, the
+    columns from `status` on."""
     return (
         job.delivery_id,
         job.subscription_id,
@@ -197,6 +197,13 @@ def _first_row(result: AttemptResult, step: dict[str, Any]) -> tuple[Any, ...]:
         job.event_type,
         job.payload_json.decode(),
         job.event_time,
+        *state,
+    )
+
+
+def _first_row(result: AttemptResult, step: dict[str, Any]) -> tuple[Any, ...]:
+    """The delivery row of an event's first attempt, in the state the attempt left it."""
+    state = (
         step["status"],
         1,
         step["next_attempt_at"],
@@ -206,26 +213,12 @@ def _first_row(result: AttemptResult, step: dict[str, Any]) -> tuple[Any, ...]:
         result.attempted_at,
         step["completed_at"],
     )
+    return _delivery_row(result.job, state)
 
 
 def _pending_row(job: DeliveryJob, now: datetime) -> tuple[Any, ...]:
     """A delivery set aside before its first attempt: due now, for any worker's claim loop."""
-    return (
-        job.delivery_id,
-        job.subscription_id,
-        job.event_id,
-        job.event_type,
-        job.payload_json.decode(),
-        job.event_time,
-        "pending",
-        0,
-        now,
-        None,
-        None,
-        None,
-        now,
-        None,
-    )
+    return _delivery_row(job, ("pending", 0, now, None, None, None, now, None))
 
 
 async def _copy(
