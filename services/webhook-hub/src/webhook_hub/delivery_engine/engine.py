@@ -73,7 +73,9 @@ _CLAIM = text(
               s.timeout_seconds
     """
 )
-FLUSH_INTERVAL_SECONDS = 0.05
+# Outcomes are written (and events acknowledged) at most this often: each write has a fixed
+# cost, and nothing waits on it but the acknowledgement.
+FLUSH_INTERVAL_SECONDS = 0.2
 FLUSH_BATCH = 1000
 CLAIM_PAUSE_SECONDS = 0.05
 
