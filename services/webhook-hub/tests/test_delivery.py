@@ -466,3 +466,97 @@ async def test_a_slow_endpoint_does_not_delay_other_subscriptions(
         await asyncio.wait_for(task, 30)
         await slow.stop()
         await fast.stop()
+
+
+async def test_deliveries_held_up_by_a_slow_endpoint_are_stored_and_sent_by_the_claim_loop(
+    fast_settings: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    from webhook_hub.worker import run as run_worker
+
+    # One slot, and a short queue: most of the burst waits too long and is set aside.
+    settings = fast_settings.model_copy(
+        update={"per_subscription_concurrency": 1, "dispatch_queue_seconds": 0.2}
+    )
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
+    http_receiver.default = PlannedResponse(200, delay=0.3)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(settings, stop))
+    try:
+        for n in range(6):
+            await publish_event(js, "order.paid", {"n": n})
+        posts = await wait_for_posts(http_receiver, 6, timeout=20)
+        await asyncio.sleep(0.5)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    numbers = sorted(verified(created["secret"], post)["data"]["n"] for post in posts)
+    assert numbers == list(range(6))  # each once
+    deliveries = await deliveries_of(
+        client, consumer.headers, created["id"], "event_type=order.paid"
+    )
+    assert {d["status"] for d in deliveries} == {"succeeded"}
+    async with db_engine.connect() as conn:
+        set_aside = await conn.scalar(
+            text(
+                "SELECT count(*) FROM deliveries WHERE subscription_id = :id"
+                " AND event_type = 'order.paid' AND created_at < last_attempt_at"
+            ),
+            {"id": created["id"]},
+        )
+    assert set_aside > 0  # stored before their first attempt
+
+
+async def test_events_still_being_worked_on_are_not_handed_to_another_worker(
+    fast_settings: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    from webhook_hub.dispatch.loop import DISPATCH_CONSUMER
+    from webhook_hub.worker import run as run_worker
+
+    # One event is answered slowly (three ack waits), the next waits for its slot; with that
+    # one waiting, the worker fetches nothing more. Only its in-progress notices keep
+    # JetStream from handing both out again: the test pulls from the same consumer, as a
+    # second worker would, and must get nothing.
+    settings = fast_settings.model_copy(
+        update={
+            "dispatch_ack_wait_seconds": 1.0,
+            "per_subscription_concurrency": 1,
+            "dispatch_backlog": 1,
+            "dispatch_queue_seconds": 30.0,
+        }
+    )
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
+    await http_receiver.wait_for(1)
+    http_receiver.default = PlannedResponse(200, delay=3.0)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(settings, stop))
+    try:
+        await asyncio.sleep(1.0)
+        for n in range(2):
+            await publish_event(js, "order.paid", {"n": n})
+        await wait_for_posts(http_receiver, 1)
+        http_receiver.default = PlannedResponse(200)
+        other_worker = await js.pull_subscribe_bind(DISPATCH_CONSUMER, stream="EVENTS")
+        with pytest.raises(TimeoutError):
+            await other_worker.fetch(1, timeout=3.5)
+        await other_worker.unsubscribe()
+        posts = await wait_for_posts(http_receiver, 2)
+        await asyncio.sleep(0.5)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    assert sorted(verified(created["secret"], p)["data"]["n"] for p in posts) == [0, 1]
+    assert len(non_test(http_receiver.requests)) == 2
+    deliveries = await deliveries_of(
+        client, consumer.headers, created["id"], "event_type=order.paid"
+    )
+    assert [d["status"] for d in deliveries] == ["succeeded", "succeeded"]

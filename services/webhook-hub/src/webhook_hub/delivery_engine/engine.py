@@ -108,15 +108,16 @@ class DeliveryEngine:
 
     # --- new events, from dispatch ------------------------------------------------------
 
-    def is_admitted(self, delivery_id: uuid.UUID) -> bool:
-        """In this worker's hands and not stored yet (the same event came twice)."""
-        return delivery_id in self._tickets
+    def ticket_of(self, delivery_id: uuid.UUID) -> EventTicket | None:
+        """The event message behind a delivery in this worker's hands and not stored yet."""
+        return self._tickets.get(delivery_id)
 
     def admit(self, ticket: EventTicket, jobs: list[DeliveryJob]) -> None:
         """The first attempts of one event's deliveries; its message is acknowledged once
         they are all stored."""
         cap = self._settings.per_subscription_concurrency
         now = time.monotonic()
+        ticket.outstanding += len(jobs)
         for job in jobs:
             self._tickets[job.delivery_id] = ticket
             queue = self._waiting.get(job.subscription_id)

@@ -27,9 +27,9 @@ class EventTicket:
 
     __slots__ = ("msg", "outstanding", "touched")
 
-    def __init__(self, msg: Msg, outstanding: int, now: float) -> None:
+    def __init__(self, msg: Msg, now: float) -> None:
         self.msg = msg
-        self.outstanding = outstanding
+        self.outstanding = 0
         self.touched = now  # received, or last reported in progress
 
     def settle_one(self) -> bool:

@@ -52,12 +52,18 @@ class DispatchLoop:
             raise
         now = time.monotonic()
         for (msg, _), jobs in zip(batch, per_event, strict=True):
-            # The same event twice in this worker's hands (republished, or twice in a batch).
-            fresh = [job for job in jobs if not self._engine.is_admitted(job.delivery_id)]
-            if fresh:
-                self._engine.admit(EventTicket(msg, len(fresh), now), fresh)
+            held = [t for job in jobs if (t := self._engine.ticket_of(job.delivery_id))]
+            fresh = [job for job in jobs if self._engine.ticket_of(job.delivery_id) is None]
+            if held:
+                # The event is in this worker's hands already (twice in a batch, republished,
+                # or handed out again while a slow endpoint answers): anything new joins that
+                # message, acknowledged when all is stored. This copy is left alone; if it
+                # comes back, it finds its deliveries stored.
+                self._engine.admit(held[0], fresh)
+            elif fresh:
+                self._engine.admit(EventTicket(msg, now), fresh)
             else:
-                await msg.ack()
+                await msg.ack()  # nothing to deliver, or all stored before
         return len(batch)
 
     async def run(self, stop: asyncio.Event) -> None:
