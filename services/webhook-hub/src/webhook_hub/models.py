@@ -99,7 +99,12 @@ class Delivery(SQLModel, table=True):
 class DeliveryAttempt(SQLModel, table=True):
     __tablename__ = "delivery_attempts"
 
-    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    # Written by COPY without an id: the database makes it.
+    id: uuid.UUID = Field(
+        default_factory=uuid.uuid4,
+        primary_key=True,
+        sa_column_kwargs={"server_default": sa.text("gen_random_uuid()")},
+    )
     delivery_id: uuid.UUID = Field(foreign_key="deliveries.id", ondelete="CASCADE", index=True)
     attempted_at: datetime = _tz(default_factory=utcnow)
     status_code: int | None = None

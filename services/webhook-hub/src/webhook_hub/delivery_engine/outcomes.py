@@ -38,12 +38,12 @@ from webhook_hub.settings import Settings
 _INSERT_ATTEMPTS = text(
     """
     INSERT INTO delivery_attempts
-        (id, delivery_id, attempted_at, status_code, response_body, duration_ms, error)
+        (delivery_id, attempted_at, status_code, response_body, duration_ms, error)
     SELECT a.* FROM unnest(
-        CAST(:ids AS uuid[]), CAST(:delivery_ids AS uuid[]), CAST(:attempted_at AS timestamptz[]),
+        CAST(:delivery_ids AS uuid[]), CAST(:attempted_at AS timestamptz[]),
         CAST(:status_codes AS int[]), CAST(:bodies AS text[]), CAST(:durations AS int[]),
         CAST(:errors AS text[])
-    ) AS a(id, delivery_id, attempted_at, status_code, response_body, duration_ms, error)
+    ) AS a(delivery_id, attempted_at, status_code, response_body, duration_ms, error)
     -- A subscription deleted while its delivery was in flight took the delivery with it.
     WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.id = a.delivery_id)
     """
@@ -103,8 +103,8 @@ _INSERT_DELIVERIES_PARAMETERS = (
     "created_at",
     "completed_at",
 )
+# The attempt's own id is the column's default (gen_random_uuid()).
 ATTEMPT_COLUMNS = (
-    "id",
     "delivery_id",
     "attempted_at",
     "status_code",
@@ -113,7 +113,6 @@ ATTEMPT_COLUMNS = (
     "error",
 )
 _INSERT_ATTEMPTS_PARAMETERS = (
-    "ids",
     "delivery_ids",
     "attempted_at",
     "status_codes",
@@ -258,7 +257,6 @@ async def record_outcomes(
     new_rows += [_pending_row(job, now) for job in set_aside]
     attempt_rows = [
         (
-            uuid.uuid4(),
             r.job.delivery_id,
             r.attempted_at,
             r.status_code,
