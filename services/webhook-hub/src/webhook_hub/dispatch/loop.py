@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.delivery_engine.engine import DeliveryEngine
-from webhook_hub.delivery_engine.jobs import EventTicket
+from webhook_hub.delivery_engine.jobs import DeliveryJob, EventTicket
 from webhook_hub.dispatch.handler import Dispatcher
 
 logger = structlog.get_logger(__name__)
@@ -52,8 +52,14 @@ class DispatchLoop:
             raise
         now = time.monotonic()
         for (msg, _), jobs in zip(batch, per_event, strict=True):
-            held = [t for job in jobs if (t := self._engine.ticket_of(job.delivery_id))]
-            fresh = [job for job in jobs if self._engine.ticket_of(job.delivery_id) is None]
+            held: list[EventTicket] = []
+            fresh: list[DeliveryJob] = []
+            for job in jobs:
+                ticket = self._engine.ticket_of(job.delivery_id)
+                if ticket is None:
+                    fresh.append(job)
+                else:
+                    held.append(ticket)
             if held:
                 # The event is in this worker's hands already (twice in a batch, republished,
                 # or handed out again while a slow endpoint answers): anything new joins that
