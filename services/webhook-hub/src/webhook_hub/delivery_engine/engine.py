@@ -272,19 +272,22 @@ class DeliveryEngine:
                 await ticket.msg.ack()
         return len(batch) + len(aside)
 
-    async def keep_events_claimed(self, ack_wait: float) -> None:
+    async def _keep_events_claimed(self, stop: asyncio.Event) -> None:
         """Tell JetStream the events still being worked on are, before it hands them out again
-        (a slow endpoint can take longer than the ack wait)."""
-        now = time.monotonic()
-        for ticket in {id(t): t for t in self._tickets.values()}.values():
-            if now - ticket.touched > ack_wait / 3:
-                ticket.touched = now
-                with contextlib.suppress(Exception):
-                    await ticket.msg.in_progress()
+        (a slow endpoint can take longer than the ack wait). Its own loop, every quarter of
+        the ack wait, so a notice never comes later than half of it after the last."""
+        period = self._settings.dispatch_ack_wait_seconds / 4
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), period)
+            now = time.monotonic()
+            for ticket in {id(t): t for t in self._tickets.values()}.values():
+                if now - ticket.touched >= period:
+                    ticket.touched = now
+                    with contextlib.suppress(Exception):
+                        await ticket.msg.in_progress()
 
     async def _flush_loop(self, stop: asyncio.Event) -> None:
-        last_kept = time.monotonic()
-        ack_wait = self._settings.dispatch_ack_wait_seconds
         while not stop.is_set() or self._results or self._set_aside or self._tasks:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._results_ready.wait(), 0.5)
@@ -292,9 +295,6 @@ class DeliveryEngine:
             await asyncio.sleep(FLUSH_INTERVAL_SECONDS)
             now = time.monotonic()
             self.set_aside_stale(now)
-            if now - last_kept > ack_wait / 6:
-                last_kept = now
-                await self.keep_events_claimed(ack_wait)
             try:
                 # A full batch means more results are waiting: record them all.
                 flushed = FLUSH_BATCH
@@ -309,6 +309,7 @@ class DeliveryEngine:
     async def run(self, stop: asyncio.Event) -> None:
         flusher = asyncio.create_task(self._flush_loop(stop))
         listener = asyncio.create_task(self._listen(stop))
+        keeper = asyncio.create_task(self._keep_events_claimed(stop))
         try:
             while not stop.is_set():
                 try:
@@ -337,9 +338,10 @@ class DeliveryEngine:
                 await asyncio.wait(self._tasks, timeout=15)
             stop.set()
             await asyncio.wait({flusher}, timeout=15)
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+            for helper in (listener, keeper):
+                helper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await helper
 
     async def _listen(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
