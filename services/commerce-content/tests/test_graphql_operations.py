@@ -178,6 +178,46 @@ async def test_variables_count_towards_the_cost(graphql_url: str) -> None:
     assert answer.codes == ["MAX_COST_EXCEEDED"]
 
 
+VARIANT_PAGE = "edges { node { variants { id } } }"
+
+
+async def test_a_variables_default_counts_towards_the_cost(graphql_url: str) -> None:
+    query = f"query($n: Int = 2) {{ products(page: {{first: $n}}) {{ {VARIANT_PAGE} }} }}"
+    small = await ask(graphql_url, query)
+    assert small.extensions is not None
+    assert small.extensions["cost"]["requestedQueryCost"] == 1 + 2 * (1 + 1 + 10)
+    aliased = " ".join(f"a{i}: products(page: {{first: $n}}) {{ {VARIANT_PAGE} }}" for i in range(4))
+    answer = await ask(graphql_url, f"query($n: Int = 100) {{ {aliased} }}")
+    assert answer.codes == ["MAX_COST_EXCEEDED"]
+    assert answer.errors[0]["extensions"]["cost"] == 4 * (1 + 100 * (1 + 1 + 10))
+
+
+async def test_a_supplied_variable_wins_over_its_default_in_the_cost(graphql_url: str) -> None:
+    query = f"query($n: Int = 100) {{ products(page: {{first: $n}}) {{ {VARIANT_PAGE} }} }}"
+    small = await ask(graphql_url, query, {"n": 3})
+    assert small.extensions is not None
+    assert small.extensions["cost"]["requestedQueryCost"] == 1 + 3 * (1 + 1 + 10)
+    # An explicit null is no count: the page's default size of 20.
+    unset = await ask(graphql_url, query, {"n": None})
+    assert unset.extensions is not None
+    assert unset.extensions["cost"]["requestedQueryCost"] == 1 + 20 * (1 + 1 + 10)
+
+
+async def test_an_input_object_variable_and_its_default_count_towards_the_cost(
+    graphql_url: str,
+) -> None:
+    query = (
+        "query($page: PaginationInput = {first: 100})"
+        f" {{ products(page: $page) {{ {VARIANT_PAGE} }} }}"
+    )
+    by_default = await ask(graphql_url, query)
+    assert by_default.codes == ["MAX_COST_EXCEEDED"]
+    assert by_default.errors[0]["extensions"]["cost"] == 1 + 100 * (1 + 1 + 10)
+    supplied = await ask(graphql_url, query, {"page": {"last": 4}})
+    assert supplied.extensions is not None
+    assert supplied.extensions["cost"]["requestedQueryCost"] == 1 + 4 * (1 + 1 + 10)
+
+
 async def test_graphiql_is_served_to_browsers_in_development(graphql_url: str) -> None:
     async with httpx.AsyncClient() as http:
         response = await http.get(graphql_url, headers={"accept": "text/html"})

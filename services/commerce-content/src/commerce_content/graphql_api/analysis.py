@@ -72,6 +72,23 @@ def _cache_hint(definition: Any) -> CacheControl | None:
     return None
 
 
+def operation_variables(
+    operation: OperationDefinitionNode, supplied: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The values the operation will run with: those supplied, else the definitions' defaults
+    (a supplied null stays null). Without the defaults, `query($n: Int = 100)` would be costed
+    as if `$n` were absent."""
+    supplied = supplied or {}
+    values: dict[str, Any] = {}
+    for definition in operation.variable_definitions or ():
+        name = definition.variable.name.value
+        if name in supplied:
+            values[name] = supplied[name]
+        elif definition.default_value is not None:
+            values[name] = value_from_ast_untyped(definition.default_value)
+    return values
+
+
 @dataclass(frozen=True)
 class _Walk:
     schema: GraphQLSchema
@@ -94,7 +111,7 @@ class OperationAnalyzer:
         operation: OperationDefinitionNode,
         variables: dict[str, Any] | None,
     ) -> int:
-        walk = self._walk(document, variables)
+        walk = self._walk(document, operation_variables(operation, variables))
         root = self._root(operation)
         return self._selection_cost(walk, operation.selection_set, root)
 
@@ -105,7 +122,7 @@ class OperationAnalyzer:
         variables: dict[str, Any] | None,
     ) -> CachePolicy:
         policy = CachePolicy()
-        walk = self._walk(document, variables)
+        walk = self._walk(document, operation_variables(operation, variables))
         self._collect_cache(walk, operation.selection_set, self._root(operation), True, policy)
         return policy
 
