@@ -186,7 +186,9 @@ async def test_a_variables_default_counts_towards_the_cost(graphql_url: str) -> 
     small = await ask(graphql_url, query)
     assert small.extensions is not None
     assert small.extensions["cost"]["requestedQueryCost"] == 1 + 2 * (1 + 1 + 10)
-    aliased = " ".join(f"a{i}: products(page: {{first: $n}}) {{ {VARIANT_PAGE} }}" for i in range(4))
+    aliased = " ".join(
+        f"a{i}: products(page: {{first: $n}}) {{ {VARIANT_PAGE} }}" for i in range(4)
+    )
     answer = await ask(graphql_url, f"query($n: Int = 100) {{ {aliased} }}")
     assert answer.codes == ["MAX_COST_EXCEEDED"]
     assert answer.errors[0]["extensions"]["cost"] == 4 * (1 + 100 * (1 + 1 + 10))

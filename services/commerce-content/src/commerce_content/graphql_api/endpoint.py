@@ -21,7 +21,7 @@ from servicekit.web.errors import Unauthorized
 from sqlmodel.ext.asyncio.session import AsyncSession
 from strawberry.exceptions import MissingQueryError
 from strawberry.http.ides import get_graphql_ide_html
-from strawberry.schema.exceptions import InvalidOperationTypeError
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
 from commerce_content.graphql_api.context import GraphQLContext
@@ -138,6 +138,12 @@ async def _execute(
         ) from exc
     except MissingQueryError as exc:
         raise RequestRefused(400, "A GraphQL request needs a `query`", BAD_USER_INPUT) from exc
+    except CannotGetOperationTypeError as exc:
+        # Only fragments, or no operation of the given name: nothing to run.
+        named = f" named {operation_name!r}" if operation_name else ""
+        raise RequestRefused(
+            400, f"The document has no operation{named} to run", BAD_USER_INPUT
+        ) from exc
     body: dict[str, Any] = {"data": result.data}
     if result.errors:
         body["errors"] = [error.formatted for error in result.errors]

@@ -1,5 +1,6 @@
-"""Operation-wide rules: the cost limit (reported in `extensions.cost`), the cache policy that
-becomes the `Cache-Control` header, and masking of unexpected errors."""
+"""Operation-wide rules: strings that cannot be stored refused, the cost limit (reported in
+`extensions.cost`), the cache policy that becomes the `Cache-Control` header, and masking of
+unexpected errors."""
 
 from __future__ import annotations
 
@@ -7,18 +8,45 @@ from collections.abc import Iterator
 from typing import Any
 
 import structlog
-from graphql import ExecutionResult, GraphQLError, OperationType
+from graphql import (
+    ExecutionResult,
+    GraphQLError,
+    OperationType,
+    StringValueNode,
+    ValidationRule,
+)
 from strawberry.extensions import MaskErrors, SchemaExtension
 
 from commerce_content.graphql_api.analysis import OperationAnalyzer
-from commerce_content.graphql_api.errors import INTERNAL_SERVER_ERROR, MAX_COST_EXCEEDED
+from commerce_content.graphql_api.errors import (
+    BAD_USER_INPUT,
+    INTERNAL_SERVER_ERROR,
+    MAX_COST_EXCEEDED,
+    UNSTORABLE_MESSAGE,
+    UNSTORABLE_TEXT,
+    bad_input,
+    caused_by_invalid_input,
+    has_unstorable_text,
+)
 
 logger = structlog.get_logger(__name__)
 
 
+class RefuseUnstorableLiterals(ValidationRule):
+    """String literals of the document (arguments, input fields, variable defaults) with NUL
+    or a lone surrogate; variables are checked by OperationPolicy."""
+
+    def enter_string_value(self, node: StringValueNode, *_args: Any) -> None:
+        if UNSTORABLE_TEXT.search(node.value):
+            self.report_error(
+                GraphQLError(UNSTORABLE_MESSAGE, node, extensions={"code": BAD_USER_INPUT})
+            )
+
+
 class OperationPolicy(SchemaExtension):
-    """Refuses operations above `max_cost` before they run; after a query without errors,
-    leaves the response's `Cache-Control` value on the context."""
+    """Refuses variables holding text that cannot be stored and operations above `max_cost`
+    before they run; after a query without errors, leaves the response's `Cache-Control`
+    value on the context."""
 
     def __init__(self, max_cost: int) -> None:
         self.max_cost = max_cost
@@ -29,7 +57,9 @@ class OperationPolicy(SchemaExtension):
         analyzer = OperationAnalyzer(context.schema._schema)
         document = context.graphql_document
         operation = analyzer.operation(document, context.operation_name) if document else None
-        if document is not None and operation is not None:
+        if has_unstorable_text(context.variables):
+            context.result = ExecutionResult(data=None, errors=[bad_input(UNSTORABLE_MESSAGE)])
+        elif document is not None and operation is not None:
             self.requested = analyzer.cost(document, operation, context.variables)
             if self.requested > self.max_cost:
                 context.result = ExecutionResult(
@@ -68,14 +98,27 @@ class OperationPolicy(SchemaExtension):
 
 
 def is_unexpected(error: GraphQLError) -> bool:
-    """Errors raised on purpose are GraphQLErrors; anything else is a bug or an outage."""
+    """Errors raised on purpose are GraphQLErrors, or input refused by a scalar (which
+    graphql-core wraps); anything else is a bug or an outage."""
     original = error.original_error
-    return original is not None and not isinstance(original, GraphQLError)
+    return (
+        original is not None
+        and not isinstance(original, GraphQLError)
+        and not caused_by_invalid_input(original)
+    )
 
 
 class MaskUnexpectedErrors(MaskErrors):
     def __init__(self) -> None:
         super().__init__(should_mask_error=is_unexpected, error_message="Unexpected error.")
+
+    def _process_errors(self, errors: list[GraphQLError]) -> list[GraphQLError]:
+        # graphql-core rewraps a scalar's error (e.g. "Variable '$f' has invalid value..."),
+        # losing its extensions: the code is put back on the error the client sees.
+        for error in errors:
+            if caused_by_invalid_input(error) and not (error.extensions or {}).get("code"):
+                error.extensions = {**(error.extensions or {}), "code": BAD_USER_INPUT}
+        return super()._process_errors(errors)
 
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
         masked = super().anonymise_error(error)

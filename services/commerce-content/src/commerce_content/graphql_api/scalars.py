@@ -9,6 +9,8 @@ from typing import Any, NewType
 import strawberry
 from strawberry.types.scalar import ScalarDefinition
 
+from commerce_content.graphql_api.errors import InvalidInput
+
 DECIMAL_TEXT = re.compile(r"^-?\d{1,18}(\.\d{1,8})?$")
 
 # ISO 4217 active codes (2024 list), without funds and precious-metal codes.
@@ -181,20 +183,21 @@ def serialize_decimal(value: Decimal) -> str:
 
 
 def parse_decimal(value: Any) -> Decimal:
-    """Strings only: a JSON number may already have lost its exact value."""
-    if not isinstance(value, str) or not DECIMAL_TEXT.match(value):
-        raise ValueError(
+    """Strings of plain digits only: a JSON number may already have lost its exact value, and
+    "NaN", "Infinity" or "1e1000000" are no prices."""
+    if not isinstance(value, str) or not DECIMAL_TEXT.fullmatch(value):
+        raise InvalidInput(
             'Decimal values are strings of digits with an optional fraction, like "19.90"'
         )
     try:
         return Decimal(value)
     except InvalidOperation as exc:  # pragma: no cover - the pattern admits valid text only
-        raise ValueError(f"not a decimal: {value!r}") from exc
+        raise InvalidInput(f"not a decimal: {value!r}") from exc
 
 
 def parse_currency(value: Any) -> str:
     if not isinstance(value, str) or value not in ISO_4217:
-        raise ValueError('CurrencyCode values are ISO 4217 codes in capitals, like "USD"')
+        raise InvalidInput('CurrencyCode values are ISO 4217 codes in capitals, like "USD"')
     return value
 
 

@@ -25,6 +25,7 @@ from commerce_content.graphql_api.execution import executor_for
 from commerce_content.graphql_api.extensions import (
     MaskUnexpectedErrors,
     OperationPolicy,
+    RefuseUnstorableLiterals,
     is_unexpected,
 )
 from commerce_content.graphql_api.mutations import Mutation
@@ -63,6 +64,7 @@ def build_schema(settings: Settings) -> CommerceSchema:
     rules = [
         *QueryDepthLimiter(max_depth=settings.graphql_max_depth).validation_rules,
         *MaxAliasesLimiter(max_alias_count=settings.graphql_max_aliases).validation_rules,
+        RefuseUnstorableLiterals,
         *(DisableIntrospection().validation_rules if settings.is_production else []),
     ]
     extensions: list[Callable[[], SchemaExtension]] = [

@@ -1,0 +1,154 @@
+"""Bad input to /graphql is the client's error (`BAD_USER_INPUT`, or a 400 for a request that
+cannot run), never "Unexpected error." nor a 500: decimals that are not plain numbers, NUL
+characters and lone surrogates in any string, documents without an operation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from commerce_content.settings import Settings
+from factories import bearer_for, make_user
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+FILTERED = "query($filter: ProductFilter) { products(filter: $filter) { totalCount } }"
+NOT_DECIMALS = ["NaN", "Infinity", "-Infinity", "1e1000000", "1e30", "1.5e2", " 1.5", ""]
+
+
+async def post(
+    url: str, query: str, variables: dict[str, Any] | None = None, **headers: str
+) -> httpx.Response:
+    # JSON's ASCII escapes carry lone surrogates, which UTF-8 cannot.
+    body = json.dumps({"query": query, "variables": variables}, ensure_ascii=True)
+    async with httpx.AsyncClient(timeout=30) as http:
+        return await http.post(
+            url, content=body, headers={"content-type": "application/json", **headers}
+        )
+
+
+def codes(response: httpx.Response) -> list[str]:
+    return [str((e.get("extensions") or {}).get("code")) for e in response.json()["errors"]]
+
+
+@pytest.mark.parametrize("text", NOT_DECIMALS)
+async def test_a_decimal_literal_that_is_not_a_plain_number_is_bad_user_input(
+    graphql_url: str, text: str
+) -> None:
+    response = await post(
+        graphql_url, f'{{ products(filter: {{priceMin: "{text}"}}) {{ totalCount }} }}'
+    )
+    assert response.status_code == 200
+    assert response.json()["data"] is None
+    assert codes(response) == ["BAD_USER_INPUT"]
+    assert "Decimal values are strings" in response.json()["errors"][0]["message"]
+
+
+@pytest.mark.parametrize("value", [*NOT_DECIMALS, 1.5, 2])
+async def test_a_decimal_variable_that_is_not_a_plain_number_is_bad_user_input(
+    graphql_url: str, value: object
+) -> None:
+    response = await post(graphql_url, FILTERED, {"filter": {"priceMax": value}})
+    assert response.json()["data"] is None
+    assert codes(response) == ["BAD_USER_INPUT"]
+
+
+async def test_a_number_literal_for_a_decimal_is_bad_user_input(graphql_url: str) -> None:
+    response = await post(graphql_url, "{ products(filter: {priceMin: 1.5}) { totalCount } }")
+    assert codes(response) == ["BAD_USER_INPUT"]
+
+
+async def test_a_huge_base_price_is_bad_user_input(
+    graphql_url: str, db_engine: AsyncEngine, service_settings: Settings
+) -> None:
+    manager = bearer_for(service_settings, await make_user(db_engine, "manager"), "manager")
+    response = await post(
+        graphql_url,
+        'mutation { createProduct(input: {name: "n", slug: "huge-price", basePrice: "1e30"})'
+        " { product { id } userErrors { message } } }",
+        **manager,
+    )
+    assert response.json()["data"] is None
+    assert codes(response) == ["BAD_USER_INPUT"]
+
+
+@pytest.mark.parametrize("text", ["a\x00b", "a\ud800b", "\udfff"])
+@pytest.mark.parametrize(
+    "filter_", [lambda t: {"search": t}, lambda t: {"tags": ["ok", t]}], ids=["search", "tags"]
+)
+async def test_nul_and_lone_surrogates_in_string_variables_are_bad_user_input(
+    graphql_url: str, text: str, filter_: Any
+) -> None:
+    response = await post(graphql_url, FILTERED, {"filter": filter_(text)})
+    assert response.status_code == 200
+    assert response.json()["data"] is None
+    assert codes(response) == ["BAD_USER_INPUT"]
+    assert "NUL" in response.json()["errors"][0]["message"]
+
+
+@pytest.mark.parametrize("literal", ['search: "a\\u0000b"', 'tags: ["a\\u0000b"]'])
+async def test_a_nul_in_a_string_literal_is_bad_user_input(graphql_url: str, literal: str) -> None:
+    response = await post(graphql_url, f"{{ products(filter: {{{literal}}}) {{ totalCount }} }}")
+    assert response.json()["data"] is None
+    assert codes(response) == ["BAD_USER_INPUT"]
+
+
+@pytest.mark.parametrize("literal", ['"\\uD800"', '"a\ud800"'])
+async def test_a_lone_surrogate_in_a_string_literal_is_a_syntax_error(
+    graphql_url: str, literal: str
+) -> None:
+    response = await post(
+        graphql_url, f"{{ products(filter: {{search: {literal}}}) {{ totalCount }} }}"
+    )
+    assert response.json()["data"] is None
+    assert response.json()["errors"][0]["message"].startswith("Syntax Error")
+
+
+async def test_a_nul_in_a_mutation_input_changes_nothing(
+    graphql_url: str, db_engine: AsyncEngine, service_settings: Settings
+) -> None:
+    manager = bearer_for(service_settings, await make_user(db_engine, "manager"), "manager")
+    response = await post(
+        graphql_url,
+        "mutation($name: String!) { createProduct(input:"
+        ' {name: $name, slug: "nul-name", basePrice: "1.00"}) { product { id } } }',
+        {"name": "a\x00b"},
+        **manager,
+    )
+    assert response.json()["data"] is None
+    assert codes(response) == ["BAD_USER_INPUT"]
+
+
+async def test_a_document_without_an_operation_is_a_400(graphql_url: str) -> None:
+    response = await post(graphql_url, "fragment F on Query { __typename }")
+    assert response.status_code == 400
+    assert codes(response) == ["BAD_USER_INPUT"]
+    assert "operation" in response.json()["errors"][0]["message"]
+
+
+async def test_an_unknown_operation_name_is_a_400(graphql_url: str) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            graphql_url, json={"query": "query A { __typename }", "operationName": "B"}
+        )
+    assert response.status_code == 400
+    assert codes(response) == ["BAD_USER_INPUT"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '{ product(id: "UHJvZHVjdDo5OTk5OTk5OTk5OTk5OTk5OTk5OQ") { id } }',  # Product:9999…
+        '{ node(id: "T3JkZXI6OTk5OTk5OTk5OTk5OTk5OTk5OTk") { id } }',  # Order:9999…
+        '{ products(filter: {categoryIds: ["99999999999999999999"]}) { totalCount } }',
+        "{ products(page: {first: 99999999999}) { totalCount } }",
+    ],
+)
+async def test_ids_and_counts_beyond_the_database_range_are_bad_user_input(
+    graphql_url: str, query: str
+) -> None:
+    response = await post(graphql_url, query)
+    assert response.status_code == 200
+    assert set(codes(response)) <= {"BAD_USER_INPUT", "GRAPHQL_VALIDATION_FAILED", "None"}
+    assert "Unexpected error." not in response.text
