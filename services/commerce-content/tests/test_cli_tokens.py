@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import httpx
+import pytest
 from commerce_content.settings import Settings
 from servicekit.auth.jwt import JWTCodec
 from servicekit.testing.conformance import run_cli
@@ -29,3 +32,12 @@ async def test_errors_outside_the_resource_api_use_the_plain_envelope(
     response = await client.get("/api/nowhere")
     assert response.status_code == 404
     assert response.json() == {"error": "Not Found"}
+
+
+def test_tokens_create_refuses_a_subject_that_is_not_a_user_id(service_settings: Settings) -> None:
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        run_cli(
+            "commerce-content", service_settings, "tokens", "create", "--sub", "²", "--role", "user"
+        )
+    assert refused.value.returncode == 2
+    assert "--sub is a user id" in refused.value.stderr

@@ -5,11 +5,12 @@ import asyncio
 import sys
 from pathlib import Path
 
-from servicekit.auth.jwt import JWTCodec
+from servicekit.auth.jwt import InvalidToken, JWTCodec
 from servicekit.cli import ExtraCommand, ServiceCLI
 
 from commerce_content.app import create_app
 from commerce_content.graphql_api.schema import build_schema
+from commerce_content.identity.dependencies import user_id_of
 from commerce_content.seed import seed_demo
 from commerce_content.settings import Settings
 from commerce_content.worker import run
@@ -18,10 +19,18 @@ MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 ROLES = ("admin", "manager", "user", "guest")
 
 
+def user_id_argument(text: str) -> str:
+    """The service refuses tokens whose `sub` is not a user id: none are issued."""
+    try:
+        return str(user_id_of(text))
+    except InvalidToken as exc:
+        raise argparse.ArgumentTypeError("--sub is a user id (1 to 2147483647)") from exc
+
+
 def configure_tokens(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="tokens_command", required=True)
     create = actions.add_parser("create", help="issue an HS256 JWT; prints it as the last line")
-    create.add_argument("--sub", required=True, help="the user id")
+    create.add_argument("--sub", required=True, type=user_id_argument, help="the user id")
     create.add_argument("--role", required=True, choices=ROLES)
     create.add_argument("--ttl", type=int, help="lifetime in seconds (default: settings)")
 

@@ -13,6 +13,7 @@ from servicekit.auth.dependencies import BearerCredentials, principal_from_api_k
 from servicekit.auth.jwt import InvalidToken, JWTCodec
 from servicekit.db.engine import SessionDep
 from servicekit.web.errors import Forbidden, Unauthorized
+from servicekit.web.params import MAX_DB_INT
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.identity.roles import Role
@@ -46,14 +47,28 @@ def jwt_codec(settings: Settings) -> JWTCodec:
     )
 
 
+def user_id_of(subject: object) -> int:
+    """A JWT's `sub` is a user id (spec, part C): ASCII digits naming a row id. Anything else
+    ("²" passes str.isdigit, 5,000 digits exceed int(), 20 digits exceed the column) makes
+    the token invalid."""
+    if (
+        not isinstance(subject, str)
+        or not 1 <= len(subject) <= len(str(MAX_DB_INT))
+        or not (subject.isascii() and subject.isdigit())
+        or not 1 <= int(subject) <= MAX_DB_INT
+    ):
+        raise InvalidToken("sub is not a user id")
+    return int(subject)
+
+
 def caller_from_jwt(token: str, settings: Settings) -> Caller:
     claims = jwt_codec(settings).verify(token)
     try:
         role = Role(str(claims.get("role", Role.USER.value)).lower())
     except ValueError as exc:
         raise InvalidToken("unknown role") from exc
-    subject = str(claims["sub"])
-    return Caller(subject, role, int(subject) if subject.isdigit() else None, "jwt")
+    user_id = user_id_of(claims.get("sub"))
+    return Caller(str(user_id), role, user_id, "jwt")
 
 
 async def identify(token: str, settings: Settings, session: AsyncSession) -> Caller:
