@@ -195,6 +195,48 @@ async def test_ids_beyond_the_database_range_are_400_not_500(
         assert response.status_code == 400, (method, url, response.text)
 
 
+async def test_a_page_number_beyond_the_database_range_is_400_not_500(
+    client: httpx.AsyncClient, manager: dict[str, Any]
+) -> None:
+    for page in ("99999999999999999999", str(2**31)):
+        response = await client.get(BASE, params={"page": page}, headers=manager["headers"])
+        assert response.status_code == 400, (page, response.text)
+        assert response.json()["error"]["code"] == "validation_error"
+
+
+@pytest.mark.parametrize("author_id", [2**31, 2**64, 10**30])
+async def test_an_author_id_beyond_the_database_range_is_400_not_500(
+    client: httpx.AsyncClient, manager: dict[str, Any], author_id: int
+) -> None:
+    article = await create(client, manager["headers"])
+    url = f"{BASE}/{article['id']}"
+    full = article_body(slug=article["slug"], author_id=author_id)
+    for method, path, body in (
+        ("POST", BASE, article_body(author_id=author_id)),
+        ("PUT", url, full),
+        ("PATCH", url, {"author_id": author_id}),
+    ):
+        response = await client.request(method, path, json=body, headers=manager["headers"])
+        assert response.status_code == 400, (method, response.text)
+        assert response.json()["error"]["code"] == "validation_error"
+
+
+@pytest.mark.parametrize("tag", ["a\\ud800b", "\\udfff"])
+async def test_a_lone_surrogate_in_a_tag_is_400_not_500(
+    client: httpx.AsyncClient, manager: dict[str, Any], tag: str
+) -> None:
+    article = await create(client, manager["headers"])
+    headers = {**manager["headers"], "content-type": "application/json"}
+    tags = f'"tags": ["{tag}"]'.encode()
+    for method, path, body in (
+        ("POST", BASE, b'{"title": "Surrogates", ' + tags + b"}"),
+        ("PATCH", f"{BASE}/{article['id']}", b"{" + tags + b"}"),
+    ):
+        response = await client.request(method, path, content=body, headers=headers)
+        assert response.status_code == 400, (method, response.text)
+        assert response.json()["error"]["code"] == "validation_error"
+
+
 async def test_filters_by_status_author_and_creation_date(
     client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
 ) -> None:

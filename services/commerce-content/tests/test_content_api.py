@@ -289,3 +289,74 @@ async def test_content_admin_needs_a_manager(
         {"name": "X", "slug": "x-c7001", "base_price": "1.00"},
     )
     assert response.status_code == 403
+
+
+NEW_ITEM = {"name": "Bounded", "slug": "bounded-c7001", "base_price": "1.00"}
+OUT_OF_RANGE = [2**31, 2**64, -(2**31) - 1]
+
+
+@pytest.fixture
+async def manager_headers(catalog_settings: Settings, db_engine: AsyncEngine) -> dict[str, str]:
+    return bearer_for(catalog_settings, await make_user(db_engine, "manager"), "manager")
+
+
+async def test_a_null_base_price_is_400(
+    content: httpx.AsyncClient, manager_headers: dict[str, str]
+) -> None:
+    body = {**NEW_ITEM, "base_price": None}
+    response = await content.post("/api/content/products", json=body, headers=manager_headers)
+    assert response.status_code == 400
+    assert "base_price" in response.json()["error"]
+    item = (
+        await content.post("/api/content/products", json=NEW_ITEM, headers=manager_headers)
+    ).json()
+    patched = await content.patch(
+        f"/api/content/products/{item['id']}", json={"base_price": None}, headers=manager_headers
+    )
+    assert patched.status_code == 400
+    assert "base_price" in patched.json()["error"]
+
+
+async def test_a_null_sale_price_clears_it(
+    content: httpx.AsyncClient, manager_headers: dict[str, str], db_engine: AsyncEngine
+) -> None:
+    body = {**NEW_ITEM, "slug": "on-sale-c7001", "sale_price": "0.50"}
+    item = (await content.post("/api/content/products", json=body, headers=manager_headers)).json()
+    patched = await content.patch(
+        f"/api/content/products/{item['id']}", json={"sale_price": None}, headers=manager_headers
+    )
+    assert patched.status_code == 200
+    async with db_engine.connect() as conn:
+        sale = await conn.scalar(
+            text("SELECT sale_price FROM products WHERE id = :id"), {"id": item["id"]}
+        )
+    assert sale is None
+
+
+@pytest.mark.parametrize("field", ["menu_index", "stock"])
+@pytest.mark.parametrize("value", OUT_OF_RANGE)
+async def test_integers_beyond_the_database_range_are_400_not_500(
+    content: httpx.AsyncClient, manager_headers: dict[str, str], field: str, value: int
+) -> None:
+    created = await content.post(
+        "/api/content/products", json={**NEW_ITEM, field: value}, headers=manager_headers
+    )
+    assert created.status_code == 400, created.text
+    assert field in created.json()["error"]
+    patched = await content.patch(
+        "/api/content/products/1", json={field: value}, headers=manager_headers
+    )
+    assert patched.status_code == 400, patched.text
+
+
+@pytest.mark.parametrize("tags", [b'["a\\ud800"]', b'["' + b"x" * 101 + b'"]'])
+async def test_a_tag_the_column_cannot_hold_is_400_not_500(
+    content: httpx.AsyncClient, manager_headers: dict[str, str], tags: bytes
+) -> None:
+    body = b'{"name": "T", "slug": "tags-c7001", "base_price": "1.00", "tags": ' + tags + b"}"
+    response = await content.post(
+        "/api/content/products",
+        content=body,
+        headers={**manager_headers, "content-type": "application/json"},
+    )
+    assert response.status_code == 400, response.text

@@ -227,3 +227,21 @@ async def test_a_user_error_leaves_the_product_unchanged(
         {"id": global_id("Product", product)},
     )
     assert check.data == {"product": {"name": "Original"}}
+
+
+async def test_a_null_base_price_is_a_user_error(
+    graphql_url: str, db_engine: AsyncEngine, service_settings: Settings
+) -> None:
+    manager = await as_role(db_engine, service_settings, "manager")
+    product = await make_product(db_engine, price="10.00")
+    answer = await ask(
+        graphql_url,
+        "mutation($id: ID!, $input: ProductUpdateInput!) { updateProduct(id: $id, input: $input)"
+        " { product { pricing { basePrice } } userErrors { field code } } }",
+        {"id": global_id("Product", product), "input": {"basePrice": None}},
+        headers=manager,
+    )
+    assert answer.data["updateProduct"] == {
+        "product": None,
+        "userErrors": [{"field": ["input", "basePrice"], "code": "INVALID"}],
+    }

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 from servicekit.db.engine import SessionDep
 from servicekit.web.errors import BadRequest
-from servicekit.web.params import DbId, OptionalDbIdQuery
+from servicekit.web.params import MAX_DB_INT, DbId, OptionalDbIdQuery
 
 from commerce_content.articles.representation import comment_out, relations_for, render
 from commerce_content.articles.schemas import (
@@ -71,7 +71,8 @@ async def list_articles(
     sort: Annotated[str | None, Query(description=f"One of {', '.join(SORTABLE)}")] = None,
     order: Annotated[str | None, Query(description="asc or desc")] = None,
     include: Annotated[str | None, Query(description="author,tags,comments")] = None,
-    page: Annotated[int | None, Query(ge=1)] = None,
+    # Bounded so the offset, (page - 1) * per_page, stays a number Postgres takes.
+    page: Annotated[int | None, Query(ge=1, le=MAX_DB_INT)] = None,
     per_page: Annotated[int | None, Query(ge=1, le=MAX_PER_PAGE)] = None,
     after_id: OptionalDbIdQuery = None,
     limit: Annotated[int | None, Query(ge=1, le=MAX_PER_PAGE)] = None,

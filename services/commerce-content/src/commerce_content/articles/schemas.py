@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from servicekit.web.params import MAX_DB_INT
 
 ArticleStatus = Literal["draft", "published", "archived"]
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 INCLUDABLE = ("author", "tags", "comments")
 SORTABLE = ("id", "title", "created_at", "updated_at", "published_at")
+# A users row id: beyond Postgres `integer` the database would fail, not answer.
+UserId = Annotated[int, Field(ge=1, le=MAX_DB_INT)]
+# Constrained, so pydantic checks the text is valid Unicode (a lone surrogate is refused;
+# plain `list[str]` items are not checked and would fail in the database).
+TagName = Annotated[str, StringConstraints(min_length=1, max_length=100)]
 
 
-def _tags(value: list[str] | None) -> list[str] | None:
+def _tags(value: list[TagName] | None) -> list[str] | None:
     if value is None:
         return None
     cleaned: list[str] = []
@@ -42,8 +48,8 @@ class ArticleCreate(BaseModel):
     )
     body: str = Field(default="", max_length=200_000)
     status: ArticleStatus = "draft"
-    author_id: int | None = Field(default=None, description="Defaults to the calling user")
-    tags: list[str] = Field(default_factory=list, max_length=20)
+    author_id: UserId | None = Field(default=None, description="Defaults to the calling user")
+    tags: list[TagName] = Field(default_factory=list, max_length=20)
 
     _check_tags = field_validator("tags")(_tags)
     _check_slug = field_validator("slug")(_slug)
@@ -58,8 +64,8 @@ class ArticleReplace(BaseModel):
     slug: str = Field(min_length=1, max_length=300)
     body: str = Field(max_length=200_000)
     status: ArticleStatus
-    author_id: int
-    tags: list[str] = Field(max_length=20)
+    author_id: UserId
+    tags: list[TagName] = Field(max_length=20)
 
     _check_tags = field_validator("tags")(_tags)
     _check_slug = field_validator("slug")(_slug)
@@ -74,8 +80,8 @@ class ArticleUpdate(BaseModel):
     slug: str | None = Field(default=None, min_length=1, max_length=300)
     body: str | None = Field(default=None, max_length=200_000)
     status: ArticleStatus | None = None
-    author_id: int | None = None
-    tags: list[str] | None = Field(default=None, max_length=20)
+    author_id: UserId | None = None
+    tags: list[TagName] | None = Field(default=None, max_length=20)
 
     _check_tags = field_validator("tags")(_tags)
     _check_slug = field_validator("slug")(_slug)

@@ -96,10 +96,9 @@ class ProductService:
         except ValidationError as exc:
             raise InvalidProduct(problems_of(exc)) from exc
         product = await self._existing(product_id)
+        # Only a sale price may be null (it clears it): ContentItemPatch refuses other nulls.
         for field, value in checked.model_dump(exclude_unset=True).items():
-            # Only a sale price can be cleared; other fields keep their value on null.
-            if value is not None or field == "sale_price":
-                setattr(product, field, value)
+            setattr(product, field, value)
         await self._check_categories(category_ids)
         if category_ids is not None:
             await self.products.set_categories(product_id, category_ids)
