@@ -4,6 +4,7 @@ characters and lone surrogates in any string, documents without an operation."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -152,3 +153,37 @@ async def test_ids_and_counts_beyond_the_database_range_are_bad_user_input(
     assert response.status_code == 200
     assert set(codes(response)) <= {"BAD_USER_INPUT", "GRAPHQL_VALIDATION_FAILED", "None"}
     assert "Unexpected error." not in response.text
+
+
+def gid(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    ("query", "variables"),
+    [
+        ("query($id: ID!) { product(id: $id) { id } }", {"id": gid("Product:²")}),
+        ("query($id: ID!) { node(id: $id) { id } }", {"id": gid("Order:٣")}),
+        (FILTERED, {"filter": {"categoryIds": ["²"]}}),
+        (FILTERED, {"filter": {"categoryIds": [gid("Category:²")]}}),
+        (
+            "query($after: String) { products(page: {after: $after}) { totalCount } }",
+            {"after": gid("cursor:v1:²")},
+        ),
+    ],
+)
+async def test_ids_of_unicode_digits_are_bad_user_input(
+    graphql_url: str, query: str, variables: dict[str, Any]
+) -> None:
+    response = await post(graphql_url, query, variables)
+    assert codes(response) == ["BAD_USER_INPUT"]
+
+
+async def test_an_order_line_with_a_unicode_digit_id_is_a_user_error(graphql_url: str) -> None:
+    response = await post(
+        graphql_url,
+        "mutation($id: ID!) { createOrder(input: {items: [{productId: $id, quantity: 1}]})"
+        " { userErrors { code } } }",
+        {"id": gid("Product:²")},
+    )
+    assert response.json()["data"]["createOrder"]["userErrors"] == [{"code": "PRODUCT_UNAVAILABLE"}]

@@ -19,10 +19,15 @@ MAX_KEY = 2**31 - 1  # database ids are Postgres `integer`s
 
 
 def integer(text: str) -> int:
-    """A non-negative database id, or `InvalidIdentifier`."""
-    if not text.isdigit() or len(text) > 10 or int(text) > MAX_KEY:
+    """A non-negative database id, or `InvalidIdentifier`. ASCII digits only: "²" passes
+    str.isdigit but not int()."""
+    if not _ascii_digits(text) or len(text) > 10 or int(text) > MAX_KEY:
         raise InvalidIdentifier(text)
     return int(text)
+
+
+def _ascii_digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def _encode(text: str) -> str:
@@ -84,6 +89,6 @@ def decode_cursor(cursor: str) -> int:
 
 def category_key(value: str) -> int:
     """Categories have no type in the schema: a database id, or a global id of type Category."""
-    if value.isdigit():
+    if _ascii_digits(value):
         return integer(value)
     return decode_id(value, "Category")
