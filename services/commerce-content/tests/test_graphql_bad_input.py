@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from commerce_content.graphql_api.errors import has_unstorable_text
 from commerce_content.settings import Settings
 from factories import bearer_for, make_user
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -19,13 +20,16 @@ NOT_DECIMALS = ["NaN", "Infinity", "-Infinity", "1e1000000", "1e30", "1.5e2", " 
 
 
 async def post(
-    url: str, query: str, variables: dict[str, Any] | None = None, **headers: str
+    url: str,
+    query: str,
+    variables: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> httpx.Response:
     # JSON's ASCII escapes carry lone surrogates, which UTF-8 cannot.
     body = json.dumps({"query": query, "variables": variables}, ensure_ascii=True)
     async with httpx.AsyncClient(timeout=30) as http:
         return await http.post(
-            url, content=body, headers={"content-type": "application/json", **headers}
+            url, content=body, headers={"content-type": "application/json", **(headers or {})}
         )
 
 
@@ -68,7 +72,7 @@ async def test_a_huge_base_price_is_bad_user_input(
         graphql_url,
         'mutation { createProduct(input: {name: "n", slug: "huge-price", basePrice: "1e30"})'
         " { product { id } userErrors { message } } }",
-        **manager,
+        headers=manager,
     )
     assert response.json()["data"] is None
     assert codes(response) == ["BAD_USER_INPUT"]
@@ -115,7 +119,7 @@ async def test_a_nul_in_a_mutation_input_changes_nothing(
         "mutation($name: String!) { createProduct(input:"
         ' {name: $name, slug: "nul-name", basePrice: "1.00"}) { product { id } } }',
         {"name": "a\x00b"},
-        **manager,
+        headers=manager,
     )
     assert response.json()["data"] is None
     assert codes(response) == ["BAD_USER_INPUT"]
@@ -187,3 +191,11 @@ async def test_an_order_line_with_a_unicode_digit_id_is_a_user_error(graphql_url
         {"id": gid("Product:²")},
     )
     assert response.json()["data"]["createOrder"]["userErrors"] == [{"code": "PRODUCT_UNAVAILABLE"}]
+
+
+def test_unstorable_text_is_found_anywhere_in_a_json_value() -> None:
+    assert has_unstorable_text({"filter": {"tags": ["ok", "a\x00"]}})
+    assert has_unstorable_text({"a\ud800": 1})
+    assert has_unstorable_text(["\udfff"])
+    assert not has_unstorable_text({"filter": {"search": "tea 🍵", "n": 1, "x": None}})
+    assert not has_unstorable_text(None)

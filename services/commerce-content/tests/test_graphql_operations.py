@@ -7,8 +7,10 @@ import asyncio
 
 import httpx
 from commerce_content.app import create_app
+from commerce_content.graphql_api.analysis import operation_variables
 from commerce_content.settings import Settings
 from factories import bearer_for, make_product, make_user
+from graphql import OperationDefinitionNode, parse
 from graphql_client import ask, global_id
 from servicekit.testing import run_http_server
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -179,6 +181,14 @@ async def test_variables_count_towards_the_cost(graphql_url: str) -> None:
 
 
 VARIANT_PAGE = "edges { node { variants { id } } }"
+
+
+def test_the_cost_reads_supplied_variables_else_their_defaults() -> None:
+    operation = parse("query($a: Int = 5, $b: Int = 7, $c: Int, $d: Int = 9) { __typename }")
+    definition = operation.definitions[0]
+    assert isinstance(definition, OperationDefinitionNode)
+    assert operation_variables(definition, {"a": 1, "b": None}) == {"a": 1, "b": None, "d": 9}
+    assert operation_variables(definition, None) == {"a": 5, "b": 7, "d": 9}
 
 
 async def test_a_variables_default_counts_towards_the_cost(graphql_url: str) -> None:
