@@ -14,7 +14,9 @@ import httpx
 import pytest
 from aiohttp import web
 from factories import make_client
+from scraper_manager.app import create_app
 from scraper_manager.settings import Settings
+from servicekit.testing import serve_app
 from sqlalchemy.ext.asyncio import AsyncEngine
 from test_crawls import BASE, start_crawl, wait_for_status
 
@@ -255,3 +257,68 @@ async def test_hostile_text_is_stored_without_nul_bytes_or_lone_surrogates(
     title = results["data"][0]["data"]["title"]
     assert "\x00" not in title
     assert all(not 0xD800 <= ord(ch) <= 0xDFFF for ch in title)
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[Site]:
+    """A forward proxy on 127.0.0.3 (an internal address): answers every request itself."""
+    site = Site("127.0.0.3")
+
+    async def forward(request: web.Request) -> web.Response:
+        site.hits.append(str(request.url))
+        return web.Response(text="<html><title>via proxy</title></html>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", forward)
+    await site.start(app)
+    yield site
+    await site.stop()
+
+
+async def crawl_through(
+    settings: Settings, db_engine: AsyncEngine, proxy: Site, url: str, **update: object
+) -> dict[str, object]:
+    pooled = settings.model_copy(update={"proxy_pools": {"office": [proxy.url]}})
+    task, stop = await run_worker_with(pooled, allowed_networks=["127.0.0.1/32"], **update)
+    try:
+        async with serve_app(create_app(pooled)) as api:
+            who = await make_client(db_engine, "write")
+            scraper_id, run_id = await start_crawl(
+                api, who, url=url, proxy_pool="office", obey_robots=False
+            )
+            return await wait_for_status(api, who, scraper_id, run_id, {"completed", "failed"})
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_an_internal_proxy_is_refused_unless_the_operator_allows_it(
+    service_settings: Settings, db_engine: AsyncEngine, proxy: Site, public_site: Site
+) -> None:
+    public_site.pages["/"] = "<html><title>home</title></html>"
+    run = await crawl_through(service_settings, db_engine, proxy, f"{public_site.url}/")
+    assert run["status"] == "failed"
+    assert proxy.hits == []
+
+
+async def test_an_allowed_internal_proxy_carries_public_urls_only(
+    service_settings: Settings,
+    db_engine: AsyncEngine,
+    proxy: Site,
+    public_site: Site,
+    internal_site: Site,
+) -> None:
+    refused = await crawl_through(
+        service_settings,
+        db_engine,
+        proxy,
+        f"{internal_site.url}/admin",
+        allow_internal_proxies=True,
+    )
+    assert refused["status"] == "failed"
+    assert proxy.hits == []
+    carried = await crawl_through(
+        service_settings, db_engine, proxy, f"{public_site.url}/", allow_internal_proxies=True
+    )
+    assert carried["status"] == "completed"
+    assert proxy.hits == [f"{public_site.url}/"]
