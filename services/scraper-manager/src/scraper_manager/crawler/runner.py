@@ -19,7 +19,7 @@ import structlog
 from prometheus_client import Counter
 from servicekit.db.engine import to_libpq_url
 from servicekit.events import record_event
-from servicekit.net import AddressPolicy, check_url, guarded_connector
+from servicekit.net import AddressPolicy, check_url, guarded_connector, refused_header
 from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop
 from sqlalchemy import text
@@ -174,7 +174,8 @@ class RunExecutor:
         self.stops[run_id] = (stop, requested)
         config = CrawlConfig(
             url=scraper.url,
-            headers=scraper.headers,
+            # Scrapers stored before headers were checked may hold refused ones: never sent.
+            headers={k: v for k, v in scraper.headers.items() if refused_header(k) is None},
             rate_limit=scraper.rate_limit,
             max_pages=scraper.max_pages,
             max_depth=scraper.max_depth,
