@@ -4,7 +4,7 @@ robots.txt obeyed, retries with backoff, proxies in rotation, items handed over 
 Every request goes through the session the worker built on servicekit's address guard, so the
 start URL, each redirect hop (followed here, one request each) and each followed link connect
 only where the policy allows. Through a proxy, which makes the connection itself, each URL is
-checked by `check_target` first. Bodies are read up to a cap; pages are parsed and matched in a
+checked by `check_target` first. Bodies are read up to a cap; large pages are parsed in a
 thread, off the event loop."""
 
 from __future__ import annotations
