@@ -10,13 +10,16 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import aiohttp
 import httpx
 import pytest
 from aiohttp import web
 from factories import make_client
 from scraper_manager.app import create_app
 from scraper_manager.settings import Settings
+from servicekit.net import AddressPolicy, guarded_connector
 from servicekit.testing import serve_app
+from servicekit.testing.resolver import ScriptedResolver
 from sqlalchemy.ext.asyncio import AsyncEngine
 from test_crawls import BASE, start_crawl, wait_for_status
 
@@ -35,7 +38,7 @@ class Site:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    async def start(self, app: web.Application | None = None) -> None:
+    async def start(self, app: web.Application | None = None, port: int = 0) -> None:
         async def handle(request: web.Request) -> web.StreamResponse:
             self.hits.append(request.path_qs)
             if request.path == "/redirect":
@@ -50,7 +53,7 @@ class Site:
             app.router.add_get("/{tail:.*}", handle)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
-        await web.TCPSite(self.runner, self.host, 0).start()
+        await web.TCPSite(self.runner, self.host, port).start()
         self.port = int(self.runner.addresses[0][1])
 
     async def stop(self) -> None:
@@ -68,10 +71,11 @@ async def public_site() -> AsyncIterator[Site]:
 
 
 @pytest.fixture
-async def internal_site() -> AsyncIterator[Site]:
-    """127.0.0.2 stands for an internal service the crawler must never reach."""
+async def internal_site(public_site: Site) -> AsyncIterator[Site]:
+    """127.0.0.2 stands for an internal service the crawler must never reach; it listens on
+    the public site's port, so only the address decides which one a connection reaches."""
     site = Site("127.0.0.2", pages={"/admin": "<html><title>internal secret</title></html>"})
-    await site.start()
+    await site.start(port=public_site.port)
     yield site
     await site.stop()
 
@@ -98,15 +102,18 @@ async def strict_worker(service_settings: Settings) -> AsyncIterator[Settings]:
     await asyncio.wait_for(task, 30)
 
 
+@pytest.mark.parametrize("internal", ["127.0.0.2", "[::1]"])
 async def test_a_redirect_into_an_internal_address_is_not_followed(
     strict_worker: Settings,
     client: httpx.AsyncClient,
     db_engine: AsyncEngine,
     public_site: Site,
     internal_site: Site,
+    internal: str,
 ) -> None:
     who = await make_client(db_engine, "write")
-    start = f"{public_site.url}/redirect?to={internal_site.url}/admin"
+    target = f"http://{internal}:{internal_site.port}/admin"
+    start = f"{public_site.url}/redirect?to={target}"
     scraper_id, run_id = await start_crawl(client, who, url=start, obey_robots=False)
     run = await wait_for_status(client, who, scraper_id, run_id, {"completed", "failed"})
     assert internal_site.hits == []
@@ -322,3 +329,36 @@ async def test_an_allowed_internal_proxy_carries_public_urls_only(
     )
     assert carried["status"] == "completed"
     assert proxy.hits == [f"{public_site.url}/"]
+
+
+async def test_a_crawl_connects_to_the_checked_address_whatever_dns_answers_next(
+    public_site: Site, internal_site: Site
+) -> None:
+    """The crawl engine on the worker's guarded connector, with a resolver the test controls:
+    the first lookup answers the allowed address, every later one the internal address."""
+    from scraper_manager.crawler.engine import Crawl, CrawlConfig
+
+    resolver = ScriptedResolver(["127.0.0.1", "127.0.0.2"])
+    policy = AddressPolicy.allowing(["127.0.0.1/32"])
+    public_site.pages["/"] = '<html><title>home</title><a href="/next">next</a></html>'
+    internal_site.pages["/next"] = "<html><title>internal secret</title></html>"
+    items: list[dict[str, object]] = []
+
+    async def sink(batch: list[tuple[str, dict[str, object]]]) -> None:
+        items.extend(item for _, item in batch)
+
+    # A new connection, so a new lookup, for every request.
+    connector = guarded_connector(policy, resolver=resolver, use_dns_cache=False, force_close=True)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        crawl = Crawl(
+            CrawlConfig(url=f"http://rebind.test:{public_site.port}/", obey_robots=False),
+            http,
+            user_agent="t",
+            on_items=sink,
+            stop=asyncio.Event(),
+        )
+        stats = await crawl.run()
+    assert resolver.lookups == ["rebind.test", "rebind.test"]
+    assert [item["title"] for item in items] == ["home"]
+    assert internal_site.hits == []
+    assert stats.status_counts["refused"] == 1
