@@ -362,3 +362,26 @@ async def test_a_crawl_connects_to_the_checked_address_whatever_dns_answers_next
     assert [item["title"] for item in items] == ["home"]
     assert internal_site.hits == []
     assert stats.status_counts["refused"] == 1
+
+
+async def test_a_follow_pattern_stored_before_re2_fails_its_run_with_a_reason(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, public_site: Site
+) -> None:
+    from sqlalchemy import text
+
+    public_site.pages["/"] = "<html><title>home</title></html>"
+    who = await make_client(db_engine, "write")
+    scraper = await client.post(
+        BASE, json={"name": "s", "url": f"{public_site.url}/"}, headers=who.headers
+    )
+    scraper_id = scraper.json()["id"]
+    async with db_engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE scrapers SET follow = :f WHERE id = :id"),
+            {"f": "re:(a)\\1", "id": scraper_id},
+        )
+    run_id = (await client.post(f"{BASE}/{scraper_id}/run", headers=who.headers)).json()["run_id"]
+    run = await wait_for_status(client, who, scraper_id, run_id, {"completed", "failed"})
+    assert run["status"] == "failed"
+    assert "RE2" in run["last_error"]
+    assert public_site.hits == []

@@ -13,6 +13,7 @@ from factories import Client, make_client, scraper_body
 from scraper_manager.app import create_app
 from scraper_manager.settings import Settings
 from servicekit.testing import serve_app
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 BASE = "/api/v1/scrapers"
@@ -159,3 +160,21 @@ async def test_a_leap_day_schedule_fires_and_is_accepted(
     who = await make_client(db_engine, "write")
     scraper = await created(client, who, schedule="0 0 29 2 *")
     assert scraper["next_run_at"] is not None
+
+
+async def test_a_scraper_stored_under_older_rules_is_still_shown(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await created(client, who)
+    async with db_engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE scrapers SET follow = :f, headers = CAST(:h AS json), schedule = :s"
+                " WHERE id = :id"
+            ),
+            {"f": "re:(a)\\1", "h": '{"Host": "x"}', "s": "0 0 31 2 *", "id": scraper["id"]},
+        )
+    shown = await client.get(f"{BASE}/{scraper['id']}", headers=who.headers)
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["follow"] == "re:(a)\\1"

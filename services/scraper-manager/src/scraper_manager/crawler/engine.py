@@ -29,6 +29,7 @@ from scraper_manager.crawler.extraction import (
     extract_links,
     follow_pattern,
 )
+from scraper_manager.crawler.patterns import LinkPattern
 from scraper_manager.crawler.politeness import RobotsRules, TokenBucket
 from scraper_manager.crawler.text import clean_value, decode
 
@@ -131,7 +132,7 @@ class Crawl:
         self.http = http
         self.proxy_http = proxy_http or http
         self.check_target = check_target
-        self.pattern = follow_pattern(config.follow)
+        self.pattern: LinkPattern | None = None
         self.user_agent = user_agent
         self.on_items = on_items
         self.stop = stop
@@ -154,6 +155,8 @@ class Crawl:
         self._queue.put_nowait((url, depth))
 
     async def run(self) -> CrawlStats:
+        # Compiled here, so a pattern stored before RE2 was required fails the run with a reason.
+        self.pattern = follow_pattern(self.config.follow)
         self._enqueue(self.config.url, 0)
         workers = [asyncio.create_task(self._work()) for _ in range(self.config.concurrency)]
         joined = asyncio.create_task(self._queue.join())

@@ -94,8 +94,9 @@ def check_selectors(selectors: dict[str, str]) -> dict[str, str]:
     return selectors
 
 
-class ScraperConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ScraperFields(BaseModel):
+    """The configuration's fields; `ScraperConfig` validates them on the way in. Output does
+    not validate again: a scraper stored under older rules is still shown."""
 
     name: str = Field(min_length=1, max_length=200)
     url: str = Field(max_length=2048, examples=["https://example.com/catalog"])
@@ -116,6 +117,10 @@ class ScraperConfig(BaseModel):
     obey_robots: bool = True
     concurrency: int = Field(default=4, ge=1, le=32)
     timeout_seconds: int = Field(default=30, ge=1, le=120)
+
+
+class ScraperConfig(ScraperFields):
+    model_config = ConfigDict(extra="forbid")
 
     _url = field_validator("url")(check_url)
     _schedule = field_validator("schedule")(check_schedule)
@@ -181,7 +186,7 @@ class ScraperPatch(BaseModel):
         return None if value is None else check_expression(value)
 
 
-class ScraperOut(ScraperConfig):
+class ScraperOut(ScraperFields):
     model_config = ConfigDict(extra="ignore")
 
     id: int
