@@ -126,6 +126,10 @@ class Stack:
             env.setdefault(
                 f"{service.prefix}PUBLIC_BASE_URL", f"http://127.0.0.1:{self.ports[service.name]}"
             )
+        if service.name == "scraper-manager":
+            # The crawler's address policy holds everywhere; on a developer's machine the sites
+            # to crawl are often on loopback, which `make run` allows explicitly.
+            env.setdefault(f"{service.prefix}ALLOWED_NETWORKS", '["127.0.0.0/8", "::1/128"]')
         env.setdefault(f"{service.prefix}LOG_JSON", "false")
         return env
 

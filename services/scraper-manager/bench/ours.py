@@ -12,6 +12,7 @@ from typing import Any, TextIO
 import aiohttp
 import uvloop
 from scraper_manager.crawler.engine import Crawl, CrawlConfig
+from servicekit.net import AddressPolicy, guarded_connector
 
 
 async def crawl(
@@ -20,7 +21,8 @@ async def crawl(
     async def sink(batch: list[tuple[str, dict[str, Any]]]) -> None:
         out.write("".join(json.dumps(item) + "\n" for _, item in batch))
 
-    connector = aiohttp.TCPConnector(limit=concurrency * 2)
+    # As the worker connects: through the address guard (the site is on loopback).
+    connector = guarded_connector(AddressPolicy.allowing(["127.0.0.0/8"]), limit=concurrency * 2)
     async with aiohttp.ClientSession(connector=connector) as http:
         engine = Crawl(
             CrawlConfig(

@@ -22,6 +22,18 @@ def service() -> ServiceUnderTest:
     )
 
 
+# The crawler's address policy holds in tests too; the local websites and receivers live on
+# loopback, which tests allow explicitly (as `make run` does).
+LOOPBACK = ["127.0.0.0/8", "::1/128"]
+
+
+@pytest.fixture(scope="session")
+def service_settings(database_url: str, nats_url: str) -> Settings:
+    return Settings(
+        database_url=database_url, nats_url=nats_url, log_json=False, allowed_networks=LOOPBACK
+    )
+
+
 @pytest.fixture
 async def website() -> AsyncIterator[Any]:
     from website import LocalWebsite

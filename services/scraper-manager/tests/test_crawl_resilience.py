@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -63,6 +64,7 @@ async def test_a_worker_killed_during_a_run_leaves_it_failed_with_a_reason(
         "SCRAPER_MANAGER_NATS_URL": service_settings.nats_url,
         "SCRAPER_MANAGER_RUN_POLL_SECONDS": "0.2",
         "SCRAPER_MANAGER_LOG_LEVEL": "WARNING",
+        "SCRAPER_MANAGER_ALLOWED_NETWORKS": json.dumps(service_settings.allowed_networks),
     }
     # Only this worker process runs until it is killed, so it is the one crawling the run.
     doomed = await asyncio.create_subprocess_exec(

@@ -3,7 +3,7 @@
 
 from typing import ClassVar
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 from servicekit.settings import ServiceSettings
 
@@ -22,6 +22,18 @@ class Settings(ServiceSettings):
     proxy_pools: dict[str, list[str]] = {}
 
     user_agent: str = "scraper-manager/0.1"
+    # SSRF: crawls reach only globally routable addresses (servicekit.net), in every
+    # environment; these networks are allowed besides (`make run` and tests: loopback).
+    allowed_networks: list[str] = Field(default_factory=list)
+    # Proxies of PROXY_POOLS are connected to under the same policy unless this is set (an
+    # operator's proxy inside the network); the crawled URLs are checked either way.
+    allow_internal_proxies: bool = False
+    # A crawled response is read up to this many bytes; the rest is never read.
+    max_response_bytes: int = 5 * 1024 * 1024
+    max_redirects: int = 10
+    # Longer links are not followed; at most this many links of a page are considered.
+    max_link_length: int = 2048
+    max_links_per_page: int = 5000
     runs_per_worker: int = 4
     run_poll_seconds: float = 1.0
     heartbeat_seconds: float = 1.0

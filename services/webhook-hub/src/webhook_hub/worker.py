@@ -4,6 +4,7 @@ NATS request/reply service for other services."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import aiohttp
 from servicekit.events.consumer import EventFeed
@@ -26,20 +27,23 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
     """Dispatch and delivery in one loop: dispatch hands new events' deliveries to the engine."""
 
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
-        connector = aiohttp.TCPConnector(
-            limit=settings.delivery_concurrency,
-            limit_per_host=settings.per_subscription_concurrency * 4,
-            keepalive_timeout=30,
-            ttl_dns_cache=60,
+        options: dict[str, Any] = {
+            "limit": settings.delivery_concurrency,
+            "limit_per_host": settings.per_subscription_concurrency * 4,
+            "keepalive_timeout": 30,
+            "ttl_dns_cache": 60,
+        }
+        guard = EndpointGuard(settings.allowed_networks) if settings.ssrf_guard_enabled else None
+        # With the guard, every connection goes to an address the shared policy checked.
+        connector = (
+            guard.connector(**options) if guard is not None else aiohttp.TCPConnector(**options)
         )
         async with aiohttp.ClientSession(connector=connector) as http:
             sender = WebhookSender(
                 http,
                 user_agent=settings.user_agent,
                 response_body_limit=settings.response_body_limit,
-                guard=EndpointGuard(settings.allowed_networks)
-                if settings.ssrf_guard_enabled
-                else None,
+                guard=guard,
             )
             engine = DeliveryEngine(runtime.session_factory, settings, sender)
             feed = EventFeed(

@@ -1,5 +1,11 @@
 """One crawl: breadth-first from the start URL, `concurrency` fetchers sharing a token bucket,
-robots.txt obeyed, retries with backoff, proxies in rotation, items handed over in batches."""
+robots.txt obeyed, retries with backoff, proxies in rotation, items handed over in batches.
+
+Every request goes through the session the worker built on servicekit's address guard, so the
+start URL, each redirect hop (followed here, one request each) and each followed link connect
+only where the policy allows. Through a proxy, which makes the connection itself, each URL is
+checked by `check_target` first. Bodies are read up to a cap; large pages are parsed in a
+thread, off the event loop."""
 
 from __future__ import annotations
 
@@ -10,17 +16,32 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
+import structlog
 from parsel import Selector
+from servicekit.net import AddressRefused, refusal_of
 
-from scraper_manager.crawler.extraction import canonical, extract_items, extract_links
+from scraper_manager.crawler.extraction import (
+    canonical,
+    extract_items,
+    extract_links,
+    follow_pattern,
+)
+from scraper_manager.crawler.patterns import LinkPattern
 from scraper_manager.crawler.politeness import RobotsRules, TokenBucket
+from scraper_manager.crawler.text import clean_value, decode
 
+logger = structlog.get_logger(__name__)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+READ_CHUNK = 64 * 1024
+PARSE_INLINE_BYTES = 256 * 1024
 PROXY_COOL_DOWN_SECONDS = 30.0
 STOP_GRACE_SECONDS = 1.0
 ItemsSink = Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]]
+TargetCheck = Callable[[str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -38,6 +59,25 @@ class CrawlConfig:
     timeout_seconds: float = 30
     proxies: tuple[str, ...] = ()
     max_retries: int = 3
+    max_response_bytes: int = 5 * 1024 * 1024
+    max_redirects: int = 10
+    max_link_length: int = 2048
+    max_links_per_page: int = 5000
+
+
+class TooManyRedirects(Exception):
+    """A redirect chain longer than `max_redirects` (not retried)."""
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes
+    truncated: bool
+    charset: str | None
+    content_type: str
+    retry_after: str | None
+    url: str  # after redirects
 
 
 @dataclass
@@ -85,9 +125,14 @@ class Crawl:
         on_items: ItemsSink,
         stop: asyncio.Event,
         batch_size: int = 100,
+        proxy_http: aiohttp.ClientSession | None = None,
+        check_target: TargetCheck | None = None,
     ) -> None:
         self.config = config
         self.http = http
+        self.proxy_http = proxy_http or http
+        self.check_target = check_target
+        self.pattern: LinkPattern | None = None
         self.user_agent = user_agent
         self.on_items = on_items
         self.stop = stop
@@ -110,6 +155,8 @@ class Crawl:
         self._queue.put_nowait((url, depth))
 
     async def run(self) -> CrawlStats:
+        # Compiled here, so a pattern stored before RE2 was required fails the run with a reason.
+        self.pattern = follow_pattern(self.config.follow)
         self._enqueue(self.config.url, 0)
         workers = [asyncio.create_task(self._work()) for _ in range(self.config.concurrency)]
         joined = asyncio.create_task(self._queue.join())
@@ -164,17 +211,42 @@ class Crawl:
         fetched = await self._fetch(url)
         if fetched is None:
             return
-        status, body, content_type = fetched
-        if status >= 400 or "html" not in content_type:
+        if fetched.status >= 400 or "html" not in fetched.content_type:
             return
-        page = Selector(text=body)
-        items = extract_items(page, url, status, self.config.selectors, self.config.item_selector)
-        await self._collect(url, items)
-        if self.config.max_depth is None or depth < self.config.max_depth:
-            for link in extract_links(page, url, self.config.follow):
-                self._enqueue(link, depth + 1)
+        follow = self.config.max_depth is None or depth < self.config.max_depth
+        # Parsing is CPU work on attacker-sized input: a large page is parsed in a thread so
+        # the worker's event loop (heartbeats, probes, other runs) stays responsive; a small
+        # one (the common case) costs less than the hop to a thread. Link matching is RE2's
+        # linear time on capped links either way.
+        items, links = (
+            self._parse(fetched, follow)
+            if len(fetched.body) <= PARSE_INLINE_BYTES
+            else await asyncio.to_thread(self._parse, fetched, follow)
+        )
+        await self._collect(fetched.url, items)
+        for link in links:
+            self._enqueue(link, depth + 1)
 
-    async def _fetch(self, url: str) -> tuple[int, str, str] | None:
+    def _parse(self, fetched: Response, follow: bool) -> tuple[list[dict[str, Any]], list[str]]:
+        page = Selector(text=decode(fetched.body, fetched.charset))
+        items = extract_items(
+            page, fetched.url, fetched.status, self.config.selectors, self.config.item_selector
+        )
+        links = (
+            extract_links(
+                page,
+                fetched.url,
+                self.config.follow,
+                self.pattern,
+                max_length=self.config.max_link_length,
+                max_links=self.config.max_links_per_page,
+            )
+            if follow
+            else []
+        )
+        return [clean_value(item) for item in items], links
+
+    async def _fetch(self, url: str) -> Response | None:
         attempt = 0
         while True:
             if self.stop.is_set():
@@ -182,31 +254,12 @@ class Crawl:
             await self.bucket.acquire()
             proxy = self.proxies.take()
             try:
-                async with self.http.get(
-                    url,
-                    headers={"User-Agent": self.user_agent, **self.config.headers},
-                    proxy=proxy,
-                    timeout=aiohttp.ClientTimeout(total=self.config.timeout_seconds),
-                ) as response:
-                    raw = await response.read()
-                    self.stats.bytes += len(raw)
-                    self.stats.status_counts[str(response.status)] += 1
-                    if response.status in RETRY_STATUSES and attempt < self.config.max_retries:
-                        attempt += 1
-                        self.stats.retries += 1
-                        await asyncio.sleep(_backoff(attempt, response.headers.get("Retry-After")))
-                        continue
-                    self.stats.pages_fetched += 1
-                    if response.status >= 400:
-                        self.stats.requests_failed += 1
-                        self.stats.last_error = f"{url}: HTTP {response.status}"
-                    charset = response.charset or "utf-8"
-                    return (
-                        response.status,
-                        raw.decode(charset, errors="replace"),
-                        response.headers.get("Content-Type", ""),
-                    )
-            except (aiohttp.ClientError, TimeoutError) as exc:
+                response = await self._request(url, proxy)
+            except (aiohttp.ClientError, AddressRefused, TimeoutError) as exc:
+                refusal = refusal_of(exc)
+                if refusal is not None:
+                    self._refused(url, refusal)
+                    return None
                 self.proxies.failed(proxy)
                 if attempt < self.config.max_retries:
                     attempt += 1
@@ -216,6 +269,80 @@ class Crawl:
                 self.stats.requests_failed += 1
                 self.stats.last_error = f"{url}: {type(exc).__name__}: {exc}"[:500]
                 return None
+            if response.status in RETRY_STATUSES and attempt < self.config.max_retries:
+                attempt += 1
+                self.stats.retries += 1
+                await asyncio.sleep(_backoff(attempt, response.retry_after))
+                continue
+            self.stats.pages_fetched += 1
+            if response.status >= 400:
+                self.stats.requests_failed += 1
+                self.stats.last_error = f"{url}: HTTP {response.status}"
+            return response
+
+    def _refused(self, url: str, refusal: AddressRefused) -> None:
+        self.stats.status_counts["refused"] += 1
+        self.stats.requests_failed += 1
+        self.stats.last_error = f"{url}: refused: {refusal}"[:500]
+        logger.warning("request refused by the address policy", url=url[:500], reason=str(refusal))
+
+    async def _request(self, url: str, proxy: str | None) -> Response:
+        """One request and its redirects, each hop a request of its own (so each connects
+        through the guard, or is checked before it goes to the proxy)."""
+        current = url
+        for hop in range(self.config.max_redirects + 1):
+            if hop:
+                await self.bucket.acquire()
+            if proxy is not None and self.check_target is not None:
+                await self.check_target(current)
+            session = self.proxy_http if proxy is not None else self.http
+            async with session.get(
+                current,
+                headers={"User-Agent": self.user_agent, **self.config.headers},
+                proxy=proxy,
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=self.config.timeout_seconds),
+            ) as response:
+                self.stats.status_counts[str(response.status)] += 1
+                location = response.headers.get("Location")
+                if response.status in REDIRECT_STATUSES and location:
+                    target = urljoin(current, location)
+                    if urlsplit(target).scheme in {"http", "https"}:
+                        current = target
+                        continue
+                body, truncated = await self._read(response)
+                return Response(
+                    status=response.status,
+                    body=body,
+                    truncated=truncated,
+                    charset=response.charset,
+                    content_type=response.headers.get("Content-Type", ""),
+                    retry_after=response.headers.get("Retry-After"),
+                    url=current,
+                )
+        raise TooManyRedirects(f"more than {self.config.max_redirects} redirects")
+
+    async def _read(self, response: aiohttp.ClientResponse) -> tuple[bytes, bool]:
+        """At most `max_response_bytes` of the body; a longer one is cut there, logged, and
+        its connection dropped without reading the rest."""
+        limit = self.config.max_response_bytes
+        chunks: list[bytes] = []
+        size = 0
+        while size < limit:
+            chunk = await response.content.read(min(limit - size, READ_CHUNK))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        truncated = size >= limit and bool(await response.content.read(1))
+        self.stats.bytes += size
+        if truncated:
+            response.close()
+            self.stats.status_counts["truncated"] += 1
+            logger.warning(
+                "page truncated at the size cap", url=str(response.url)[:500], limit=limit
+            )
+        return b"".join(chunks), truncated
 
     async def _collect(self, url: str, items: list[dict[str, Any]]) -> None:
         self._pending.extend((url, item) for item in items)

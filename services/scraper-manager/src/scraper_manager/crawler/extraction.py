@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from parsel import Selector
 from w3lib.url import canonicalize_url
+
+from scraper_manager.crawler.patterns import LinkPattern, compile_pattern
 
 DEFAULT_FIELDS = ("url", "status", "title", "description")
 
@@ -63,9 +64,24 @@ def canonical(url: str) -> str:
     return canonicalize_url(url, keep_fragments=False)
 
 
-def extract_links(page: Selector, base_url: str, follow: str | None) -> list[str]:
+def follow_pattern(follow: str | None) -> LinkPattern | None:
+    """The compiled `re:` pattern of `follow`, once per crawl."""
+    return compile_pattern(follow[3:]) if follow and follow.startswith("re:") else None
+
+
+def extract_links(
+    page: Selector,
+    base_url: str,
+    follow: str | None,
+    pattern: LinkPattern | None = None,
+    *,
+    max_length: int = 2048,
+    max_links: int = 5000,
+) -> list[str]:
     """Links to follow: those matching `follow` (CSS/XPath of links, or `re:<regex>` on the
-    URL), or by default every link on the same host. Canonical, without duplicates."""
+    URL, compiled by RE2 into `pattern`), or by default every link on the same host.
+    Canonical, without duplicates; links longer than `max_length` are dropped and at most
+    `max_links` hrefs of a page are looked at, which bounds the matching work per page."""
     if follow and not follow.startswith("re:"):
         hrefs = (
             _select(page, follow)
@@ -75,11 +91,16 @@ def extract_links(page: Selector, base_url: str, follow: str | None) -> list[str
     else:
         hrefs = page.css("a::attr(href)").getall()
     host = urlsplit(base_url).hostname
-    pattern = re.compile(follow[3:]) if follow and follow.startswith("re:") else None
+    if pattern is None:
+        pattern = follow_pattern(follow)
     links: list[str] = []
     seen: set[str] = set()
-    for href in hrefs:
+    for href in hrefs[:max_links]:
+        if len(href) > max_length:
+            continue
         absolute = urljoin(base_url, href.strip())
+        if len(absolute) > max_length:
+            continue
         parts = urlsplit(absolute)
         if parts.scheme not in {"http", "https"}:
             continue

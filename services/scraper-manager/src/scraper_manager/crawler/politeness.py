@@ -9,6 +9,11 @@ from urllib.parse import urlsplit
 import aiohttp
 from protego import Protego
 
+from scraper_manager.crawler.text import decode
+
+# Google reads the first 500 KiB of a robots.txt; so do we, never more.
+MAX_ROBOTS_BYTES = 500 * 1024
+
 
 class TokenBucket:
     """At most `rate` requests per second with no bursts: each acquire waits for its slot,
@@ -31,6 +36,18 @@ class TokenBucket:
             await asyncio.sleep(wait)
 
 
+async def _read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await response.content.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 class RobotsRules:
     """robots.txt of each origin, fetched once per run; a missing file allows everything."""
 
@@ -47,7 +64,11 @@ class RobotsRules:
                 async with self._http.get(
                     f"{origin}/robots.txt", timeout=aiohttp.ClientTimeout(total=10)
                 ) as response:
-                    text = await response.text() if response.status == 200 else ""
+                    text = (
+                        decode(await _read_at_most(response, MAX_ROBOTS_BYTES), response.charset)
+                        if response.status == 200
+                        else ""
+                    )
             except (aiohttp.ClientError, TimeoutError):
                 text = ""
             self._rules[origin] = Protego.parse(text) if text else None

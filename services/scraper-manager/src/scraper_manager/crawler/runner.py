@@ -19,6 +19,7 @@ import structlog
 from prometheus_client import Counter
 from servicekit.db.engine import to_libpq_url
 from servicekit.events import record_event
+from servicekit.net import AddressPolicy, check_url, guarded_connector, refused_header
 from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop
 from sqlalchemy import text
@@ -26,6 +27,7 @@ from sqlalchemy import text
 from scraper_manager.crawler.engine import Crawl, CrawlConfig
 from scraper_manager.crawler.queue import enqueue_run, pull_subscription, run_id_of
 from scraper_manager.crawler.signals import listen_for_stops
+from scraper_manager.crawler.text import clean_text, clean_value
 from scraper_manager.events import (
     ITEMS_COLLECTED,
     RUN_COMPLETED,
@@ -105,11 +107,17 @@ def event_of(run: Run) -> RunEvent:
 
 class RunExecutor:
     def __init__(
-        self, runtime: ServiceRuntime, settings: Settings, http: aiohttp.ClientSession
+        self,
+        runtime: ServiceRuntime,
+        settings: Settings,
+        http: aiohttp.ClientSession,
+        proxy_http: aiohttp.ClientSession | None = None,
     ) -> None:
         self.runtime = runtime
         self.settings = settings
         self.http = http
+        self.proxy_http = proxy_http
+        self.policy = AddressPolicy.allowing(settings.allowed_networks)
         self.worker = worker_name()
         # Stop events of the runs this worker crawls, for the NATS stop signal.
         self.stops: dict[int, tuple[asyncio.Event, asyncio.Event]] = {}
@@ -166,7 +174,8 @@ class RunExecutor:
         self.stops[run_id] = (stop, requested)
         config = CrawlConfig(
             url=scraper.url,
-            headers=scraper.headers,
+            # Scrapers stored before headers were checked may hold refused ones: never sent.
+            headers={k: v for k, v in scraper.headers.items() if refused_header(k) is None},
             rate_limit=scraper.rate_limit,
             max_pages=scraper.max_pages,
             max_depth=scraper.max_depth,
@@ -177,6 +186,10 @@ class RunExecutor:
             concurrency=scraper.concurrency,
             timeout_seconds=scraper.timeout_seconds,
             proxies=tuple(self.settings.proxy_pools.get(scraper.proxy_pool or "", [])),
+            max_response_bytes=self.settings.max_response_bytes,
+            max_redirects=self.settings.max_redirects,
+            max_link_length=self.settings.max_link_length,
+            max_links_per_page=self.settings.max_links_per_page,
         )
 
         async def store(batch: list[tuple[str, dict[str, Any]]]) -> None:
@@ -187,8 +200,8 @@ class RunExecutor:
                     {
                         "run_id": run_id,
                         "scraper_id": scraper.id,
-                        "urls": [u for u, _ in batch],
-                        "data": [json.dumps(d, default=str) for _, d in batch],
+                        "urls": [clean_text(u) for u, _ in batch],
+                        "data": [json.dumps(clean_value(d), default=str) for _, d in batch],
                     },
                 )
                 total = await connection.scalar(
@@ -210,8 +223,18 @@ class RunExecutor:
                     tenant=scraper.owner,
                 )
 
+        async def check_target(url: str) -> None:
+            # Through a proxy the proxy connects: the URL is checked here before it goes.
+            await check_url(url, self.policy)
+
         crawl = Crawl(
-            config, self.http, user_agent=self.settings.user_agent, on_items=store, stop=stop
+            config,
+            self.http,
+            user_agent=self.settings.user_agent,
+            on_items=store,
+            stop=stop,
+            proxy_http=self.proxy_http,
+            check_target=check_target,
         )
         done = asyncio.Event()
         beat = asyncio.create_task(self._heartbeat(run_id, crawl, stop, requested, done))
@@ -253,7 +276,7 @@ class RunExecutor:
                         "retries": stats.retries,
                         "bytes": stats.bytes,
                         "counts": json.dumps(dict(stats.status_counts)),
-                        "error": stats.last_error,
+                        "error": clean_text(stats.last_error) if stats.last_error else None,
                     },
                 )
             if stop_requested:
@@ -279,7 +302,8 @@ class RunExecutor:
             run.retries = stats.retries
             run.bytes_received = stats.bytes
             run.status_counts = dict(stats.status_counts)
-            run.last_error = error or stats.last_error
+            last_error = error or stats.last_error
+            run.last_error = clean_text(last_error) if last_error else None
             session.add(run)
             await session.flush()
             kind = {"completed": RUN_COMPLETED, "failed": RUN_FAILED, "stopped": RUN_STOPPED}[
@@ -295,8 +319,16 @@ def run_loop(settings: Settings) -> WorkerLoop:
         wake = asyncio.Event()
         listener = asyncio.create_task(_listen(settings, wake, stop))
         active: set[asyncio.Task[None]] = set()
-        async with aiohttp.ClientSession() as http:
-            executor = RunExecutor(runtime, settings, http)
+        policy = AddressPolicy.allowing(settings.allowed_networks)
+        # Proxies are the operator's: exempt from the policy only when the operator says so.
+        proxy_connector = (
+            aiohttp.TCPConnector() if settings.allow_internal_proxies else guarded_connector(policy)
+        )
+        async with (
+            aiohttp.ClientSession(connector=guarded_connector(policy)) as http,
+            aiohttp.ClientSession(connector=proxy_connector) as proxy_http,
+        ):
+            executor = RunExecutor(runtime, settings, http, proxy_http)
             subscription = await listen_for_stops(runtime, executor.stops)
             queue: Any = None
             last_sweep = 0.0

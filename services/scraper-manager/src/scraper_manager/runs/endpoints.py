@@ -17,6 +17,7 @@ from servicekit.web.params import DbId, OptionalDbIdQuery, id_cursor
 from scraper_manager.dependencies import ScraperServiceDep
 from scraper_manager.errors import AUTH_ERRORS, BAD_CURSOR, NOT_FOUND
 from scraper_manager.models import Scraper
+from scraper_manager.runs.export import csv_cell
 from scraper_manager.runs.repository import RunRepository
 from scraper_manager.runs.schemas import ItemList, ItemOut, RunList, RunOut, RunStatus
 
@@ -60,12 +61,6 @@ def _columns(scraper: Scraper) -> list[str]:
         if scraper.selectors
         else list(DEFAULT_FIELDS)
     )
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 @router.get(
@@ -130,7 +125,7 @@ async def results(
         writer.writerow(columns)
         async for item in stream_items():
             record = {"url": item.url, **item.data}
-            writer.writerow([_cell(record.get(c)) for c in columns])
+            writer.writerow([csv_cell(record.get(c)) for c in columns])
             if buffer.tell() > 64_000:
                 yield buffer.getvalue().encode()
                 buffer.seek(0)

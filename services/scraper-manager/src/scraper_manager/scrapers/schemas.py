@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from parsel import Selector
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from servicekit.net import refused_header
+
+from scraper_manager.crawler.patterns import compile_pattern
 
 ScraperStatus = Literal["idle", "pending", "running", "completed", "failed", "stopped"]
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
@@ -25,8 +28,15 @@ def check_url(url: str) -> str:
 
 
 def check_schedule(value: str | None) -> str | None:
-    if value is not None and not croniter.is_valid(value):
+    if value is None:
+        return None
+    if not croniter.is_valid(value):
         raise ValueError(f"schedule {value!r} is not a valid cron expression")
+    try:
+        # croniter looks decades ahead: leap days pass, 31 February never comes.
+        croniter(value, datetime.now(UTC)).get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(f"schedule {value!r} never fires") from None
     return value
 
 
@@ -44,6 +54,9 @@ def check_headers(headers: dict[str, str]) -> dict[str, str]:
     for name, value in headers.items():
         if not _HEADER_NAME.match(name):
             raise ValueError(f"header name {name!r} is not a valid HTTP token")
+        refused = refused_header(name)
+        if refused is not None:
+            raise ValueError(refused)
         if len(value) > 4096 or any(ch in value for ch in "\r\n\x00"):
             raise ValueError(f"header {name!r} has an invalid value")
     return headers
@@ -61,6 +74,16 @@ def check_expression(expression: str) -> str:
     return expression
 
 
+def check_follow(value: str | None) -> str | None:
+    """CSS/XPath of links, or `re:<pattern>` in the syntax RE2 runs in linear time."""
+    if value is None:
+        return None
+    if value.startswith("re:"):
+        compile_pattern(value[3:])
+        return value
+    return check_expression(value)
+
+
 def check_selectors(selectors: dict[str, str]) -> dict[str, str]:
     if len(selectors) > 100:
         raise ValueError("at most 100 selectors")
@@ -71,8 +94,9 @@ def check_selectors(selectors: dict[str, str]) -> dict[str, str]:
     return selectors
 
 
-class ScraperConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ScraperFields(BaseModel):
+    """The configuration's fields; `ScraperConfig` validates them on the way in. Output does
+    not validate again: a scraper stored under older rules is still shown."""
 
     name: str = Field(min_length=1, max_length=200)
     url: str = Field(max_length=2048, examples=["https://example.com/catalog"])
@@ -94,6 +118,10 @@ class ScraperConfig(BaseModel):
     concurrency: int = Field(default=4, ge=1, le=32)
     timeout_seconds: int = Field(default=30, ge=1, le=120)
 
+
+class ScraperConfig(ScraperFields):
+    model_config = ConfigDict(extra="forbid")
+
     _url = field_validator("url")(check_url)
     _schedule = field_validator("schedule")(check_schedule)
     _timezone = field_validator("timezone")(check_timezone)
@@ -105,18 +133,7 @@ class ScraperConfig(BaseModel):
     def _item(cls, value: str | None) -> str | None:
         return None if value is None else check_expression(value)
 
-    @field_validator("follow")
-    @classmethod
-    def _follow(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if value.startswith("re:"):
-            try:
-                re.compile(value[3:])
-            except re.error as exc:
-                raise ValueError(f"follow pattern is not a valid regex: {exc}") from exc
-            return value
-        return check_expression(value)
+    _follow = field_validator("follow")(check_follow)
 
 
 class ScraperPatch(BaseModel):
@@ -146,6 +163,7 @@ class ScraperPatch(BaseModel):
         return None if value is None else check_url(value)
 
     _schedule = field_validator("schedule")(check_schedule)
+    _follow = field_validator("follow")(check_follow)
 
     @field_validator("timezone")
     @classmethod
@@ -168,7 +186,7 @@ class ScraperPatch(BaseModel):
         return None if value is None else check_expression(value)
 
 
-class ScraperOut(ScraperConfig):
+class ScraperOut(ScraperFields):
     model_config = ConfigDict(extra="ignore")
 
     id: int

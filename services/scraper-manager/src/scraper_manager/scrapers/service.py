@@ -9,6 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
+from servicekit.net import AddressPolicy, AddressRefused, check_url
 from servicekit.web.errors import Conflict, NotFound, UnprocessableEntity
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -32,6 +33,10 @@ class NotRunning(Conflict):
 
 class UnknownProxyPool(UnprocessableEntity):
     code = "unknown_proxy_pool"
+
+
+class AddressNotAllowed(UnprocessableEntity):
+    code = "address_not_allowed"
 
 
 def next_fire(schedule: str | None, timezone: str, after: datetime) -> datetime | None:
@@ -59,6 +64,15 @@ class ScraperService:
         self.settings = settings
         self.scrapers = ScraperRepository(session)
 
+    async def _check_address(self, url: str) -> None:
+        """The start URL under the shared address policy: an address host in any spelling,
+        or a name resolving to a refused address, is 422 (every request of a crawl is checked
+        again where it connects)."""
+        try:
+            await check_url(url, AddressPolicy.allowing(self.settings.allowed_networks))
+        except AddressRefused as exc:
+            raise AddressNotAllowed(f"url is not allowed: {exc}") from None
+
     def _check_pool(self, pool: str | None) -> None:
         if pool is not None and pool not in self.settings.proxy_pools:
             known = ", ".join(sorted(self.settings.proxy_pools)) or "none are configured"
@@ -72,6 +86,7 @@ class ScraperService:
 
     async def create(self, owner: str, config: ScraperConfig) -> Scraper:
         self._check_pool(config.proxy_pool)
+        await self._check_address(config.url)
         if await self.scrapers.count_for(owner) >= self.settings.max_scrapers_per_client:
             raise ScraperLimitReached(
                 f"A client may have at most {self.settings.max_scrapers_per_client} scrapers"
@@ -91,6 +106,8 @@ class ScraperService:
         changes: dict[str, Any] = patch.model_dump(exclude_unset=True)
         if "proxy_pool" in changes:
             self._check_pool(changes["proxy_pool"])
+        if changes.get("url") is not None:
+            await self._check_address(changes["url"])
         nullable = {"schedule", "proxy_pool", "max_depth", "follow", "item_selector"}
         for field, value in changes.items():
             if value is not None or field in nullable:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import aiohttp
 from pydantic_core import to_json
+from servicekit.net import refusal_of
 from servicekit.signing import webhook_headers
 
 from webhook_hub.delivery_engine.jobs import DeliveryJob
@@ -92,7 +93,11 @@ class WebhookSender:
         except TimeoutError:
             error = f"timed out after {job.timeout_seconds} s"
         except (aiohttp.ClientError, OSError) as exc:
-            error = f"{type(exc).__name__}: {exc}"[:1000]
+            # The connector's guard refused the address it was about to connect to.
+            refusal = refusal_of(exc)
+            error = (
+                f"refused: {refusal}" if refusal is not None else f"{type(exc).__name__}: {exc}"
+            )[:1000]
         return AttemptResult(
             job=job,
             attempted_at=attempted_at,

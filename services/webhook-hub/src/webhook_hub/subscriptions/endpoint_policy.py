@@ -1,15 +1,28 @@
 """What an endpoint may be: an absolute http(s) URL that, in production, does not resolve into
-our own network (SSRF), with custom headers that cannot forge the signature or the transport."""
+our own network (SSRF: servicekit.net's address policy, shared with the crawler), with custom
+headers that cannot forge the signature or the transport."""
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
 import re
 import socket
 import time
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
+
+import aiohttp
+from aiohttp.abc import AbstractResolver
+from servicekit.net import (
+    AddressPolicy,
+    AddressRefused,
+    GuardedResolver,
+    guarded_connector,
+    host_address,
+    literal_refusal,
+    refused_header,
+    url_host,
+)
 
 MAX_URL_LENGTH = 2048
 MAX_HEADERS = 50
@@ -17,10 +30,6 @@ MAX_HEADER_VALUE = 4096
 RESERVED_HEADERS = frozenset({"content-type", "host", "content-length", "user-agent"})
 RESERVED_PREFIXES = ("webhook-",)
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
-# Cloud metadata services, refused even where link-local might be allowed.
-METADATA_ADDRESSES = frozenset(
-    {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
-)
 _RESOLVE_CACHE_SECONDS = 60.0
 
 
@@ -56,58 +65,43 @@ def check_headers(headers: dict[str, str]) -> dict[str, str]:
             raise EndpointRefused(f"header name {name!r} is not a valid HTTP token")
         if lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_PREFIXES):
             raise EndpointRefused(f"header {name!r} is set by webhook-hub and cannot be overridden")
+        refused = refused_header(name)
+        if refused is not None:
+            raise EndpointRefused(refused)
         if len(value) > MAX_HEADER_VALUE or any(ch in value for ch in "\r\n\x00"):
             raise EndpointRefused(f"header {name!r} has an invalid value")
     return headers
 
 
-def _forbidden(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return (
-        address in METADATA_ADDRESSES
-        or address.is_loopback
-        or address.is_private
-        or address.is_link_local
-        or address.is_multicast
-        or address.is_reserved
-        or address.is_unspecified
-    )
-
-
 class EndpointGuard:
-    """Resolves an endpoint's host and refuses private destinations (cached briefly, since
-    it also runs before every delivery: DNS can change after creation)."""
+    """servicekit's shared address policy for endpoints: checked when a subscription is stored
+    (names resolved, cached briefly) and enforced again by `connector()` where each delivery
+    connects, to the very address that was checked."""
 
-    def __init__(self, allowed_networks: Iterable[str] = ()) -> None:
-        self.allowed = [ipaddress.ip_network(net, strict=False) for net in allowed_networks]
-        self._cache: dict[tuple[str, int], tuple[float, list[str]]] = {}
+    def __init__(
+        self, allowed_networks: Iterable[str] = (), *, resolver: AbstractResolver | None = None
+    ) -> None:
+        self.policy = AddressPolicy.allowing(allowed_networks)
+        self._resolver = resolver
+        self._checked: dict[str, float] = {}
 
-    def _allowed(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-        return any(address in network for network in self.allowed)
-
-    async def resolve(self, host: str, port: int) -> list[str]:
-        key = (host, port)
-        cached = self._cache.get(key)
-        if cached and time.monotonic() - cached[0] < _RESOLVE_CACHE_SECONDS:
-            return cached[1]
-        loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        addresses = sorted({str(info[4][0]) for info in infos})
-        self._cache[key] = (time.monotonic(), addresses)
-        return addresses
+    def connector(self, **options: Any) -> aiohttp.TCPConnector:
+        return guarded_connector(self.policy, resolver=self._resolver, **options)
 
     async def check(self, url: str) -> None:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        checked = self._checked.get(url)
+        if checked is not None and time.monotonic() - checked < _RESOLVE_CACHE_SECONDS:
+            return
+        host, port = url_host(url)
         try:
-            addresses = await self.resolve(host, port)
+            literal = literal_refusal(url, self.policy)
+            if literal is not None:
+                raise AddressRefused(literal)
+            if host_address(host) is None:
+                resolver = GuardedResolver(self.policy, self._resolver)
+                await resolver.resolve(host, port, socket.AF_UNSPEC)
+        except AddressRefused as exc:
+            raise EndpointRefused(f"endpoint_url is refused: {exc} (private or reserved)") from exc
         except OSError as exc:
             raise EndpointRefused(f"the host {host!r} does not resolve") from exc
-        for raw in addresses:
-            address = ipaddress.ip_address(raw.split("%")[0])
-            if _forbidden(address) and not self._allowed(address):
-                raise EndpointRefused(
-                    f"endpoint_url resolves to {address}, a private or reserved address"
-                )
+        self._checked[url] = time.monotonic()

@@ -1,0 +1,30 @@
+"""Outbound network safety shared by the services: which addresses and headers a request made
+on a user's behalf may have (SSRF), and an aiohttp connector that enforces it."""
+
+from servicekit.net.addresses import (
+    METADATA_ADDRESSES,
+    AddressPolicy,
+    AddressRefused,
+    embedded_ipv4,
+    host_address,
+    literal_refusal,
+    url_host,
+)
+from servicekit.net.guard import GuardedResolver, check_url, guarded_connector, refusal_of
+from servicekit.net.headers import FORBIDDEN_HEADERS, refused_header
+
+__all__ = [
+    "FORBIDDEN_HEADERS",
+    "METADATA_ADDRESSES",
+    "AddressPolicy",
+    "AddressRefused",
+    "GuardedResolver",
+    "check_url",
+    "embedded_ipv4",
+    "guarded_connector",
+    "host_address",
+    "literal_refusal",
+    "refusal_of",
+    "refused_header",
+    "url_host",
+]
