@@ -15,7 +15,8 @@ from servicekit.db.engine import create_session_factory
 from servicekit.settings import ServiceSettings
 from servicekit.testing import serve_app
 from servicekit.web.app import create_service_app
-from servicekit.web.errors import Conflict, ServiceError
+from servicekit.web.errors import BadRequest, Conflict, ServiceError
+from servicekit.web.params import id_cursor
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 
@@ -269,3 +270,14 @@ async def test_creating_a_key_with_an_unknown_level_is_refused(
     admin = await make_key(db_engine, AccessLevel.ADMIN)
     response = await client.post("/api-keys", json={"level": "root"}, headers=bearer(admin))
     assert response.status_code == 422
+
+
+@pytest.mark.parametrize("cursor", ["²", "1²", "٣٣", "12345678901", "2147483648", "-1", "a"])
+def test_a_cursor_the_api_did_not_issue_is_a_bad_request(cursor: str) -> None:
+    with pytest.raises(BadRequest):
+        id_cursor(cursor)
+
+
+def test_a_row_id_cursor_reads_as_its_id() -> None:
+    assert id_cursor("42") == 42
+    assert id_cursor(None) is None

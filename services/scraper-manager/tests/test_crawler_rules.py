@@ -7,6 +7,7 @@ import time
 
 import pytest
 from parsel import Selector
+from scraper_manager.crawler.engine import retry_delay
 from scraper_manager.crawler.extraction import extract_links
 from scraper_manager.crawler.text import clean_text, clean_value, decode, text_encoding
 
@@ -56,3 +57,13 @@ def test_a_charset_that_is_no_plain_text_encoding_is_read_as_utf8(charset: str |
 def test_a_declared_text_encoding_is_used() -> None:
     assert decode("é".encode("latin-1"), "latin-1") == "é"
     assert decode(b"a\\x00b", "unicode_escape") == "a\\x00b"
+
+
+@pytest.mark.parametrize("header", ["²", "1²", "٣", "abc", "-1", ""])
+def test_a_retry_after_that_is_no_ascii_number_falls_back_to_the_backoff(header: str) -> None:
+    assert retry_delay(2, header) == 1.0
+
+
+def test_a_retry_after_in_seconds_is_honoured_up_to_a_minute() -> None:
+    assert retry_delay(1, " 7 ") == 7.0
+    assert retry_delay(1, "3600") == 60.0

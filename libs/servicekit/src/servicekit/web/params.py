@@ -19,6 +19,7 @@ def id_cursor(cursor: str | None) -> int | None:
     """Cursors that are row ids in text: anything else was not issued by the API."""
     if cursor is None:
         return None
-    if not cursor.isdigit() or len(cursor) > 10 or int(cursor) > MAX_DB_INT:
+    # isascii: "²" passes isdigit() but not int().
+    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 10 or int(cursor) > MAX_DB_INT:
         raise BadRequest("cursor is not one this API returned")
     return int(cursor)

@@ -264,7 +264,7 @@ class Crawl:
                 if attempt < self.config.max_retries:
                     attempt += 1
                     self.stats.retries += 1
-                    await asyncio.sleep(_backoff(attempt, None))
+                    await asyncio.sleep(retry_delay(attempt, None))
                     continue
                 self.stats.requests_failed += 1
                 self.stats.last_error = f"{url}: {type(exc).__name__}: {exc}"[:500]
@@ -272,7 +272,7 @@ class Crawl:
             if response.status in RETRY_STATUSES and attempt < self.config.max_retries:
                 attempt += 1
                 self.stats.retries += 1
-                await asyncio.sleep(_backoff(attempt, response.retry_after))
+                await asyncio.sleep(retry_delay(attempt, response.retry_after))
                 continue
             self.stats.pages_fetched += 1
             if response.status >= 400:
@@ -358,7 +358,10 @@ class Crawl:
                 await self.on_items(batch)
 
 
-def _backoff(attempt: int, retry_after: str | None) -> float:
-    if retry_after and retry_after.strip().isdigit():
-        return min(float(retry_after), 60.0)
+def retry_delay(attempt: int, retry_after: str | None) -> float:
+    """Seconds before the next attempt: the server's Retry-After (capped) or exponential."""
+    # A crawled server's header: isascii() because "²" passes isdigit() but not float().
+    seconds = retry_after.strip() if retry_after else ""
+    if seconds.isascii() and seconds.isdigit():
+        return min(float(seconds), 60.0)
     return float(min(0.5 * 2 ** (attempt - 1), 10.0))
