@@ -11,6 +11,7 @@ from servicekit.db.models import MailMessage
 from servicekit.events import record_event
 from servicekit.web.errors import BadRequest
 
+from commerce_content.contact.rules import MESSAGE_WHITESPACE, has_control_characters
 from commerce_content.errors import PLAIN_ERRORS
 from commerce_content.events import INQUIRY_CREATED, InquiryCreated
 from commerce_content.models import Inquiry
@@ -32,6 +33,10 @@ def _field(body: Any, name: str) -> str:
         raise BadRequest(f"{name} is required")
     if len(value) > LIMITS[name]:
         raise BadRequest(f"{name} is longer than {LIMITS[name]} characters")
+    allowed = MESSAGE_WHITESPACE if name == "message" else frozenset()
+    if has_control_characters(value, allowed):
+        kinds = "control characters" if allowed else "line breaks or other control characters"
+        raise BadRequest(f"{name} must not contain {kinds}")
     return value.strip()
 
 
