@@ -57,6 +57,12 @@ def arrived(server: SmtpServer, subject: str) -> list[ReceivedMail]:
     return [m for m in server.received if m.subject == subject]
 
 
+def wait_until_arrived(server: SmtpServer, subject: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not arrived(server, subject) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def dead_lettered(reason: str) -> float:
     return REGISTRY.get_sample_value("mail_dead_lettered_total", {"reason": reason}) or 0.0
 
@@ -70,9 +76,7 @@ async def test_mail_that_failed_more_than_20_times_is_still_sent_when_the_server
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(settings, stop))
     try:
-        deadline = time.monotonic() + 20
-        while not arrived(smtp_server, subject) and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
+        await asyncio.to_thread(wait_until_arrived, smtp_server, subject)
     finally:
         stop.set()
         await asyncio.wait_for(worker, 30)
