@@ -1,13 +1,13 @@
 """Orders hold their stock from checkout until paid or expired.
 
-Revision ID: 0004
+Revision ID: 0004_order_reservations
 Revises: 0003
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
+revision = "0004_order_reservations"
 down_revision = "0003"
 branch_labels = None
 depends_on = None

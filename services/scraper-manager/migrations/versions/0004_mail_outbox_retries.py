@@ -1,12 +1,12 @@
 """Mail outbox: backed-off retries and dead letters (servicekit.mail_outbox).
 
-Revision ID: 0004
+Revision ID: 0004_mail_outbox_retries
 Revises: 0003
 """
 
 from servicekit.db.foundation import add_mail_outbox_retries, drop_mail_outbox_retries
 
-revision = "0004"
+revision = "0004_mail_outbox_retries"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
