@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 from commerce_content.app import create_app
 from commerce_content.settings import Settings
+from commerce_content.worker import run as run_worker
 from factories import make_product
 from servicekit.signing import sign_stripe
 from servicekit.testing import run_http_server
@@ -118,7 +119,8 @@ async def test_checkout_reserves_the_stock_and_payment_keeps_it(
     order_id = (await buy(client, product, 2)).json()["orderId"]
     assert await stock_of(db_engine, product) == 3
     order = await order_row(db_engine, order_id)
-    assert order.expires_at - order.stock_reserved_at == timedelta(minutes=30)
+    held = timedelta(minutes=service_settings.checkout_expiry_minutes)
+    assert order.expires_at - order.stock_reserved_at == held
     await pay(client, service_settings, order)
     assert (await order_row(db_engine, order_id)).status == "paid"
     assert await stock_of(db_engine, product) == 3
@@ -134,6 +136,26 @@ async def test_an_unpaid_order_expires_and_gives_its_stock_back(
     assert (await order_row(db_engine, order_id)).status == "expired"
     assert await stock_of(db_engine, product) == 5
     assert await run_expiry(db_engine) == 0  # given back once
+
+
+async def test_the_worker_expires_unpaid_orders(
+    service_settings: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    product = await make_product(db_engine, stock=5)
+    order_id = (await buy(client, product, 2)).json()["orderId"]
+    await expire_now(db_engine, order_id)
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(service_settings, stop))
+    try:
+        for _ in range(200):
+            if (await order_row(db_engine, order_id)).status == "expired":
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, 30)
+    assert (await order_row(db_engine, order_id)).status == "expired"
+    assert await stock_of(db_engine, product) == 5
 
 
 async def test_a_reservation_is_kept_through_the_grace_period_after_expiry(
@@ -195,6 +217,20 @@ async def test_a_late_payment_for_stock_sold_meanwhile_is_kept_for_refund_and_ne
     assert row.status == "expired"
     assert row.payment_id  # the payment to refund
     assert await stock_of(db_engine, product) == 0
+
+
+async def test_a_notification_with_an_unusable_event_id_is_400(
+    client: httpx.AsyncClient, service_settings: Settings
+) -> None:
+    secret = service_settings.payment_webhook_secret.get_secret_value()
+    for event_id in ("evt_\u0000", "e" * 256):
+        payload = json.dumps(
+            {"id": event_id, "type": "checkout.session.completed", "data": {"object": {}}}
+        ).encode()
+        response = await client.post(
+            WEBHOOK, content=payload, headers={"Stripe-Signature": sign_stripe(payload, secret)}
+        )
+        assert response.status_code == 400
 
 
 async def test_the_sandbox_refuses_to_pay_an_expired_session(

@@ -34,9 +34,10 @@ class Settings(ServiceSettings):
     # sandbox, whose payment page pays any order without a payment).
     payment_provider: Literal["sandbox", "stripe"] | None = None
     # How long checkout holds the stock for an unpaid order (the provider's session expires
-    # then; Stripe allows 30 minutes to 24 hours), and how much later the worker gives it
-    # back, so a payment made at the last moment still finds its stock.
-    checkout_expiry_minutes: int = Field(default=30, ge=30, le=1440)
+    # then; Stripe wants 30 minutes to 24 hours after it receives the request, hence 31), and
+    # how much later the worker gives it back, so a payment made at the last moment still
+    # finds its stock.
+    checkout_expiry_minutes: int = Field(default=60, ge=31, le=1440)
     checkout_expiry_grace_seconds: float = Field(default=600.0, ge=0)
     payment_webhook_secret: SecretStr = SecretStr("dev-insecure-payment-webhook-secret")
     currency: str = "usd"
