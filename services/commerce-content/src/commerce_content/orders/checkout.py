@@ -114,6 +114,7 @@ class CheckoutService:
         address = self._address(shipping_address)
         products = await self._products(lines)
         now = datetime.now(UTC)
+        expires_at = now + timedelta(minutes=self.settings.checkout_expiry_minutes)
         order = Order(
             id=uuid.uuid4(),
             status="pending",
@@ -123,7 +124,7 @@ class CheckoutService:
             shipping_address=address,
             user_id=user_id,
             stock_reserved_at=now,
-            expires_at=now + timedelta(minutes=self.settings.checkout_expiry_minutes),
+            expires_at=expires_at,
         )
         items: list[OrderItem] = []
         for index, line in enumerate(lines):
@@ -150,7 +151,7 @@ class CheckoutService:
                     success_url=f"{base}/checkout/success?order={order.id}",
                     cancel_url=f"{base}/checkout/cancel?order={order.id}",
                     customer_email=customer_email,
-                    expires_at=order.expires_at or now,
+                    expires_at=expires_at,
                 )
             )
         except PaymentDeclined as exc:

@@ -83,12 +83,14 @@ async def take_stock(session: AsyncSession, items: Iterable[OrderItem]) -> bool:
 
 
 async def release_reservation(session: AsyncSession, order: Order) -> None:
-    """An unpaid order gives its stock back and becomes `expired`."""
-    items = (await session.exec(select(OrderItem).where(OrderItem.order_id == order.id))).all()
-    connection = await session.connection()
-    wanted = quantities((i.product_id, i.quantity) for i in items)
-    for product_id in sorted(wanted):
-        await connection.execute(_GIVE_BACK, {"id": product_id, "n": wanted[product_id]})
+    """An unpaid order gives its stock back (if it holds any: orders placed before
+    reservations do not) and becomes `expired`."""
+    if order.stock_reserved_at is not None:
+        items = (await session.exec(select(OrderItem).where(OrderItem.order_id == order.id))).all()
+        connection = await session.connection()
+        wanted = quantities((i.product_id, i.quantity) for i in items)
+        for product_id in sorted(wanted):
+            await connection.execute(_GIVE_BACK, {"id": product_id, "n": wanted[product_id]})
     order.status = "expired"
     order.stock_reserved_at = None
     session.add(order)
