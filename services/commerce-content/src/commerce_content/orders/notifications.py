@@ -19,7 +19,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.events import ORDER_PAID, OrderSummary
 from commerce_content.models import Order, OrderItem
-from commerce_content.orders.stock import release_reservation, take_stock
+from commerce_content.orders.stock import release_reservations, take_stock
 from commerce_content.payments.provider import LineItem, minor_total
 
 logger = structlog.get_logger(__name__)
@@ -135,7 +135,7 @@ async def handle_notification(
     order = await _order_of(session, checkout)
     if event.type == EXPIRED:
         if order.status == "pending" and checkout.id == order.payment_session_id:
-            await release_reservation(session, order)
+            await release_reservations(session, [order])
         return True
     items = list(
         (await session.exec(select(OrderItem).where(OrderItem.order_id == order.id))).all()
