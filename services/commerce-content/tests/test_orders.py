@@ -441,3 +441,28 @@ async def test_out_of_range_ids_and_quantities_are_400_naming_the_item(
     assert response.status_code == 400, response.text
     assert "items[1]" in response.json()["error"]
     assert words in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"customerEmail": "ada\u0000@example.com"},
+        {"customerEmail": "ada@example.com\r\nBcc: x@example.com"},
+        {
+            "shippingAddress": {
+                "name": "Ada\u0000",
+                "line1": "1 Main St",
+                "city": "Oslo",
+                "postal_code": "0150",
+                "country": "NO",
+            }
+        },
+    ],
+)
+async def test_control_characters_in_the_email_or_address_are_400(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, extra: dict[str, Any]
+) -> None:
+    product = await make_product(db_engine)
+    response = await checkout(client, items=[{"productId": str(product), "quantity": 1}], **extra)
+    assert response.status_code == 400
+    assert set(response.json()) == {"error"}

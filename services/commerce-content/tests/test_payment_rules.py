@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from commerce_content.contact.rules import MESSAGE_WHITESPACE, has_control_characters
 from commerce_content.orders.checkout import CheckoutProblem, ProblemCode
 from commerce_content.orders.notifications import (
     CheckoutSessionObject,
@@ -15,6 +14,7 @@ from commerce_content.orders.notifications import (
 )
 from commerce_content.orders.stock import quantities, release_due_before
 from commerce_content.payments.provider import LineItem, minor_total
+from commerce_content.text_rules import MESSAGE_WHITESPACE, has_control_characters
 
 EXPECTED = ExpectedPayment(session_id="cs_1", amount_total=4998, currency="usd")
 

@@ -11,12 +11,12 @@ from servicekit.db.models import MailMessage
 from servicekit.events import record_event
 from servicekit.web.errors import BadRequest
 
-from commerce_content.contact.rules import MESSAGE_WHITESPACE, has_control_characters
 from commerce_content.errors import PLAIN_ERRORS
 from commerce_content.events import INQUIRY_CREATED, InquiryCreated
 from commerce_content.models import Inquiry
 from commerce_content.rate_limit.limiter import enforce_rate_limit
 from commerce_content.settings import Settings
+from commerce_content.text_rules import MESSAGE_WHITESPACE, has_control_characters
 
 router = APIRouter(tags=["contact"])
 _EMAIL: TypeAdapter[EmailStr] = TypeAdapter(EmailStr)

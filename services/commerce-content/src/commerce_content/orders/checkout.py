@@ -14,7 +14,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from servicekit.events import record_event
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -29,6 +29,7 @@ from commerce_content.payments.provider import (
     PaymentProvider,
 )
 from commerce_content.settings import Settings
+from commerce_content.text_rules import has_control_characters
 
 
 class ProblemCode(StrEnum):
@@ -69,6 +70,13 @@ class ShippingAddress(BaseModel):
     postal_code: str = Field(min_length=1, max_length=20)
     state: str | None = Field(default=None, max_length=100)
     country: str = Field(pattern=r"^[A-Z]{2}$")
+
+    @field_validator("*")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is not None and has_control_characters(value):
+            raise ValueError("must not contain control characters")
+        return value
 
 
 # Product ids are ASCII digits within the column's range (a larger one names no product).
@@ -111,6 +119,13 @@ class CheckoutService:
     ) -> CheckoutResult:
         if not lines:
             raise CheckoutProblem(ProblemCode.INVALID_INPUT, "items must not be empty", ("items",))
+        if customer_email is not None and has_control_characters(customer_email):
+            # REST and GraphQL alike: it would reach the provider and PostgreSQL (NUL).
+            raise CheckoutProblem(
+                ProblemCode.INVALID_INPUT,
+                "customerEmail must not contain control characters",
+                ("customerEmail",),
+            )
         address = self._address(shipping_address)
         products = await self._products(lines)
         now = datetime.now(UTC)

@@ -1,4 +1,5 @@
-"""What the contact form accepts in its fields: decisions as pure functions."""
+"""Which characters free text may hold where it reaches mail headers or PostgreSQL (the
+contact form, checkout's e-mail and address): a pure decision."""
 
 from __future__ import annotations
 
