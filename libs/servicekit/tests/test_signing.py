@@ -126,6 +126,23 @@ def test_stripe_scheme_refuses_a_stale_timestamp() -> None:
         stripe.WebhookSignature.verify_header(BODY.decode(), header, STRIPE_SECRET, 300)
 
 
+def test_stripe_scheme_refuses_a_timestamp_too_far_in_the_future() -> None:
+    now = time.time()
+    header = sign_stripe(BODY, STRIPE_SECRET, timestamp=int(now) + 10 * 86400)
+    with pytest.raises(SignatureError, match="tolerance"):
+        verify_stripe(BODY, header, STRIPE_SECRET, now=now)
+    just_outside = sign_stripe(BODY, STRIPE_SECRET, timestamp=int(now) + 301)
+    with pytest.raises(SignatureError, match="tolerance"):
+        verify_stripe(BODY, just_outside, STRIPE_SECRET, now=now)
+
+
+def test_stripe_scheme_accepts_clock_skew_within_the_tolerance_both_ways() -> None:
+    now = float(int(time.time()))
+    for skew in (-300, 300):
+        header = sign_stripe(BODY, STRIPE_SECRET, timestamp=int(now) + skew)
+        assert verify_stripe(BODY, header, STRIPE_SECRET, now=now) == int(now) + skew
+
+
 def test_stripe_scheme_refuses_the_wrong_secret() -> None:
     header = sign_stripe(BODY, "whsec_someone_else")
     with pytest.raises(SignatureError):

@@ -10,10 +10,13 @@ from typing import Any
 import httpx
 import pytest
 from commerce_content.app import create_app
+from commerce_content.payments.provider import payment_provider
 from commerce_content.settings import Settings
 from factories import make_product
+from pydantic import SecretStr
+from servicekit.settings import Environment
 from servicekit.signing import sign_stripe
-from servicekit.testing import run_http_server
+from servicekit.testing import run_http_server, serve_app
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -35,20 +38,47 @@ async def order_row(engine: AsyncEngine, order_id: str) -> Any:
         ).one()
 
 
-def completed_event(order_id: str, event_id: str | None = None) -> bytes:
+def completed_event(
+    order: Any,
+    event_id: str | None = None,
+    event_type: str = "checkout.session.completed",
+    **session: Any,
+) -> bytes:
+    """A provider notification that matches `order`'s payment session unless `session` says
+    otherwise."""
+    checkout_session: dict[str, Any] = {
+        "id": order.payment_session_id,
+        "object": "checkout.session",
+        "payment_intent": "pi_123",
+        "payment_status": "paid",
+        "amount_total": int(order.total * 100),
+        "currency": order.currency.lower(),
+        "metadata": {"order_id": str(order.id)},
+    }
+    checkout_session.update(session)
     return json.dumps(
         {
             "id": event_id or f"evt_{uuid.uuid4().hex}",
-            "type": "checkout.session.completed",
-            "data": {
-                "object": {
-                    "id": "cs_test",
-                    "payment_intent": "pi_123",
-                    "metadata": {"order_id": order_id},
-                }
-            },
+            "type": event_type,
+            "data": {"object": checkout_session},
         }
     ).encode()
+
+
+async def notify(
+    client: httpx.AsyncClient, settings: Settings, payload: bytes, timestamp: int | None = None
+) -> httpx.Response:
+    signature = sign_stripe(payload, secret_of(settings), timestamp=timestamp)
+    return await client.post(WEBHOOK, content=payload, headers={"Stripe-Signature": signature})
+
+
+async def pending_order(
+    client: httpx.AsyncClient, engine: AsyncEngine, quantity: int = 1, price: str = "19.99"
+) -> Any:
+    product = await make_product(engine, price=price, stock=10)
+    response = await checkout(client, items=[{"productId": str(product), "quantity": quantity}])
+    assert response.status_code == 200, response.text
+    return await order_row(engine, response.json()["orderId"])
 
 
 async def test_checkout_prices_from_the_products_and_totals_in_decimal(
@@ -158,7 +188,9 @@ async def test_a_signed_completion_marks_the_order_paid_once(
     order_id = (await checkout(client, items=[{"productId": str(product), "quantity": 2}])).json()[
         "orderId"
     ]
-    payload = completed_event(order_id, event_id="evt_duplicate_" + uuid.uuid4().hex)
+    payload = completed_event(
+        await order_row(db_engine, order_id), event_id="evt_duplicate_" + uuid.uuid4().hex
+    )
     for _ in range(4):
         response = await client.post(
             WEBHOOK,
@@ -192,7 +224,7 @@ async def test_bad_signatures_are_400_and_change_nothing(
     order_id = (await checkout(client, items=[{"productId": str(product), "quantity": 1}])).json()[
         "orderId"
     ]
-    payload = completed_event(order_id)
+    payload = completed_event(await order_row(db_engine, order_id))
     secret = secret_of(service_settings)
     headers = {
         "tampered": {
@@ -278,3 +310,159 @@ async def test_the_sandbox_declines_plus_decline_addresses(
     )
     assert response.status_code == 400
     assert "declines" in response.json()["error"]
+
+
+async def test_the_sandbox_payment_page_does_not_exist_in_production(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
+) -> None:
+    order = await pending_order(client, db_engine)
+    production = service_settings.model_copy(
+        update={
+            "env": Environment.PRODUCTION,
+            "payment_provider": "stripe",
+            "stripe_api_key": SecretStr("sk_live_example_value_123"),
+        }
+    )
+    async with serve_app(create_app(production)) as http:
+        page = await http.get(f"/api/orders/sandbox/{order.payment_session_id}")
+        paid = await http.post(f"/api/orders/sandbox/{order.payment_session_id}/pay")
+    assert page.status_code == 404
+    assert paid.status_code == 404
+    assert (await order_row(db_engine, str(order.id))).status == "pending"
+
+
+def test_the_sandbox_provider_refuses_to_run_in_production(service_settings: Settings) -> None:
+    production = service_settings.model_copy(
+        update={"env": Environment.PRODUCTION, "payment_provider": "sandbox"}
+    )
+    with pytest.raises(ValueError, match="sandbox"):
+        payment_provider(production)
+
+
+async def test_a_notification_without_a_checkout_session_object_is_400(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
+) -> None:
+    payload = json.dumps(
+        {
+            "id": f"evt_{uuid.uuid4().hex}",
+            "type": "checkout.session.completed",
+            "data": {"object": None},
+        }
+    ).encode()
+    response = await notify(client, service_settings, payload)
+    assert response.status_code == 400
+    assert "data.object" in response.json()["error"]
+
+
+async def test_a_signature_from_10_days_in_the_future_is_400(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
+) -> None:
+    order = await pending_order(client, db_engine)
+    payload = completed_event(order)
+    response = await notify(
+        client, service_settings, payload, timestamp=int(time.time()) + 10 * 86400
+    )
+    assert response.status_code == 400
+    assert "signature" in response.json()["error"].lower()
+    assert (await order_row(db_engine, str(order.id))).status == "pending"
+
+
+async def test_a_completion_for_another_amount_is_400_and_leaves_the_order_pending(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
+) -> None:
+    order = await pending_order(client, db_engine)
+    response = await notify(client, service_settings, completed_event(order, amount_total=1))
+    assert response.status_code == 400
+    assert "amount" in response.json()["error"]
+    assert (await order_row(db_engine, str(order.id))).status == "pending"
+
+
+async def test_a_completion_in_another_currency_is_400_and_leaves_the_order_pending(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
+) -> None:
+    order = await pending_order(client, db_engine)
+    response = await notify(client, service_settings, completed_event(order, currency="eur"))
+    assert response.status_code == 400
+    assert "currency" in response.json()["error"]
+    assert (await order_row(db_engine, str(order.id))).status == "pending"
+
+
+async def test_a_completion_naming_another_session_is_400_and_leaves_the_order_pending(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
+) -> None:
+    order = await pending_order(client, db_engine)
+    other = await pending_order(client, db_engine)
+    payload = completed_event(order, id=other.payment_session_id)
+    response = await notify(client, service_settings, payload)
+    assert response.status_code == 400
+    assert "session" in response.json()["error"]
+    assert (await order_row(db_engine, str(order.id))).status == "pending"
+    assert (await order_row(db_engine, str(other.id))).status == "pending"
+
+
+async def test_a_completion_still_unpaid_is_acknowledged_and_leaves_the_order_pending(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
+) -> None:
+    order = await pending_order(client, db_engine)
+    payload = completed_event(order, payment_status="unpaid")
+    response = await notify(client, service_settings, payload)
+    assert response.status_code == 200
+    assert (await order_row(db_engine, str(order.id))).status == "pending"
+
+
+async def test_a_delayed_payment_that_succeeds_later_pays_the_order(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
+) -> None:
+    order = await pending_order(client, db_engine)
+    await notify(client, service_settings, completed_event(order, payment_status="unpaid"))
+    succeeded = completed_event(order, event_type="checkout.session.async_payment_succeeded")
+    response = await notify(client, service_settings, succeeded)
+    assert response.status_code == 200
+    assert (await order_row(db_engine, str(order.id))).status == "paid"
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ({"productId": "99999999999999999999", "quantity": 1}, "not available"),
+        ({"productId": "2147483648", "quantity": 1}, "not available"),
+        ({"productId": "\u00b2", "quantity": 1}, "productId"),
+        ({"productId": "\u0661\u0662", "quantity": 1}, "productId"),
+        ({"productId": "1", "quantity": 10**20}, "quantity"),
+    ],
+)
+async def test_out_of_range_ids_and_quantities_are_400_naming_the_item(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, line: dict[str, Any], words: str
+) -> None:
+    good = await make_product(db_engine)
+    if line["productId"] == "1":
+        line = {**line, "productId": str(good)}
+    response = await checkout(client, items=[{"productId": str(good), "quantity": 1}, line])
+    assert response.status_code == 400, response.text
+    assert "items[1]" in response.json()["error"]
+    assert words in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"customerEmail": "ada\u0000@example.com"},
+        {"customerEmail": "ada@example.com\r\nBcc: x@example.com"},
+        {
+            "shippingAddress": {
+                "name": "Ada\u0000",
+                "line1": "1 Main St",
+                "city": "Oslo",
+                "postal_code": "0150",
+                "country": "NO",
+            }
+        },
+    ],
+)
+async def test_control_characters_in_the_email_or_address_are_400(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, extra: dict[str, Any]
+) -> None:
+    product = await make_product(db_engine)
+    response = await checkout(client, items=[{"productId": str(product), "quantity": 1}], **extra)
+    assert response.status_code == 400
+    assert set(response.json()) == {"error"}

@@ -72,6 +72,12 @@ class ServiceSettings(BaseSettings):
     nats_url: str = "nats://127.0.0.1:14222"
     smtp_url: str = "smtp://127.0.0.1:10025"
     smtp_from: str = "platform@localhost"
+    # Mail outbox: a failed message waits first_seconds, doubling up to max_seconds, and is
+    # dead-lettered (kept, logged, counted) once it is max_age_hours old.
+    mail_poll_seconds: float = 2.0
+    mail_retry_first_seconds: float = 2.0
+    mail_retry_max_seconds: float = 3600.0
+    mail_max_age_hours: float = 168.0
     log_level: str = "INFO"
     log_json: bool = True
     events_stream: str = "EVENTS"

@@ -16,6 +16,8 @@ from commerce_content.graphql_api.directives import field_rate_limiter
 from commerce_content.graphql_api.endpoint import router as graphql_router
 from commerce_content.graphql_api.schema import build_schema
 from commerce_content.orders.endpoints import router as orders_router
+from commerce_content.orders.sandbox import sandbox_router
+from commerce_content.payments.provider import sandbox_enabled
 from commerce_content.products.endpoints import router as products_router
 from commerce_content.rate_limit.limiter import RequestLimiter
 from commerce_content.search.endpoints import router as search_router
@@ -43,6 +45,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(articles_router, prefix=API_PREFIX)
     app.include_router(products_router, prefix=API_PREFIX)
     app.include_router(orders_router, prefix="/api")
+    if sandbox_enabled(settings):
+        # Its page pays without a payment: never part of a production app.
+        app.include_router(sandbox_router, prefix="/api")
     app.include_router(content_router, prefix="/api")
     app.include_router(search_router, prefix="/api")
     app.include_router(contact_router, prefix="/api")

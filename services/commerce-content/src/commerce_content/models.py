@@ -183,6 +183,10 @@ class Order(SQLModel, table=True):
     payment_id: str | None = Field(default=None, max_length=255)
     created_at: datetime = _tz(default_factory=utcnow)
     paid_at: datetime | None = _tz(default=None)
+    # Set while the order holds its products' stock (from checkout until paid, or until it
+    # expires unpaid at `expires_at`); null for orders placed before reservations.
+    stock_reserved_at: datetime | None = _tz(default=None)
+    expires_at: datetime | None = _tz(default=None)
 
     items: list["OrderItem"] = Relationship(
         back_populates="order", sa_relationship_kwargs={"order_by": "OrderItem.id"}

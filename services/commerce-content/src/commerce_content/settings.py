@@ -2,9 +2,9 @@
 `NATS_URL`, `SMTP_URL` as fall-backs). The names outside parties rely on are fixed by
 ARCHITECTURE.md."""
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Self
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 from servicekit.settings import ServiceSettings
 
@@ -30,7 +30,15 @@ class Settings(ServiceSettings):
     content_webhook_secret: SecretStr = SecretStr("ZGV2LWluc2VjdXJlLWNvbnRlbnQtaG9vaw==")
     # The resource whose published, non-deleted children the content API lists.
     catalog_parent_id: int = 1
-    payment_provider: Literal["sandbox", "stripe"] = "sandbox"
+    # Unset means the sandbox outside production; production must choose (and never the
+    # sandbox, whose payment page pays any order without a payment).
+    payment_provider: Literal["sandbox", "stripe"] | None = None
+    # How long checkout holds the stock for an unpaid order (the provider's session expires
+    # then; Stripe wants 30 minutes to 24 hours after it receives the request, hence 31), and
+    # how much later the worker gives it back, so a payment made at the last moment still
+    # finds its stock.
+    checkout_expiry_minutes: int = Field(default=60, ge=31, le=1440)
+    checkout_expiry_grace_seconds: float = Field(default=600.0, ge=0)
     payment_webhook_secret: SecretStr = SecretStr("dev-insecure-payment-webhook-secret")
     currency: str = "usd"
     # Where this service is reached from outside: the sandbox payment page links to it and
@@ -52,3 +60,21 @@ class Settings(ServiceSettings):
     graphql_max_cost: int = 1000
     # GraphiQL at GET /graphql for browsers; always off in production, like introspection.
     graphql_ide: bool = True
+
+    @model_validator(mode="after")
+    def _choose_payment_provider(self) -> Self:
+        if not self.is_production:
+            if self.payment_provider is None:
+                self.payment_provider = "sandbox"
+            return self
+        if self.payment_provider is None:
+            raise ValueError(
+                "refusing to start in production mode: COMMERCE_CONTENT_PAYMENT_PROVIDER is "
+                "not set (choose stripe)"
+            )
+        if self.payment_provider == "sandbox":
+            raise ValueError(
+                "refusing to start in production mode: COMMERCE_CONTENT_PAYMENT_PROVIDER=sandbox "
+                "takes no payment (choose stripe)"
+            )
+        return self

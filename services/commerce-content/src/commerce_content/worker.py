@@ -1,4 +1,4 @@
-"""`commerce-content worker`: the outbox relay and the service's background loops."""
+"""`commerce-content worker`: the outbox relay, mail, and the expiry of unpaid orders."""
 
 import asyncio
 
@@ -6,6 +6,7 @@ from servicekit.mail_outbox import mail_loop
 from servicekit.worker import run_worker
 
 from commerce_content.events import registry
+from commerce_content.orders.stock import order_expiry_loop
 from commerce_content.settings import Settings
 
 
@@ -14,6 +15,6 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         settings,
         source="commerce-content",
         registry=registry,
-        loops=[mail_loop(settings)],
+        loops=[mail_loop(settings), order_expiry_loop(settings)],
         stop=stop,
     )

@@ -76,3 +76,36 @@ def create_mail_outbox_table() -> None:
         ["created_at"],
         postgresql_where=sa.text("sent_at IS NULL"),
     )
+
+
+def add_mail_outbox_retries() -> None:
+    """Backed-off retries and dead letters (servicekit.mail_outbox)."""
+    op.add_column(
+        "mail_outbox",
+        sa.Column(
+            "next_attempt_at",
+            sa.DateTime(timezone=True),
+            nullable=False,
+            server_default=sa.text("now()"),
+        ),
+    )
+    op.add_column("mail_outbox", sa.Column("dead_at", sa.DateTime(timezone=True)))
+    op.drop_index("ix_mail_outbox_pending", table_name="mail_outbox")
+    op.create_index(
+        "ix_mail_outbox_due",
+        "mail_outbox",
+        ["next_attempt_at"],
+        postgresql_where=sa.text("sent_at IS NULL AND dead_at IS NULL"),
+    )
+
+
+def drop_mail_outbox_retries() -> None:
+    op.drop_index("ix_mail_outbox_due", table_name="mail_outbox")
+    op.create_index(
+        "ix_mail_outbox_pending",
+        "mail_outbox",
+        ["created_at"],
+        postgresql_where=sa.text("sent_at IS NULL"),
+    )
+    op.drop_column("mail_outbox", "dead_at")
+    op.drop_column("mail_outbox", "next_attempt_at")

@@ -69,7 +69,7 @@ class ProcessedEvent(SQLModel, table=True):
 
 class MailMessage(SQLModel, table=True):
     """Mail to send, written in the transaction that decided it and sent by the worker, so an
-    SMTP outage delays a message but never loses it."""
+    SMTP outage delays a message but never loses it (see servicekit.mail_outbox)."""
 
     __tablename__ = "mail_outbox"
 
@@ -81,3 +81,6 @@ class MailMessage(SQLModel, table=True):
     sent_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
     attempts: int = 0
     last_error: str | None = None
+    # When the worker tries it (again): retries back off; a dead letter is never tried.
+    next_attempt_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    dead_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))

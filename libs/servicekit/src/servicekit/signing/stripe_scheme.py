@@ -59,6 +59,8 @@ def verify_stripe(
     if not any(hmac.compare_digest(expected, c) for c in candidates):
         raise SignatureError("no signature matches the payload")
     current = time.time() if now is None else now
-    if tolerance > 0 and current - timestamp > tolerance:
+    # Both ways: a timestamp from the future would keep a captured notification replayable
+    # for as long as it lies ahead (Stripe's SDK checks only the past).
+    if tolerance > 0 and abs(current - timestamp) > tolerance:
         raise SignatureError("signature timestamp is outside the tolerance")
     return timestamp

@@ -16,6 +16,7 @@ from commerce_content.events import INQUIRY_CREATED, InquiryCreated
 from commerce_content.models import Inquiry
 from commerce_content.rate_limit.limiter import enforce_rate_limit
 from commerce_content.settings import Settings
+from commerce_content.text_rules import MESSAGE_WHITESPACE, has_control_characters
 
 router = APIRouter(tags=["contact"])
 _EMAIL: TypeAdapter[EmailStr] = TypeAdapter(EmailStr)
@@ -32,6 +33,10 @@ def _field(body: Any, name: str) -> str:
         raise BadRequest(f"{name} is required")
     if len(value) > LIMITS[name]:
         raise BadRequest(f"{name} is longer than {LIMITS[name]} characters")
+    allowed = MESSAGE_WHITESPACE if name == "message" else frozenset()
+    if has_control_characters(value, allowed):
+        kinds = "control characters" if allowed else "line breaks or other control characters"
+        raise BadRequest(f"{name} must not contain {kinds}")
     return value.strip()
 
 

@@ -157,6 +157,7 @@ class PageInfo:
 class OrderStatus(Enum):
     PENDING = "pending"
     PAID = "paid"
+    EXPIRED = "expired"
 
 
 @strawberry.type(description="One line of an order, priced when the order was placed.")

@@ -6,19 +6,22 @@ Shared by the REST endpoint and GraphQL's `createOrder`: both call `CheckoutServ
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from servicekit.events import record_event
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.events import ORDER_CREATED, OrderSummary
 from commerce_content.models import Order, OrderItem, Product
+from commerce_content.orders.stock import quantities, reserve
 from commerce_content.payments.provider import (
     CheckoutRequest,
     LineItem,
@@ -26,6 +29,7 @@ from commerce_content.payments.provider import (
     PaymentProvider,
 )
 from commerce_content.settings import Settings
+from commerce_content.text_rules import has_control_characters
 
 
 class ProblemCode(StrEnum):
@@ -44,6 +48,14 @@ class CheckoutProblem(Exception):
     message: str
     field: tuple[str, ...] = ()
 
+    @property
+    def text(self) -> str:
+        """The REST answer's text: the GraphQL code first when there is one, so clients can
+        tell e.g. INSUFFICIENT_STOCK apart without a second envelope."""
+        if self.code == ProblemCode.INVALID_INPUT:
+            return self.message
+        return f"{self.code.value}: {self.message}"
+
 
 class ShippingAddress(BaseModel):
     """Our decision where the spec says "not shown": a postal address, country as ISO 3166-1
@@ -58,6 +70,20 @@ class ShippingAddress(BaseModel):
     postal_code: str = Field(min_length=1, max_length=20)
     state: str | None = Field(default=None, max_length=100)
     country: str = Field(pattern=r"^[A-Z]{2}$")
+
+    @field_validator("*")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is not None and has_control_characters(value):
+            raise ValueError("must not contain control characters")
+        return value
+
+
+# Product ids are ASCII digits within the column's range (a larger one names no product).
+_PRODUCT_ID = re.compile(r"\s*[0-9]{1,20}\s*")
+MAX_PRODUCT_ID = 2**31 - 1
+# More than any one order of a shop holds; keeps sums within the stock column's range.
+MAX_QUANTITY = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -93,8 +119,17 @@ class CheckoutService:
     ) -> CheckoutResult:
         if not lines:
             raise CheckoutProblem(ProblemCode.INVALID_INPUT, "items must not be empty", ("items",))
+        if customer_email is not None and has_control_characters(customer_email):
+            # REST and GraphQL alike: it would reach the provider and PostgreSQL (NUL).
+            raise CheckoutProblem(
+                ProblemCode.INVALID_INPUT,
+                "customerEmail must not contain control characters",
+                ("customerEmail",),
+            )
         address = self._address(shipping_address)
         products = await self._products(lines)
+        now = datetime.now(UTC)
+        expires_at = now + timedelta(minutes=self.settings.checkout_expiry_minutes)
         order = Order(
             id=uuid.uuid4(),
             status="pending",
@@ -103,6 +138,8 @@ class CheckoutService:
             customer_email=customer_email,
             shipping_address=address,
             user_id=user_id,
+            stock_reserved_at=now,
+            expires_at=expires_at,
         )
         items: list[OrderItem] = []
         for index, line in enumerate(lines):
@@ -129,10 +166,22 @@ class CheckoutService:
                     success_url=f"{base}/checkout/success?order={order.id}",
                     cancel_url=f"{base}/checkout/cancel?order={order.id}",
                     customer_email=customer_email,
+                    expires_at=expires_at,
                 )
             )
         except PaymentDeclined as exc:
             raise CheckoutProblem(ProblemCode.PAYMENT_DECLINED, str(exc)) from exc
+        # Checked above without a lock; taken here for real, so of two buyers of the last
+        # items the second is told (and whatever was taken rolls back with the transaction).
+        short = await reserve(self.session, quantities((i.product_id, i.quantity) for i in items))
+        if short is not None:
+            await self.provider.expire_session(session.id)
+            index = next(n for n, p in enumerate(products) if p.id == short)
+            raise CheckoutProblem(
+                ProblemCode.INSUFFICIENT_STOCK,
+                f"items[{index}]: not enough of '{products[index].name}' in stock any more",
+                ("items", str(index), "quantity"),
+            )
         order.payment_session_id = session.id
         order.payment_url = session.url
         self.session.add(order)
@@ -159,24 +208,29 @@ class CheckoutService:
         ids: list[int] = []
         for index, line in enumerate(lines):
             where = ("items", str(index))
-            if not isinstance(line.product_id, str) or not line.product_id.strip().isdigit():
+            if not isinstance(line.product_id, str) or not _PRODUCT_ID.fullmatch(line.product_id):
                 raise CheckoutProblem(
                     ProblemCode.INVALID_INPUT,
-                    f"items[{index}].productId must be a product id string",
+                    f"items[{index}].productId must be a product id string (digits)",
                     (*where, "productId"),
                 )
             quantity = line.quantity
-            if isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 1:
+            if (
+                isinstance(quantity, bool)
+                or not isinstance(quantity, int)
+                or not 1 <= quantity <= MAX_QUANTITY
+            ):
                 raise CheckoutProblem(
                     ProblemCode.INVALID_INPUT,
-                    f"items[{index}].quantity must be a whole number of at least 1",
+                    f"items[{index}].quantity must be a whole number from 1 to {MAX_QUANTITY}",
                     (*where, "quantity"),
                 )
             ids.append(int(line.product_id))
+        known = [i for i in ids if i <= MAX_PRODUCT_ID]
         found = {
             p.id: p
             for p in (
-                await self.session.exec(select(Product).where(col(Product.id).in_(ids)))
+                await self.session.exec(select(Product).where(col(Product.id).in_(known)))
             ).all()
         }
         products = []

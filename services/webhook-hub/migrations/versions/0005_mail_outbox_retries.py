@@ -1,0 +1,20 @@
+"""Mail outbox: backed-off retries and dead letters (servicekit.mail_outbox).
+
+Revision ID: 0005_mail_outbox_retries
+Revises: 0004
+"""
+
+from servicekit.db.foundation import add_mail_outbox_retries, drop_mail_outbox_retries
+
+revision = "0005_mail_outbox_retries"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    add_mail_outbox_retries()
+
+
+def downgrade() -> None:
+    drop_mail_outbox_retries()
