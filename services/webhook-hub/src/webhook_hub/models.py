@@ -43,6 +43,9 @@ class EventType(SQLModel, table=True):
         sa_column=sa.Column("schema", postgresql.JSONB(), nullable=False),
     )
     source: str = Field(default="", max_length=200)
+    # The consumer that registered it over HTTP; null for a type a service declares (a
+    # platform type). Only this owner may submit events of it with a consumer's key.
+    owner: str | None = Field(default=None, max_length=200)
     is_active: bool = True
     updated_at: datetime = _tz(default_factory=utcnow)
 

@@ -55,12 +55,14 @@ class SubscriptionService:
         self.deliveries = DeliveryRepository(session)
         self.event_types = EventTypeRepository(session)
 
-    async def check_events(self, events: list[str], *, source: str | None = None) -> None:
+    async def check_events(
+        self, events: list[str], *, owner: str, source: str | None = None
+    ) -> None:
         named = [name for name in events if name != WILDCARD]
         known = (
             await self.event_types.names_of_source(source)
             if source is not None
-            else await self.event_types.active_names(named)
+            else await self.event_types.active_names(named, owner)
         )
         if source is not None and WILDCARD in events:
             raise UnknownEventTypes([WILDCARD])
@@ -84,7 +86,7 @@ class SubscriptionService:
         *,
         source: str | None = None,
     ) -> tuple[Subscription, Delivery]:
-        await self.check_events(body.events, source=source)
+        await self.check_events(body.events, owner=owner, source=source)
         await self.check_endpoint(body.endpoint_url)
         consumer = await self.subscriptions.ensure_consumer(owner, email)
         subscription = await self.subscriptions.add(
@@ -155,7 +157,9 @@ class SubscriptionService:
             raise NotFound("Subscription not found")
         changes: dict[str, Any] = patch.model_dump(exclude_unset=True)
         if changes.get("events") is not None:
-            await self.check_events(changes["events"], source=subscription.created_by_source)
+            await self.check_events(
+                changes["events"], owner=owner, source=subscription.created_by_source
+            )
         if changes.get("endpoint_url") is not None:
             await self.check_endpoint(changes["endpoint_url"])
         for field in ("endpoint_url", "events", "description", "headers", "timeout_seconds"):
