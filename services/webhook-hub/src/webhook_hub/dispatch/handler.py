@@ -90,6 +90,7 @@ class Dispatcher:
                         timeout_seconds=sub.timeout_seconds,
                         event_id=event.id,
                         stored=False,
+                        owner=sub.owner,
                     )
                 )
             per_event.append(jobs)

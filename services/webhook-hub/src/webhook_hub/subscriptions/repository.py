@@ -33,6 +33,18 @@ class SubscriptionRepository:
         assert consumer is not None
         return consumer
 
+    async def lock_and_count(self, owner: str) -> int:
+        """The owner's subscriptions, counted with its consumer row locked, so two creations
+        at once cannot both take the last place under the cap."""
+        connection = await self.session.connection()
+        await connection.execute(
+            text("SELECT 1 FROM consumers WHERE owner = :owner FOR UPDATE"), {"owner": owner}
+        )
+        count = await connection.scalar(
+            text("SELECT count(*) FROM subscriptions WHERE owner = :owner"), {"owner": owner}
+        )
+        return int(count or 0)
+
     async def add(self, subscription: Subscription) -> Subscription:
         self.session.add(subscription)
         await self.session.flush()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from servicekit.signing import generate_secret
-from servicekit.web.errors import NotFound, UnprocessableEntity
+from servicekit.web.errors import Conflict, NotFound, UnprocessableEntity
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DeliveryRepository
@@ -38,6 +38,16 @@ class UnknownEventTypes(UnprocessableEntity):
 
 class EndpointNotAllowed(UnprocessableEntity):
     code = "endpoint_not_allowed"
+
+
+class SubscriptionLimitReached(Conflict):
+    code = "subscription_limit_reached"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"This owner has {limit} subscriptions, the most allowed; delete one first",
+            extra={"limit": limit},
+        )
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,9 @@ class SubscriptionService:
         await self.check_events(body.events, owner=owner, source=source)
         await self.check_endpoint(body.endpoint_url)
         consumer = await self.subscriptions.ensure_consumer(owner, email)
+        limit = self.settings.max_subscriptions_per_owner
+        if await self.subscriptions.lock_and_count(owner) >= limit:
+            raise SubscriptionLimitReached(limit)
         subscription = await self.subscriptions.add(
             Subscription(
                 consumer_id=consumer.id,
