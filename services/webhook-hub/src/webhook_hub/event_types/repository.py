@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from servicekit.events.registry import Visibility
 from sqlalchemy import bindparam, or_, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert
@@ -13,7 +14,6 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.models import EventType
-
 
 _REGISTER = text(
     """
@@ -40,7 +40,7 @@ class EventTypeRepository:
         """Platform types and the owner's own; other consumers' types are theirs alone."""
         statement = (
             select(EventType)
-            .where(or_(col(EventType.owner).is_(None), EventType.owner == owner))
+            .where(or_(col(EventType.owner).is_(None), col(EventType.owner) == owner))
             .order_by(col(EventType.name))
         )
         return (await self.session.exec(statement)).all()
@@ -53,7 +53,7 @@ class EventTypeRepository:
         statement = select(EventType.name).where(
             col(EventType.name).in_(wanted),
             col(EventType.is_active),
-            or_(col(EventType.owner).is_(None), EventType.owner == owner),
+            or_(col(EventType.owner).is_(None), col(EventType.owner) == owner),
         )
         return set((await self.session.exec(statement)).all())
 
@@ -82,6 +82,16 @@ class EventTypeRepository:
         assert record is not None
         return record, bool(row.inserted)
 
+    async def personal_names(self, names: Iterable[str]) -> set[str]:
+        """Which of the names are types of personal data."""
+        wanted = list(set(names))
+        if not wanted:
+            return set()
+        statement = select(EventType.name).where(
+            col(EventType.name).in_(wanted), EventType.visibility == Visibility.PERSONAL.value
+        )
+        return set((await self.session.exec(statement)).all())
+
     async def names_of_source(self, source: str) -> set[str]:
         statement = select(EventType.name).where(
             EventType.source == source, col(EventType.is_active)
@@ -100,6 +110,7 @@ class EventTypeRepository:
                 "example_payload": doc.get("example_payload", {}),
                 "schema": doc.get("schema", {}),
                 "source": doc.get("source", ""),
+                "visibility": doc.get("visibility", "public"),
                 "is_active": True,
                 "updated_at": datetime.now(UTC),
             }
@@ -115,6 +126,7 @@ class EventTypeRepository:
                 "example_payload": statement.excluded.example_payload,
                 "schema": statement.excluded.schema,
                 "source": statement.excluded.source,
+                "visibility": statement.excluded.visibility,
                 "owner": None,
                 "updated_at": statement.excluded.updated_at,
             },

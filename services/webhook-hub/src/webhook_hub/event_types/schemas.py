@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from servicekit.events.envelope import EVENT_TYPE_PATTERN
+from servicekit.events.registry import Visibility
 
 from webhook_hub.models import EventType
 
@@ -19,6 +20,10 @@ class EventTypeRead(BaseModel):
     owner: str | None = Field(
         description="The consumer that registered it over HTTP; null for a service's type"
     )
+    visibility: Visibility = Field(
+        description="`personal`: delivered only to operator-approved owners (or the event's "
+        "own tenant)"
+    )
     is_active: bool
 
     @classmethod
@@ -31,6 +36,7 @@ class EventTypeRead(BaseModel):
                 "schema": row.schema_,
                 "source": row.source,
                 "owner": row.owner,
+                "visibility": row.visibility,
                 "is_active": row.is_active,
             }
         )

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from servicekit.signing import generate_secret
-from servicekit.web.errors import Conflict, NotFound, UnprocessableEntity
+from servicekit.web.errors import Conflict, Forbidden, NotFound, UnprocessableEntity
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DeliveryRepository
@@ -38,6 +38,18 @@ class UnknownEventTypes(UnprocessableEntity):
 
 class EndpointNotAllowed(UnprocessableEntity):
     code = "endpoint_not_allowed"
+
+
+class PersonalDataNotApproved(Forbidden):
+    code = "personal_data_not_approved"
+
+    def __init__(self, names: Iterable[str]) -> None:
+        personal = sorted(set(names))
+        super().__init__(
+            f"Event types {', '.join(personal)} carry personal data; only owners an operator "
+            "approved may subscribe to them (ask your operator for approval)",
+            extra={"personal_events": personal},
+        )
 
 
 class SubscriptionLimitReached(Conflict):
@@ -79,6 +91,10 @@ class SubscriptionService:
         unknown = [name for name in named if name not in known]
         if unknown:
             raise UnknownEventTypes(unknown)
+        # `*` stays allowed: dispatch leaves personal-data events out for unapproved owners.
+        personal = await self.event_types.personal_names(named)
+        if personal and not await self.subscriptions.personal_data_approved(owner):
+            raise PersonalDataNotApproved(personal)
 
     async def check_endpoint(self, url: str) -> None:
         if not self.settings.ssrf_guard_enabled:
