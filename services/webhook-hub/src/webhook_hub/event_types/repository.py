@@ -93,8 +93,9 @@ class EventTypeRepository:
         return set((await self.session.exec(statement)).all())
 
     async def names_of_source(self, source: str) -> set[str]:
+        """The active types a service declared (never a consumer's, whatever `source`)."""
         statement = select(EventType.name).where(
-            EventType.source == source, col(EventType.is_active)
+            EventType.source == source, col(EventType.is_active), col(EventType.owner).is_(None)
         )
         return set((await self.session.exec(statement)).all())
 
