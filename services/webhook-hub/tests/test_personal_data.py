@@ -102,3 +102,27 @@ async def test_personal_data_reaches_approved_owners_and_the_events_own_tenant_o
     assert ("/wildcard", "3") in received  # a public type
     assert ("/wildcard", "1") not in received
     assert not any(path == "/revoked" for path, _ in received)
+
+
+async def test_an_operator_key_approves_an_owner_over_the_api(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    operator = await make_consumer(db_engine, "operator")
+    consumer = await make_consumer(db_engine, "write")
+    path = f"/webhooks/consumers/{consumer.owner}/personal-data-approval"
+    response = await client.put(path, json={"approved": True}, headers=operator.headers)
+    assert response.status_code == 200
+    assert response.json() == {"owner": consumer.owner, "approved": True}
+    await subscribe(client, consumer.headers, "http://127.0.0.1:9/x", [PERSONAL])
+
+
+async def test_a_consumers_admin_key_cannot_approve_itself(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    admin = await make_consumer(db_engine, "admin")
+    response = await client.put(
+        f"/webhooks/consumers/{admin.owner}/personal-data-approval",
+        json={"approved": True},
+        headers=admin.headers,
+    )
+    assert response.status_code == 403
