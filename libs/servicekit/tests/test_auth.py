@@ -40,12 +40,20 @@ def test_display_prefix_does_not_reveal_the_key() -> None:
         (AccessLevel.WRITE, AccessLevel.ADMIN, False),
         (AccessLevel.ADMIN, AccessLevel.WRITE, True),
         (AccessLevel.ADMIN, AccessLevel.ADMIN, True),
+        (AccessLevel.ADMIN, AccessLevel.OPERATOR, False),
+        (AccessLevel.OPERATOR, AccessLevel.ADMIN, True),
     ],
 )
-def test_levels_are_ordered_read_write_admin(
+def test_levels_are_ordered_read_write_admin_operator(
     held: AccessLevel, required: AccessLevel, allowed: bool
 ) -> None:
     assert held.allows(required) is allowed
+
+
+def test_the_api_cannot_issue_the_operator_level() -> None:
+    from servicekit.auth.api_keys import ISSUED_OVER_API
+
+    assert AccessLevel.OPERATOR not in ISSUED_OVER_API
 
 
 def codec(**overrides: str) -> JWTCodec:

@@ -5,7 +5,12 @@ import uuid
 import pytest
 from nats.js import JetStreamContext
 from pydantic import BaseModel, ValidationError
-from servicekit.events.registry import EventTypeRegistry, publish_event_types, read_event_types
+from servicekit.events.registry import (
+    EventTypeRegistry,
+    Visibility,
+    publish_event_types,
+    read_event_types,
+)
 
 
 class OrderCreated(BaseModel):
@@ -57,3 +62,17 @@ async def test_published_types_are_readable_by_any_service(js: JetStreamContext)
     assert documents[name]["source"] == "commerce-content"
     assert documents[name]["description"] == "An order was placed"
     assert "properties" in documents[name]["schema"]
+
+
+def test_a_type_is_public_unless_declared_personal() -> None:
+    registry = EventTypeRegistry("commerce-content")
+    public = registry.declare("order.created", OrderCreated, description="x", example=EXAMPLE)
+    personal = registry.declare(
+        "inquiry.created",
+        OrderCreated,
+        description="x",
+        example=EXAMPLE,
+        visibility=Visibility.PERSONAL,
+    )
+    assert public.to_document()["visibility"] == "public"
+    assert personal.to_document()["visibility"] == "personal"

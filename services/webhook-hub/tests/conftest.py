@@ -39,6 +39,12 @@ SEEDED_TYPES = [
     {"name": "run.completed", "source": "scraper-manager", "example_payload": {"run_id": 1}},
     {"name": "run.failed", "source": "scraper-manager", "example_payload": {"run_id": 1}},
     {"name": "legacy.retired", "source": "commerce-content", "example_payload": {}},
+    {
+        "name": "inquiry.created",
+        "source": "commerce-content",
+        "example_payload": {"id": 1},
+        "visibility": "personal",
+    },
 ]
 
 

@@ -7,8 +7,11 @@ import uuid
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
+from servicekit.db.engine import create_session_factory
 from servicekit.testing import HttpReceiver
+from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks import Webhook
+from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.settings import Settings
 
 
@@ -113,3 +116,24 @@ async def test_malformed_requests_get_a_422_reply(
     assert reply["status"] == 422
     raw = await nats_client.request("hub.subscriptions.create", b"{not json", timeout=5)
     assert json.loads(raw.data)["status"] == 422
+
+
+async def test_create_refuses_types_consumers_registered(
+    worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver, db_engine: AsyncEngine
+) -> None:
+    name = f"consumer.thing{uuid.uuid4().hex[:6]}"
+    async with create_session_factory(db_engine)() as session, session.begin():
+        registered = await EventTypeRepository(session).register("someone", name, "", {})
+    assert registered is not None
+    reply = await ask(
+        nats_client,
+        "create",
+        {
+            "source": "api",
+            "tenant": "client-y",
+            "endpoint_url": http_receiver.url,
+            "events": [name],
+        },
+    )
+    assert reply["ok"] is False
+    assert reply["invalid_events"] == [name]

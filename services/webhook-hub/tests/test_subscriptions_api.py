@@ -7,8 +7,11 @@ import base64
 import httpx
 from factories import make_consumer, subscribe, subscription_body
 from servicekit.testing import HttpReceiver
+from servicekit.testing.app import serve_app
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from webhook_hub.app import create_app
+from webhook_hub.settings import Settings
 
 
 async def test_create_answers_201_with_the_spec_fields_and_a_32_character_secret(
@@ -393,3 +396,27 @@ async def test_event_types_lists_seeded_and_own_types(
     names = {t["name"]: t for t in response.json()["data"]}
     assert names["order.paid"]["example_payload"] == {"id": 1}
     assert names["legacy.retired"]["is_active"] is False
+
+
+async def test_an_owner_beyond_its_subscription_cap_gets_409_and_nothing_is_created(
+    service_settings: Settings, db_engine: AsyncEngine
+) -> None:
+    capped = service_settings.model_copy(update={"max_subscriptions_per_owner": 2})
+    consumer = await make_consumer(db_engine, "write")
+    async with serve_app(create_app(capped)) as client:
+        for _ in range(2):
+            await subscribe(client, consumer.headers, "http://127.0.0.1:9/hooks")
+        response = await client.post(
+            "/webhooks/subscriptions",
+            json=subscription_body("http://127.0.0.1:9/hooks"),
+            headers=consumer.headers,
+        )
+        listed = await client.get("/webhooks/subscriptions", headers=consumer.headers)
+    assert response.status_code == 409
+    assert response.json()["code"] == "subscription_limit_reached"
+    assert "2" in response.json()["error"]
+    assert len(listed.json()["data"]) == 2
+
+
+async def test_the_subscription_cap_defaults_to_the_specs_ten_thousand() -> None:
+    assert Settings().max_subscriptions_per_owner == 10_000

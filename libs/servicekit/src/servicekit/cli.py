@@ -16,7 +16,7 @@ import uvicorn
 import uvloop
 from fastapi import FastAPI
 
-from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.admin import ensure_database
 from servicekit.db.engine import create_engine, create_session_factory
@@ -53,6 +53,7 @@ class ServiceCLI:
         worker: Callable[[Any], Any],
         migrations: Path,
         extra: Sequence[ExtraCommand] = (),
+        key_levels: Sequence[AccessLevel] = ISSUED_OVER_API,
     ) -> None:
         self.name = name
         self._settings = settings
@@ -60,6 +61,8 @@ class ServiceCLI:
         self._worker = worker
         self._migrations = migrations
         self._extra = list(extra)
+        # `operator` only where the service gives it a meaning (webhook-hub).
+        self._key_levels = list(key_levels)
 
     def parser(self) -> argparse.ArgumentParser:
         parser = argparse.ArgumentParser(prog=self.name)
@@ -79,7 +82,7 @@ class ServiceCLI:
         create = keys.add_parser("create", help="create a key; prints it as the last line")
         create.add_argument("--owner", required=True)
         create.add_argument(
-            "--level", required=True, choices=[level.value for level in AccessLevel]
+            "--level", required=True, choices=[level.value for level in self._key_levels]
         )
         create.add_argument("--email", help="where the owner is told about their resources")
         create.add_argument("--description")

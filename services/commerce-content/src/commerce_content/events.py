@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
-from servicekit.events import EventTypeRegistry
+from servicekit.events import EventTypeRegistry, Visibility
 
 if TYPE_CHECKING:
     from commerce_content.models import Order
@@ -53,6 +53,8 @@ registry.declare(
     INQUIRY_CREATED,
     InquiryCreated,
     description="A visitor sent the contact form.",
+    # A visitor's name, e-mail and message: delivered only to operator-approved owners.
+    visibility=Visibility.PERSONAL,
     example={
         "id": 7,
         "name": "Ada Lovelace",

@@ -5,6 +5,7 @@ from servicekit.auth.endpoints import api_keys_router
 from servicekit.web.app import create_service_app
 
 from webhook_hub import __version__
+from webhook_hub.consumers.endpoints import router as consumers_router
 from webhook_hub.deliveries.endpoints import router as deliveries_router
 from webhook_hub.dependencies import http_resources
 from webhook_hub.errors import ErrorBody, render_error
@@ -34,6 +35,7 @@ def create_app(settings: Settings) -> FastAPI:
     api.include_router(deliveries_router)
     api.include_router(event_types_router)
     api.include_router(producer_events_router)
+    api.include_router(consumers_router)
     api.include_router(api_keys_router(ErrorBody))
     app.include_router(api)
     return app

@@ -36,6 +36,7 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
 BAD_CURSOR: dict[int | str, dict[str, Any]] = {
     400: _declared(400, "A cursor this API did not issue")
 }
+CONFLICT: dict[int | str, dict[str, Any]] = {409: _declared(409, "The name or the limit is taken")}
 INVALID: dict[int | str, dict[str, Any]] = {
     413: _declared(413, "Request body too large"),
     422: _declared(422, "Invalid body, unknown event types, or refused endpoint"),

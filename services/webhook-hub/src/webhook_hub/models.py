@@ -28,6 +28,11 @@ class Consumer(SQLModel, table=True):
     id: uuid.UUID = Field(default_factory=uuid.uuid4, unique=True)
     email: str | None = Field(default=None, max_length=320)
     created_at: datetime = _tz(default_factory=utcnow)
+    # Set by an operator (`webhook-hub consumers approve-personal-data`): may receive event
+    # types of `personal` visibility.
+    personal_data_approved: bool = Field(
+        default=False, sa_column_kwargs={"server_default": sa.false()}
+    )
 
 
 class EventType(SQLModel, table=True):
@@ -43,6 +48,13 @@ class EventType(SQLModel, table=True):
         sa_column=sa.Column("schema", postgresql.JSONB(), nullable=False),
     )
     source: str = Field(default="", max_length=200)
+    # The consumer that registered it over HTTP; null for a type a service declares (a
+    # platform type). Only this owner may submit events of it with a consumer's key.
+    owner: str | None = Field(default=None, max_length=200)
+    # `public`, or `personal` (servicekit.events.Visibility): see the README.
+    visibility: str = Field(
+        default="public", max_length=16, sa_column_kwargs={"server_default": "public"}
+    )
     is_active: bool = True
     updated_at: datetime = _tz(default_factory=utcnow)
 

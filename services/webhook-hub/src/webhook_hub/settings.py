@@ -27,6 +27,11 @@ class Settings(ServiceSettings):
     secret_transition_seconds: int = 600
     per_subscription_concurrency: int = 64
     delivery_concurrency: int = 512
+    # Slots are shared equally between the owners with work in a worker, each getting at
+    # least this many; this many also stay free for an owner who turns up (see admission.py).
+    owner_concurrency_floor: int = Field(default=16, ge=1)
+    # Subscriptions one owner may have (the spec's design target); beyond it, a 409.
+    max_subscriptions_per_owner: int = Field(default=10_000, ge=1)
     delivery_claim_batch: int = 1000
     delivery_poll_seconds: float = 1.0
     # A claimed delivery is leased for twice its timeout plus this; after a crash it is

@@ -15,6 +15,9 @@ class AccessLevel(StrEnum):
     READ = "read"
     WRITE = "write"
     ADMIN = "admin"
+    # Above every consumer: acts across owners (webhook-hub: events for any tenant, platform
+    # types). Issued only by a service's CLI, never over the API (see ISSUED_OVER_API).
+    OPERATOR = "operator"
 
     @property
     def rank(self) -> int:
@@ -24,7 +27,15 @@ class AccessLevel(StrEnum):
         return self.rank >= required.rank
 
 
-_RANKS = {AccessLevel.READ: 1, AccessLevel.WRITE: 2, AccessLevel.ADMIN: 3}
+_RANKS = {
+    AccessLevel.READ: 1,
+    AccessLevel.WRITE: 2,
+    AccessLevel.ADMIN: 3,
+    AccessLevel.OPERATOR: 4,
+}
+# The levels a key may be given by `POST /api-keys` (and by a CLI that does not opt in to
+# more): an owner's admin key can never mint a credential that reaches beyond its owner.
+ISSUED_OVER_API = (AccessLevel.READ, AccessLevel.WRITE, AccessLevel.ADMIN)
 
 
 def generate_api_key(prefix: str) -> str:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from enum import StrEnum
 
 from fastapi import APIRouter, Request, Response, status
 from pydantic import BaseModel, EmailStr, Field
 
-from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import SessionDep
@@ -47,8 +48,20 @@ class ApiKeyRead(BaseModel):
         )
 
 
+class ApiIssuedLevel(StrEnum):
+    """The levels an owner may issue itself (ISSUED_OVER_API); `operator` comes from the CLI
+    alone, and asking for it here is a 422."""
+
+    READ = "read"
+    WRITE = "write"
+    ADMIN = "admin"
+
+
+assert {level.value for level in ApiIssuedLevel} == {level.value for level in ISSUED_OVER_API}
+
+
 class ApiKeyCreate(BaseModel):
-    level: AccessLevel
+    level: ApiIssuedLevel
     email: EmailStr | None = None
     description: str | None = Field(default=None, max_length=500)
 
@@ -82,7 +95,7 @@ def api_keys_router(error_model: type[BaseModel]) -> APIRouter:
         record, plaintext = await ApiKeyRepository(session).create(
             prefix=request.app.state.settings.api_key_prefix,
             owner=principal.owner,
-            level=body.level,
+            level=AccessLevel(body.level.value),
             email=str(body.email) if body.email else principal.email,
             description=body.description,
         )

@@ -2,6 +2,13 @@
 
 from servicekit.events.envelope import CloudEvent, subject_for
 from servicekit.events.outbox import record_event
-from servicekit.events.registry import EventTypeDefinition, EventTypeRegistry
+from servicekit.events.registry import EventTypeDefinition, EventTypeRegistry, Visibility
 
-__all__ = ["CloudEvent", "EventTypeDefinition", "EventTypeRegistry", "record_event", "subject_for"]
+__all__ = [
+    "CloudEvent",
+    "EventTypeDefinition",
+    "EventTypeRegistry",
+    "Visibility",
+    "record_event",
+    "subject_for",
+]

@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from nats.js import JetStreamContext
@@ -19,6 +20,15 @@ EVENT_TYPES_BUCKET = "event-types"
 _TYPE_RE = re.compile(EVENT_TYPE_PATTERN)
 
 
+class Visibility(StrEnum):
+    """Who may receive a type's events. `personal`: they carry personal data of people other
+    than the receiving consumer (a visitor's name, e-mail, message), so webhook-hub delivers
+    them only to operator-approved owners, or to the one owner an event is for (`tenant`)."""
+
+    PUBLIC = "public"
+    PERSONAL = "personal"
+
+
 @dataclass(frozen=True)
 class EventTypeDefinition:
     name: str
@@ -26,6 +36,7 @@ class EventTypeDefinition:
     payload_model: type[BaseModel]
     example: dict[str, Any]
     source: str
+    visibility: Visibility = Visibility.PUBLIC
     json_schema: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -42,6 +53,7 @@ class EventTypeDefinition:
             "example_payload": self.example,
             "schema": self.json_schema,
             "source": self.source,
+            "visibility": self.visibility.value,
         }
 
 
@@ -59,10 +71,13 @@ class EventTypeRegistry:
         *,
         description: str,
         example: dict[str, Any],
+        visibility: Visibility = Visibility.PUBLIC,
     ) -> EventTypeDefinition:
         if name in self._types:
             raise ValueError(f"event type {name!r} declared twice")
-        definition = EventTypeDefinition(name, description, payload_model, example, self.source)
+        definition = EventTypeDefinition(
+            name, description, payload_model, example, self.source, visibility
+        )
         self._types[name] = definition
         return definition
 

@@ -6,10 +6,11 @@ stored with its outcome. The claim loop leases due deliveries from the database 
 and deliveries set aside): a worker that dies mid-flight leaves its claims to expire, and
 another worker (or itself after a restart) sends them again with the same `webhook-id`.
 
-Each subscription has a concurrency cap, so one slow endpoint cannot hold up the others: an
-admitted delivery beyond the cap waits in its subscription's queue, and one that waits there
-too long is set aside (stored as pending, for the claim loop) so its event can be
-acknowledged.
+Each subscription has a concurrency cap, so one slow endpoint cannot hold up the others, and
+each owner a fair share of the worker's slots (admission.py), so one owner's many slow
+endpoints cannot hold up other owners: an admitted delivery beyond either waits in its
+subscription's queue, and one that waits there too long is set aside (stored as pending, for
+the claim loop; a claimed one has its lease released) so its event can be acknowledged.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from webhook_hub.deliveries.repository import DELIVERIES_CHANNEL
+from webhook_hub.deliveries.repository import DELIVERIES_CHANNEL, wake_delivery_workers
+from webhook_hub.delivery_engine.admission import may_start, owner_share
 from webhook_hub.delivery_engine.jobs import DeliveryJob, EventTicket
 from webhook_hub.delivery_engine.outcomes import record_outcomes
 from webhook_hub.delivery_engine.policy import signing_secrets
@@ -47,20 +49,22 @@ _CLAIM = text(
     """
     WITH candidates AS (
         -- Bounded scan of the due index, so a deep backlog does not make every claim slower.
-        SELECT d.id, d.subscription_id, d.next_attempt_at
+        SELECT d.id, d.subscription_id, d.next_attempt_at, s.owner
         FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id
         WHERE d.status = 'pending' AND d.next_attempt_at <= now()
           AND (d.lease_until IS NULL OR d.lease_until < now())
           AND s.is_active
           AND NOT (d.subscription_id = ANY(CAST(:saturated AS uuid[])))
+          AND NOT (s.owner = ANY(CAST(:saturated_owners AS varchar[])))
         ORDER BY d.next_attempt_at
         LIMIT :scan
     ), due AS (
         SELECT id, next_attempt_at,
-               row_number() OVER (PARTITION BY subscription_id ORDER BY next_attempt_at) AS rank
+               row_number() OVER (PARTITION BY subscription_id ORDER BY next_attempt_at) AS rank,
+               row_number() OVER (PARTITION BY owner ORDER BY next_attempt_at) AS owner_rank
         FROM candidates
     ), picked AS (
-        SELECT id FROM due WHERE rank <= :per_subscription
+        SELECT id FROM due WHERE rank <= :per_subscription AND owner_rank <= :per_owner
         ORDER BY next_attempt_at LIMIT :limit
     )
     UPDATE deliveries d
@@ -70,8 +74,13 @@ _CLAIM = text(
       AND (d.lease_until IS NULL OR d.lease_until < now())
     RETURNING d.id, d.subscription_id, d.event_type, d.event_time, d.payload, d.attempts,
               s.endpoint_url, s.secret, s.secret_old, s.secret_rotated_at, s.headers,
-              s.timeout_seconds
+              s.timeout_seconds, s.owner
     """
+)
+# Claimed deliveries that waited too long for a slot go back to the claim loops at once.
+_RELEASE = text(
+    "UPDATE deliveries SET lease_until = NULL WHERE id = ANY(CAST(:ids AS uuid[]))"
+    " AND status = 'pending'"
 )
 # Outcomes are written (and events acknowledged) at most this often: each write has a fixed
 # cost, and nothing waits on it but the acknowledgement.
@@ -90,10 +99,16 @@ class DeliveryEngine:
         self._session_factory = session_factory
         self._settings = settings
         self._sender = sender
+        # Attempts in flight: per subscription, per owner, in all.
         self._in_flight: dict[uuid.UUID, int] = defaultdict(int)
-        self._slots = asyncio.Semaphore(settings.delivery_concurrency)
-        # Admitted deliveries waiting for a slot of their subscription, oldest first.
+        self._owner_in_flight: dict[str, int] = defaultdict(int)
+        self._total_in_flight = 0
+        # In flight plus waiting, per owner: its keys are the owners with work here.
+        self._owner_load: dict[str, int] = {}
+        # Admitted deliveries waiting for a slot, oldest first, per subscription; and the
+        # subscriptions with waiting deliveries of each owner.
         self._waiting: dict[uuid.UUID, deque[tuple[float, DeliveryJob]]] = {}
+        self._waiting_of_owner: dict[str, dict[uuid.UUID, None]] = {}
         self._waiting_count = 0
         self._room = asyncio.Event()
         # The event message behind each admitted delivery not stored yet.
@@ -115,19 +130,45 @@ class DeliveryEngine:
     def admit(self, ticket: EventTicket, jobs: list[DeliveryJob]) -> None:
         """The first attempts of one event's deliveries; its message is acknowledged once
         they are all stored."""
-        cap = self._settings.per_subscription_concurrency
         now = time.monotonic()
         ticket.outstanding += len(jobs)
         for job in jobs:
             self._tickets[job.delivery_id] = ticket
-            queue = self._waiting.get(job.subscription_id)
-            if queue is None and self._in_flight[job.subscription_id] < cap:
-                self.start(job)
-                continue
-            if queue is None:
-                queue = self._waiting[job.subscription_id] = deque()
-            queue.append((now, job))
-            self._waiting_count += 1
+            self.offer(job, now)
+
+    def offer(self, job: DeliveryJob, now: float) -> None:
+        """Start the job if its subscription and its owner have room, else queue it."""
+        if (
+            job.subscription_id not in self._waiting
+            and self._in_flight[job.subscription_id] < self._settings.per_subscription_concurrency
+            and self._admissible(job.owner)
+        ):
+            self.start(job)
+            return
+        queue = self._waiting.get(job.subscription_id)
+        if queue is None:
+            queue = self._waiting[job.subscription_id] = deque()
+            self._waiting_of_owner.setdefault(job.owner, {})[job.subscription_id] = None
+        queue.append((now, job))
+        self._waiting_count += 1
+        self._owner_load[job.owner] = self._owner_load.get(job.owner, 0) + 1
+
+    def _admissible(self, owner: str) -> bool:
+        active = len(self._owner_load) + (owner not in self._owner_load)
+        return may_start(
+            owner_in_flight=self._owner_in_flight.get(owner, 0),
+            total_in_flight=self._total_in_flight,
+            active_owners=active,
+            capacity=self._settings.delivery_concurrency,
+            floor=self._settings.owner_concurrency_floor,
+        )
+
+    def _unload(self, owner: str) -> None:
+        load = self._owner_load[owner] - 1
+        if load:
+            self._owner_load[owner] = load
+        else:
+            del self._owner_load[owner]
 
     async def room(self) -> None:
         """Wait while the queues hold as many deliveries as dispatch may leave waiting."""
@@ -136,17 +177,40 @@ class DeliveryEngine:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), 1.0)
 
-    def _next_waiting(self, subscription_id: uuid.UUID) -> DeliveryJob | None:
-        queue = self._waiting.get(subscription_id)
-        if not queue:
-            return None
+    def _take_waiting(self, subscription_id: uuid.UUID) -> DeliveryJob:
+        queue = self._waiting[subscription_id]
         _, job = queue.popleft()
         if not queue:
-            del self._waiting[subscription_id]
+            self._forget_queue(subscription_id, job.owner)
         self._waiting_count -= 1
+        self._unload(job.owner)
         if self._waiting_count < self._settings.dispatch_backlog:
             self._room.set()
         return job
+
+    def _forget_queue(self, subscription_id: uuid.UUID, owner: str) -> None:
+        del self._waiting[subscription_id]
+        subscriptions = self._waiting_of_owner[owner]
+        del subscriptions[subscription_id]
+        if not subscriptions:
+            del self._waiting_of_owner[owner]
+
+    def _pump(self) -> None:
+        """Start the waiting deliveries that now have room, owner by owner."""
+        cap = self._settings.per_subscription_concurrency
+        for owner in list(self._waiting_of_owner):
+            while self._admissible(owner):
+                subscriptions = self._waiting_of_owner.get(owner)
+                if not subscriptions:
+                    break
+                # Not iterated on after a take (which may drop the subscription from it).
+                ready = next((s for s in subscriptions if self._in_flight[s] < cap), None)
+                if ready is None:
+                    break
+                self.start(self._take_waiting(ready))
+                if ready in subscriptions:  # round robin between an owner's subscriptions
+                    del subscriptions[ready]
+                    subscriptions[ready] = None
 
     def set_aside_stale(self, now: float) -> None:
         """Deliveries that waited too long for their subscription (a slow endpoint) are stored
@@ -154,11 +218,15 @@ class DeliveryEngine:
         oldest = now - self._settings.dispatch_queue_seconds
         for subscription_id in [s for s, q in self._waiting.items() if q[0][0] <= oldest]:
             queue = self._waiting[subscription_id]
+            owner = queue[0][1].owner
             while queue and queue[0][0] <= oldest:
                 self._set_aside.append(queue.popleft()[1])
                 self._waiting_count -= 1
+                self._unload(owner)
             if not queue:
-                del self._waiting[subscription_id]
+                self._forget_queue(subscription_id, owner)
+        if self._waiting_count:  # fewer owners with work: larger shares for the others
+            self._pump()
         if self._set_aside:
             self._room.set()
             self._results_ready.set()
@@ -171,9 +239,19 @@ class DeliveryEngine:
     async def claim(self) -> list[DeliveryJob]:
         cap = self._settings.per_subscription_concurrency
         saturated = [sub for sub, n in self._in_flight.items() if n >= cap]
-        free = self._settings.delivery_concurrency - sum(self._in_flight.values())
+        saturated_owners = [o for o in self._owner_in_flight if not self._admissible(o)]
+        # What an owner not busy here yet may take: claims beyond an owner's room would only
+        # wait for a slot.
+        per_owner = owner_share(
+            self._settings.delivery_concurrency,
+            len(self._owner_load) + 1,
+            self._settings.owner_concurrency_floor,
+        )
+        free = self._settings.delivery_concurrency - self._total_in_flight
         limit = min(self._settings.delivery_claim_batch, free)
-        self._claim_held_back = bool(saturated) or limit < self._settings.delivery_claim_batch
+        self._claim_held_back = (
+            bool(saturated) or bool(saturated_owners) or limit < self._settings.delivery_claim_batch
+        )
         if limit <= 0:
             return []
         async with self._session_factory() as session, session.begin():
@@ -186,7 +264,9 @@ class DeliveryEngine:
                     _CLAIM,
                     {
                         "saturated": [str(s) for s in saturated],
+                        "saturated_owners": saturated_owners,
                         "per_subscription": cap,
+                        "per_owner": per_owner,
                         "limit": limit,
                         "scan": limit * 4,
                         "lease_extra": self._settings.delivery_lease_extra_seconds,
@@ -214,37 +294,71 @@ class DeliveryEngine:
             ),
             headers=row.headers,
             timeout_seconds=row.timeout_seconds,
+            owner=row.owner,
         )
 
     # --- sending -------------------------------------------------------------------------
 
     def start(self, job: DeliveryJob) -> None:
-        self._in_flight[job.subscription_id] += 1
+        """Send the job now (its room was checked): takes a slot of its subscription, of its
+        owner and of the worker."""
+        self._take_slot(job)
         task = asyncio.create_task(self._send(job))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _take_slot(self, job: DeliveryJob) -> None:
+        self._in_flight[job.subscription_id] += 1
+        self._owner_in_flight[job.owner] += 1
+        self._total_in_flight += 1
+        self._owner_load[job.owner] = self._owner_load.get(job.owner, 0) + 1
+
+    def _free_slot(self, job: DeliveryJob) -> None:
+        subscription_id, owner = job.subscription_id, job.owner
+        self._in_flight[subscription_id] -= 1
+        if self._in_flight[subscription_id] <= 0:
+            del self._in_flight[subscription_id]
+        self._owner_in_flight[owner] -= 1
+        if self._owner_in_flight[owner] <= 0:
+            del self._owner_in_flight[owner]
+        self._total_in_flight -= 1
+        self._unload(owner)
+
+    def _next_for(self, job: DeliveryJob) -> DeliveryJob | None:
+        """After an attempt (its slot freed): the subscription's next waiting job, to send in
+        this same task, when it has room and no other owner is waiting (the common case, kept
+        cheap); otherwise whatever waits and has room is started, fairly, in tasks of its
+        own."""
+        if not self._waiting_count:
+            return None
+        owner = job.owner
+        others_waiting = len(self._waiting_of_owner) > (owner in self._waiting_of_owner)
+        if not others_waiting and job.subscription_id in self._waiting and self._admissible(owner):
+            next_job = self._take_waiting(job.subscription_id)
+            self._take_slot(next_job)
+            return next_job
+        self._pump()
+        return None
+
     async def _send(self, job: DeliveryJob) -> None:
-        """One of the subscription's slots: sends this job, then the subscription's waiting
-        ones (a task per slot, not per delivery)."""
-        subscription_id = job.subscription_id
-        next_job: DeliveryJob | None = job
+        """One slot: sends this job, then (while it has room) its subscription's waiting ones
+        (a task per slot, not per delivery)."""
+        current: DeliveryJob | None = job
         try:
-            while next_job is not None:
-                async with self._slots:
-                    result = await self._sender.attempt(next_job)
+            while current is not None:
+                result = await self._sender.attempt(current)
                 self._results.append(result)
                 self._results_ready.set()
-                next_job = self._next_waiting(subscription_id)
-        except asyncio.CancelledError:
-            next_job = None
+                done, current = current, None
+                self._free_slot(done)
+                current = self._next_for(done)
+        except BaseException:
+            if current is not None:  # its slot is still held
+                self._free_slot(current)
+                if self._waiting_count:
+                    self._pump()
             raise
         finally:
-            self._in_flight[subscription_id] -= 1
-            if self._in_flight[subscription_id] <= 0:
-                del self._in_flight[subscription_id]
-            if next_job is not None:  # an unexpected error ended this slot's run: go on
-                self.start(next_job)
             if self._claim_held_back:
                 self._wake.set()
 
@@ -259,7 +373,14 @@ class DeliveryEngine:
         aside, self._set_aside = self._set_aside[:FLUSH_BATCH], self._set_aside[FLUSH_BATCH:]
         try:
             async with self._session_factory() as session, session.begin():
-                await record_outcomes(session, batch, self._settings, aside)
+                await record_outcomes(
+                    session, batch, self._settings, [job for job in aside if not job.stored]
+                )
+                claimed = [str(job.delivery_id) for job in aside if job.stored]
+                if claimed:
+                    connection = await session.connection()
+                    await connection.execute(_RELEASE, {"ids": claimed})
+                    await wake_delivery_workers(session)
         except Exception:
             self._results = batch + self._results
             self._set_aside = aside + self._set_aside
@@ -318,8 +439,9 @@ class DeliveryEngine:
                     logger.warning("could not claim deliveries", error=repr(exc))
                     jobs = []
                     await asyncio.sleep(1.0)
+                now = time.monotonic()
                 for job in jobs:
-                    self.start(job)
+                    self.offer(job, now)
                 if len(jobs) >= self._settings.delivery_claim_batch:
                     await asyncio.sleep(0)
                     continue

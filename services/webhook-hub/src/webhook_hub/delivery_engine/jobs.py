@@ -57,6 +57,8 @@ class DeliveryJob:
     event_id: uuid.UUID | None = None
     # False for an event's first attempt: its delivery row is written with the outcome.
     stored: bool = True
+    # The subscription's owner: the worker's slots are shared fairly between owners.
+    owner: str = ""
 
     @functools.cached_property
     def payload_json(self) -> bytes:

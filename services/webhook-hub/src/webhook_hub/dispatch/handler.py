@@ -20,12 +20,18 @@ from webhook_hub.delivery_engine.jobs import DeliveryJob, delivery_id_for
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.settings import Settings
 
+# With, in the same round trip, whether each owner may receive personal data, and which of
+# the batch's types are personal (an init plan, evaluated once).
 _MATCHING = text(
     """
-    SELECT id, owner, events, endpoint_url, secret, secret_old, secret_rotated_at, headers,
-           timeout_seconds
-    FROM subscriptions
-    WHERE is_active AND events && CAST(:types AS varchar[])
+    SELECT s.id, s.owner, s.events, s.endpoint_url, s.secret, s.secret_old,
+           s.secret_rotated_at, s.headers, s.timeout_seconds,
+           coalesce(c.personal_data_approved, false) AS approved,
+           ARRAY(SELECT name FROM event_types
+                 WHERE visibility = 'personal' AND name = ANY(CAST(:types AS varchar[])))
+               AS personal
+    FROM subscriptions s LEFT JOIN consumers c ON c.owner = s.owner
+    WHERE s.is_active AND s.events && CAST(:types AS varchar[])
     """
 )
 # Deliveries already stored for these events (by any worker, at any earlier time).
@@ -66,13 +72,19 @@ class Dispatcher:
             )
             for sub in subscriptions
         }
+        personal = set(subscriptions[0].personal)
         per_event: list[list[DeliveryJob]] = []
         for event in events:
             jobs: list[DeliveryJob] = []
+            private = event.type in personal
             for sub in subscriptions:
                 if event.type not in sub.events and "*" not in sub.events:
                     continue
                 if event.tenant is not None and sub.owner != event.tenant:
+                    continue
+                # Personal data of others: approved owners only (an event for one tenant is
+                # that owner's own).
+                if private and event.tenant is None and not sub.approved:
                     continue
                 if (sub.id, event.id) in stored:
                     continue
@@ -90,6 +102,7 @@ class Dispatcher:
                         timeout_seconds=sub.timeout_seconds,
                         event_id=event.id,
                         stored=False,
+                        owner=sub.owner,
                     )
                 )
             per_event.append(jobs)

@@ -6,11 +6,27 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from servicekit.events.registry import Visibility
+from sqlalchemy import bindparam, or_, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.models import EventType
+
+_REGISTER = text(
+    """
+    INSERT INTO event_types
+        (name, description, example_payload, schema, source, owner, is_active, updated_at)
+    VALUES (:name, :description, :example, '{}', 'api', :owner, true, now())
+    ON CONFLICT (name) DO UPDATE
+        SET description = EXCLUDED.description, example_payload = EXCLUDED.example_payload,
+            updated_at = EXCLUDED.updated_at
+        WHERE event_types.owner = EXCLUDED.owner
+    RETURNING (xmax = 0) AS inserted
+    """
+).bindparams(bindparam("example", type_=postgresql.JSONB))
 
 
 class EventTypeRepository:
@@ -20,23 +36,73 @@ class EventTypeRepository:
     async def list_all(self) -> Sequence[EventType]:
         return (await self.session.exec(select(EventType).order_by(col(EventType.name)))).all()
 
-    async def active_names(self, names: Iterable[str]) -> set[str]:
+    async def list_visible(self, owner: str) -> Sequence[EventType]:
+        """Platform types and the owner's own; other consumers' types are theirs alone."""
+        statement = (
+            select(EventType)
+            .where(or_(col(EventType.owner).is_(None), col(EventType.owner) == owner))
+            .order_by(col(EventType.name))
+        )
+        return (await self.session.exec(statement)).all()
+
+    async def active_names(self, names: Iterable[str], owner: str | None = None) -> set[str]:
+        """Which of the names are active types: platform types, or `owner`'s own."""
         wanted = list(set(names))
         if not wanted:
             return set()
         statement = select(EventType.name).where(
-            col(EventType.name).in_(wanted), col(EventType.is_active)
+            col(EventType.name).in_(wanted),
+            col(EventType.is_active),
+            or_(col(EventType.owner).is_(None), col(EventType.owner) == owner),
+        )
+        return set((await self.session.exec(statement)).all())
+
+    async def is_active_type_of(self, name: str, owner: str) -> bool:
+        statement = select(EventType.name).where(
+            EventType.name == name, EventType.owner == owner, col(EventType.is_active)
+        )
+        return (await self.session.exec(statement)).first() is not None
+
+    async def register(
+        self, owner: str, name: str, description: str, example: dict[str, Any]
+    ) -> tuple[EventType, bool] | None:
+        """Insert the owner's type, or refresh it when it is already theirs; the row and
+        whether it is new, or None when the name belongs to someone else (or the platform).
+        One statement, so two owners racing for a new name cannot both get it."""
+        connection = await self.session.connection()
+        row = (
+            await connection.execute(
+                _REGISTER,
+                {"name": name, "owner": owner, "description": description, "example": example},
+            )
+        ).first()
+        if row is None:
+            return None
+        record = await self.session.get(EventType, name, populate_existing=True)
+        assert record is not None
+        return record, bool(row.inserted)
+
+    async def personal_names(self, names: Iterable[str]) -> set[str]:
+        """Which of the names are types of personal data."""
+        wanted = list(set(names))
+        if not wanted:
+            return set()
+        statement = select(EventType.name).where(
+            col(EventType.name).in_(wanted), EventType.visibility == Visibility.PERSONAL.value
         )
         return set((await self.session.exec(statement)).all())
 
     async def names_of_source(self, source: str) -> set[str]:
+        """The active types a service declared (never a consumer's, whatever `source`)."""
         statement = select(EventType.name).where(
-            EventType.source == source, col(EventType.is_active)
+            EventType.source == source, col(EventType.is_active), col(EventType.owner).is_(None)
         )
         return set((await self.session.exec(statement)).all())
 
     async def upsert(self, documents: Iterable[dict[str, Any]]) -> int:
-        """Insert new types, refresh known ones; `is_active` stays as an operator set it."""
+        """Insert new types, refresh known ones; `is_active` stays as an operator set it. These
+        are the services' declarations: a name a consumer registered first becomes a platform
+        type (owner cleared), since services' names take precedence."""
         by_name = {doc["name"]: doc for doc in documents if doc.get("name")}
         rows = [
             {
@@ -45,6 +111,7 @@ class EventTypeRepository:
                 "example_payload": doc.get("example_payload", {}),
                 "schema": doc.get("schema", {}),
                 "source": doc.get("source", ""),
+                "visibility": doc.get("visibility", "public"),
                 "is_active": True,
                 "updated_at": datetime.now(UTC),
             }
@@ -60,6 +127,8 @@ class EventTypeRepository:
                 "example_payload": statement.excluded.example_payload,
                 "schema": statement.excluded.schema,
                 "source": statement.excluded.source,
+                "visibility": statement.excluded.visibility,
+                "owner": None,
                 "updated_at": statement.excluded.updated_at,
             },
         )

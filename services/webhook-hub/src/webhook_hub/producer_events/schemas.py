@@ -15,7 +15,10 @@ class EventSubmission(BaseModel):
     type: str = Field(pattern=EVENT_TYPE_PATTERN, max_length=200, examples=["invoice.paid"])
     data: dict[str, Any]
     tenant: str | None = Field(
-        default=None, max_length=200, description="Deliver only to this consumer's subscriptions"
+        default=None,
+        max_length=200,
+        description="Deliver only to this consumer's subscriptions. A consumer's key may give "
+        "only its own owner (the default); other tenants need an operator key",
     )
 
 

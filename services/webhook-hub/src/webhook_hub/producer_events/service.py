@@ -1,14 +1,23 @@
-"""Events from producers outside NATS, idempotent on their Idempotency-Key for a window."""
+"""Events from producers outside NATS, idempotent on their Idempotency-Key for a window.
+
+Who may submit what: a consumer's key submits only types its owner registered, and only for
+itself (the event's tenant is its owner, so nobody else receives it); an operator key (CLI
+only) submits any type for any tenant, or for everyone.
+"""
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.dependencies import Principal
 from servicekit.events import record_event
+from servicekit.web.errors import Forbidden
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.producer_events.schemas import EventSubmission
 
 _CLAIM_KEY = text(
@@ -24,17 +33,47 @@ _CLAIM_KEY = text(
 _EXISTING = text("SELECT event_id FROM idempotency_keys WHERE owner = :owner AND key = :key")
 
 
+class TenantNotAllowed(Forbidden):
+    code = "tenant_not_allowed"
+
+
+class EventTypeNotOwned(Forbidden):
+    code = "event_type_not_owned"
+
+
 class ProducerEventService:
     def __init__(self, session: AsyncSession, window: timedelta) -> None:
         self.session = session
         self.window = window
 
+    async def authorize(self, principal: Principal, submission: EventSubmission) -> str | None:
+        """The tenant the event is recorded for; 403 when the caller may not send it."""
+        if principal.level is AccessLevel.OPERATOR:
+            return submission.tenant
+        if submission.tenant is not None and submission.tenant != principal.owner:
+            raise TenantNotAllowed(
+                "A consumer's key submits events only for its own owner; events for other "
+                "tenants need an operator key"
+            )
+        # The same answer whether the name is unknown, a service's or another owner's: no
+        # oracle for other owners' type names.
+        if not await EventTypeRepository(self.session).is_active_type_of(
+            submission.type, principal.owner
+        ):
+            raise EventTypeNotOwned(
+                f"Event type {submission.type!r} is not an active type you registered "
+                "(POST /webhooks/event-types); services' types need an operator key"
+            )
+        return principal.owner
+
     async def submit(
-        self, owner: str, submission: EventSubmission, idempotency_key: str | None
+        self, principal: Principal, submission: EventSubmission, idempotency_key: str | None
     ) -> tuple[uuid.UUID, bool]:
         """The event's id, and whether it is new (False: the key was seen inside the window)."""
+        tenant = await self.authorize(principal, submission)
+        owner = principal.owner
         if idempotency_key is None:
-            return await self._record(submission), True
+            return await self._record(submission, tenant), True
         connection = await self.session.connection()
         candidate = uuid.uuid4()
         claimed = await connection.scalar(
@@ -50,15 +89,11 @@ class ProducerEventService:
             existing = await connection.scalar(_EXISTING, {"owner": owner, "key": idempotency_key})
             assert isinstance(existing, uuid.UUID)
             return existing, False
-        return await self._record(submission, claimed), True
+        return await self._record(submission, tenant, claimed), True
 
     async def _record(
-        self, submission: EventSubmission, event_id: uuid.UUID | None = None
+        self, submission: EventSubmission, tenant: str | None, event_id: uuid.UUID | None = None
     ) -> uuid.UUID:
         return await record_event(
-            self.session,
-            submission.type,
-            submission.data,
-            tenant=submission.tenant,
-            event_id=event_id,
+            self.session, submission.type, submission.data, tenant=tenant, event_id=event_id
         )

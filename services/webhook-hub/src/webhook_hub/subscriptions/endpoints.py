@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePrincipal
 
 from webhook_hub.dependencies import ProberDep, SubscriptionServiceDep
-from webhook_hub.errors import AUTH_ERRORS, BAD_CURSOR, INVALID, NOT_FOUND
+from webhook_hub.errors import AUTH_ERRORS, BAD_CURSOR, CONFLICT, INVALID, NOT_FOUND
 from webhook_hub.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from webhook_hub.subscriptions.schemas import (
     SecretRotated,
@@ -32,7 +32,7 @@ ROTATION_NOTE = (
     "",
     response_model=SubscriptionCreated,
     status_code=status.HTTP_201_CREATED,
-    responses={**AUTH_ERRORS, **INVALID},
+    responses={**AUTH_ERRORS, **INVALID, **CONFLICT},
 )
 async def create_subscription(
     body: SubscriptionCreate,

@@ -33,6 +33,31 @@ class SubscriptionRepository:
         assert consumer is not None
         return consumer
 
+    async def personal_data_approved(self, owner: str) -> bool:
+        consumer = await self.session.get(Consumer, owner)
+        return consumer is not None and consumer.personal_data_approved
+
+    async def set_personal_data_approval(self, owner: str, approved: bool) -> None:
+        statement = insert(Consumer.__table__).values(  # type: ignore[attr-defined]
+            owner=owner, id=uuid.uuid4(), personal_data_approved=approved, created_at=text("now()")
+        )
+        statement = statement.on_conflict_do_update(
+            index_elements=["owner"], set_={"personal_data_approved": approved}
+        )
+        await self.session.exec(statement)
+
+    async def lock_and_count(self, owner: str) -> int:
+        """The owner's subscriptions, counted with its consumer row locked, so two creations
+        at once cannot both take the last place under the cap."""
+        connection = await self.session.connection()
+        await connection.execute(
+            text("SELECT 1 FROM consumers WHERE owner = :owner FOR UPDATE"), {"owner": owner}
+        )
+        count = await connection.scalar(
+            text("SELECT count(*) FROM subscriptions WHERE owner = :owner"), {"owner": owner}
+        )
+        return int(count or 0)
+
     async def add(self, subscription: Subscription) -> Subscription:
         self.session.add(subscription)
         await self.session.flush()

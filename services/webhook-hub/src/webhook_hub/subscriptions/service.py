@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from servicekit.signing import generate_secret
-from servicekit.web.errors import NotFound, UnprocessableEntity
+from servicekit.web.errors import Conflict, Forbidden, NotFound, UnprocessableEntity
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DeliveryRepository
@@ -40,6 +40,28 @@ class EndpointNotAllowed(UnprocessableEntity):
     code = "endpoint_not_allowed"
 
 
+class PersonalDataNotApproved(Forbidden):
+    code = "personal_data_not_approved"
+
+    def __init__(self, names: Iterable[str]) -> None:
+        personal = sorted(set(names))
+        super().__init__(
+            f"Event types {', '.join(personal)} carry personal data; only owners an operator "
+            "approved may subscribe to them (ask your operator for approval)",
+            extra={"personal_events": personal},
+        )
+
+
+class SubscriptionLimitReached(Conflict):
+    code = "subscription_limit_reached"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"This owner has {limit} subscriptions, the most allowed; delete one first",
+            extra={"limit": limit},
+        )
+
+
 @dataclass(frozen=True)
 class Rotation:
     secret: str
@@ -55,18 +77,24 @@ class SubscriptionService:
         self.deliveries = DeliveryRepository(session)
         self.event_types = EventTypeRepository(session)
 
-    async def check_events(self, events: list[str], *, source: str | None = None) -> None:
+    async def check_events(
+        self, events: list[str], *, owner: str, source: str | None = None
+    ) -> None:
         named = [name for name in events if name != WILDCARD]
         known = (
             await self.event_types.names_of_source(source)
             if source is not None
-            else await self.event_types.active_names(named)
+            else await self.event_types.active_names(named, owner)
         )
         if source is not None and WILDCARD in events:
             raise UnknownEventTypes([WILDCARD])
         unknown = [name for name in named if name not in known]
         if unknown:
             raise UnknownEventTypes(unknown)
+        # `*` stays allowed: dispatch leaves personal-data events out for unapproved owners.
+        personal = await self.event_types.personal_names(named)
+        if personal and not await self.subscriptions.personal_data_approved(owner):
+            raise PersonalDataNotApproved(personal)
 
     async def check_endpoint(self, url: str) -> None:
         if not self.settings.ssrf_guard_enabled:
@@ -84,9 +112,12 @@ class SubscriptionService:
         *,
         source: str | None = None,
     ) -> tuple[Subscription, Delivery]:
-        await self.check_events(body.events, source=source)
+        await self.check_events(body.events, owner=owner, source=source)
         await self.check_endpoint(body.endpoint_url)
         consumer = await self.subscriptions.ensure_consumer(owner, email)
+        limit = self.settings.max_subscriptions_per_owner
+        if await self.subscriptions.lock_and_count(owner) >= limit:
+            raise SubscriptionLimitReached(limit)
         subscription = await self.subscriptions.add(
             Subscription(
                 consumer_id=consumer.id,
@@ -155,7 +186,9 @@ class SubscriptionService:
             raise NotFound("Subscription not found")
         changes: dict[str, Any] = patch.model_dump(exclude_unset=True)
         if changes.get("events") is not None:
-            await self.check_events(changes["events"], source=subscription.created_by_source)
+            await self.check_events(
+                changes["events"], owner=owner, source=subscription.created_by_source
+            )
         if changes.get("endpoint_url") is not None:
             await self.check_endpoint(changes["endpoint_url"])
         for field in ("endpoint_url", "events", "description", "headers", "timeout_seconds"):

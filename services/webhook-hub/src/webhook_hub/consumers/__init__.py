@@ -1,0 +1,1 @@
+"""consumers: operator settings of owners."""
