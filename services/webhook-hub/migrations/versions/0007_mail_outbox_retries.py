@@ -1,13 +1,13 @@
 """Mail outbox: backed-off retries and dead letters (servicekit.mail_outbox).
 
-Revision ID: 0005_mail_outbox_retries
-Revises: 0004
+Revision ID: 0007
+Revises: 0006
 """
 
 from servicekit.db.foundation import add_mail_outbox_retries, drop_mail_outbox_retries
 
-revision = "0005_mail_outbox_retries"
-down_revision = "0004"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
