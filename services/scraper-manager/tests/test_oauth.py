@@ -3,6 +3,7 @@ from an external issuer verified against its JWKS."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import AsyncIterator
 
@@ -26,6 +27,12 @@ def register_client(settings: Settings, owner: str, level: str) -> tuple[str, st
     )
     lines = out.stdout.strip().splitlines()
     return lines[0].split(": ", 1)[1], lines[-1]
+
+
+def test_oauth_clients_are_never_registered_at_operator_level(service_settings: Settings) -> None:
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        register_client(service_settings, "acme", "operator")
+    assert "invalid choice: 'operator'" in refused.value.stderr
 
 
 async def test_authlib_client_gets_a_token_that_works_on_the_api(

@@ -5,7 +5,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.api_keys import ISSUED_OVER_API
 from servicekit.cli import ExtraCommand, ServiceCLI
 from servicekit.db.engine import create_engine, create_session_factory
 
@@ -24,7 +24,8 @@ def configure_oauth_clients(parser: argparse.ArgumentParser) -> None:
         "create", help="register a client-credentials client; prints its secret last"
     )
     create.add_argument("--owner", required=True)
-    create.add_argument("--level", required=True, choices=[lv.value for lv in AccessLevel])
+    # Same levels as API keys: `operator` acts across owners and is no client's to hold.
+    create.add_argument("--level", required=True, choices=[lv.value for lv in ISSUED_OVER_API])
 
 
 def create_oauth_client(settings: Settings, args: argparse.Namespace) -> int:
