@@ -27,6 +27,7 @@ def service() -> ServiceUnderTest:
         migrations=MIGRATIONS,
         api_prefix="/api/v1",
         error_text=error_text,
+        validation_status=400,
     )
 
 

@@ -98,6 +98,22 @@ def error_text(service: ServiceUnderTest | None) -> Callable[[Any], str]:
 
 
 @pytest.fixture(scope="session")
+def validation_status(service: ServiceUnderTest | None) -> int:
+    return _described(service).validation_status
+
+
+@pytest.fixture
+def admin_key_headers(
+    service: ServiceUnderTest | None, service_settings: ServiceSettings
+) -> dict[str, str]:
+    """Authorization with an admin API key of a fresh owner, made by the service's CLI."""
+    from servicekit.testing.conformance import create_key
+
+    key = create_key(_described(service).command, service_settings, "admin")
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(scope="session")
 def database_url(postgres_server_url: str, migrations_dir: Path | None) -> Iterator[str]:
     """A fresh database for this test worker, at the head of the service's migrations."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
