@@ -9,6 +9,7 @@ from servicekit.web.input_guard import (
     bad_text_reason,
     check_form_body,
     check_json_body,
+    document_input_limits,
     json_depth_exceeds,
 )
 
@@ -94,3 +95,23 @@ def test_a_form_that_is_not_utf8_is_refused() -> None:
 
 def test_a_plain_form_passes() -> None:
     check_form_body(b"grant_type=client_credentials&scope=a+b")
+
+
+def test_openapi_declares_413_and_the_guard_on_operations_taking_a_body() -> None:
+    error = {"content": {"application/json": {"schema": {"$ref": "#/E"}}}}
+    document = {
+        "paths": {
+            "/things": {
+                "post": {"responses": {"201": {"description": "made"}, "401": error}},
+                "get": {"responses": {"200": {"description": "listed"}}},
+            }
+        }
+    }
+    documented = document_input_limits(
+        document, validation_status=422, max_json_depth=64, max_body_bytes=1000
+    )
+    post = documented["paths"]["/things"]["post"]["responses"]
+    assert post["413"] == {"description": "Request body larger than 1000 bytes", **error}
+    assert "not UTF-8" in post["422"]["description"]
+    assert post["422"]["content"] == error["content"]
+    assert set(documented["paths"]["/things"]["get"]["responses"]) == {"200"}

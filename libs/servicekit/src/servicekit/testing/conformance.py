@@ -24,6 +24,7 @@ import psycopg
 from servicekit.db.admin import database_url_for, drop_database
 from servicekit.settings import ServiceSettings
 from servicekit.testing.app import run_http_server
+from servicekit.testing.fuzz import fuzz_openapi
 
 ErrorText = Callable[[Any], str]
 
@@ -48,6 +49,7 @@ __all__ = [
     "test_migrate_builds_a_fresh_database",
     "test_missing_authorization_is_401_in_the_envelope",
     "test_openapi_and_docs_are_served",
+    "test_openapi_fuzz_with_nul_and_surrogates_finds_no_server_error",
     "test_options_answers_the_methods_of_the_path",
     "test_readiness_reports_database_and_nats",
     "test_too_low_a_level_is_403_in_the_envelope",
@@ -419,3 +421,16 @@ async def test_a_head_just_under_the_limit_is_served(
         answer, sent = await asyncio.to_thread(_send_head, port, size)
     assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
     assert sent == size
+
+
+# --- schemathesis over the OpenAPI document (servicekit.testing.fuzz) -----------------------
+
+
+async def test_openapi_fuzz_with_nul_and_surrogates_finds_no_server_error(
+    service: Any, fuzz_settings: ServiceSettings, fuzz_headers: dict[str, str]
+) -> None:
+    app = service.create_app(fuzz_settings)
+    async with run_http_server(app) as url:
+        operations, findings = await asyncio.to_thread(fuzz_openapi, url, fuzz_headers)
+    assert operations > 3
+    assert not findings, "\n\n".join(findings)

@@ -113,6 +113,32 @@ def admin_key_headers(
     return {"Authorization": f"Bearer {key}"}
 
 
+@pytest.fixture
+def fuzz_settings(
+    service: ServiceUnderTest | None, service_settings: ServiceSettings
+) -> Iterator[ServiceSettings]:
+    """The service's settings on a database of its own, so what fuzzing creates stays there."""
+    described = _described(service)
+    url = database_url_for(service_settings.database_url, f"fuzz_{os.getpid()}")
+    drop_database(url)
+    ensure_database(url)
+    upgrade(described.migrations, url)
+    yield service_settings.model_copy(update={"database_url": url})
+    drop_database(url)
+
+
+@pytest.fixture
+def fuzz_headers(
+    service: ServiceUnderTest | None, fuzz_settings: ServiceSettings
+) -> dict[str, str]:
+    """The credentials fuzzing calls with: an admin API key (a service needing more overrides
+    this)."""
+    from servicekit.testing.conformance import create_key
+
+    key = create_key(_described(service).command, fuzz_settings, "admin")
+    return {"Authorization": f"Bearer {key}"}
+
+
 @pytest.fixture(scope="session")
 def database_url(postgres_server_url: str, migrations_dir: Path | None) -> Iterator[str]:
     """A fresh database for this test worker, at the head of the service's migrations."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
@@ -13,7 +14,11 @@ from servicekit.runtime import ServiceRuntime
 from servicekit.settings import ServiceSettings
 from servicekit.web.errors import ErrorRenderer, install_error_handlers
 from servicekit.web.health import operations_router
-from servicekit.web.input_guard import DEFAULT_MAX_JSON_DEPTH, InputGuardMiddleware
+from servicekit.web.input_guard import (
+    DEFAULT_MAX_JSON_DEPTH,
+    InputGuardMiddleware,
+    document_input_limits,
+)
 from servicekit.web.logging import configure_logging
 from servicekit.web.middleware import (
     BodySizeLimitMiddleware,
@@ -86,4 +91,29 @@ def create_service_app(
     app.add_middleware(MetricsMiddleware, metrics=HttpMetrics(app.state.metrics_registry))
     app.add_middleware(RequestIdMiddleware)
     app.include_router(operations_router())
+    _document_guards(
+        app,
+        validation_status=validation_status,
+        max_json_depth=max_json_depth,
+        max_body_bytes=max_body_bytes or settings.max_request_body_bytes,
+    )
     return app
+
+
+def _document_guards(
+    app: FastAPI, *, validation_status: int, max_json_depth: int, max_body_bytes: int
+) -> None:
+    """The OpenAPI document also says what the middleware answers (413, the input guard)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_input_limits(
+                generate(),
+                validation_status=validation_status,
+                max_json_depth=max_json_depth,
+                max_body_bytes=max_body_bytes,
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

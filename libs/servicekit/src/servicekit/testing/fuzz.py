@@ -1,0 +1,115 @@
+"""schemathesis over a service's OpenAPI document, with text no database takes in its alphabet.
+
+schemathesis draws NUL characters only now and then and never lone surrogates (it cannot send
+them in a URL). The hooks below put them, often, into the strings it generates: NUL anywhere
+(path, query, body), lone surrogates in JSON bodies (sent as `\\ud800` escapes), and a NUL key
+in JSON objects. The only check is the one that matters for robustness: no 5xx.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.core.result import Err
+
+# `make test` runs a few examples per operation; `make fuzz` sets more.
+EXAMPLES_ENV = "FUZZ_EXAMPLES"
+DEFAULT_EXAMPLES = 3
+NUL = "\x00"
+LONE_SURROGATE = "\ud800"
+
+
+# Set (to anything) for new inputs each run; unset, every run draws the same (CI stays stable).
+RANDOM_ENV = "FUZZ_RANDOM"
+
+
+def examples_per_operation() -> int:
+    return int(os.environ.get(EXAMPLES_ENV, DEFAULT_EXAMPLES))
+
+
+def poisoned(value: Any, *, surrogates: bool) -> st.SearchStrategy[Any]:
+    """`value` as generated, or with a NUL (or a lone surrogate) put into its strings."""
+    if isinstance(value, str):
+        bad = [NUL, LONE_SURROGATE] if surrogates else [NUL]
+        return st.one_of(
+            st.just(value),
+            st.sampled_from(bad).map(lambda c: value + c),
+            st.sampled_from(bad).map(lambda c: c + value),
+        )
+    if isinstance(value, dict):
+        fields = {key: poisoned(item, surrogates=surrogates) for key, item in value.items()}
+        base = st.fixed_dictionaries(fields)
+        if not surrogates:
+            return base
+        return st.one_of(base, base.map(lambda d: {**d, "key" + NUL: "value"}))
+    if isinstance(value, list):
+        return st.tuples(*(poisoned(item, surrogates=surrogates) for item in value)).map(list)
+    return st.just(value)
+
+
+def sometimes_poisoned(value: Any, *, surrogates: bool) -> st.SearchStrategy[Any]:
+    """One case in four poisoned, so the others still reach the service's own validation."""
+    return st.integers(0, 3).flatmap(
+        lambda n: poisoned(value, surrogates=surrogates) if n == 0 else st.just(value)
+    )
+
+
+def _poison_schema(schema: Any) -> None:
+    def flatmap_body(context: Any, body: Any) -> st.SearchStrategy[Any]:
+        return sometimes_poisoned(body, surrogates=True)
+
+    def flatmap_query(context: Any, query: Any) -> st.SearchStrategy[Any]:
+        return sometimes_poisoned(query, surrogates=False)
+
+    def flatmap_path_parameters(context: Any, parameters: Any) -> st.SearchStrategy[Any]:
+        return sometimes_poisoned(parameters, surrogates=False)
+
+    for hook in (flatmap_body, flatmap_query, flatmap_path_parameters):
+        schema.hook(hook)
+
+
+def fuzz_openapi(
+    base_url: str,
+    headers: dict[str, str],
+    *,
+    examples: int | None = None,
+    derandomize: bool | None = None,
+) -> tuple[int, list[str]]:
+    """Every operation of the service at `base_url`, `examples` cases each: how many
+    operations were tried, and a finding per operation that answered a 5xx (or could not be
+    described)."""
+    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json")
+    schema.config.generation.update(allow_x00=True)
+    _poison_schema(schema)
+    findings: list[str] = []
+    operations = 0
+    for result in schema.get_all_operations():
+        if isinstance(result, Err):
+            findings.append(f"an operation the schema cannot describe: {result.err()}")
+            continue
+        operation = result.ok()
+        operations += 1
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=examples or examples_per_operation(),
+            deadline=None,
+            derandomize=not os.environ.get(RANDOM_ENV) if derandomize is None else derandomize,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        def exercise(case: Any) -> None:
+            case.call_and_validate(
+                base_url=base_url, headers=headers, checks=[not_a_server_error], timeout=30
+            )
+
+        try:
+            exercise()
+        except (Exception, BaseExceptionGroup) as exc:  # every operation tried, all reported
+            findings.append(f"{operation.label}: {exc}")
+    return operations, findings
