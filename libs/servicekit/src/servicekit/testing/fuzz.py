@@ -2,8 +2,8 @@
 
 schemathesis draws NUL characters only now and then and never lone surrogates (it cannot send
 them in a URL). The hooks below put them, often, into the strings it generates: NUL anywhere
-(path, query, body), lone surrogates in JSON bodies (sent as `\\ud800` escapes), and a NUL key
-in JSON objects. The only check is the one that matters for robustness: no 5xx.
+(path, query, body), lone surrogates in JSON bodies (sent as `\\ud800` escapes), a NUL key
+in JSON objects, and integers past PostgreSQL's ranges. The only check is the one that matters for robustness: no 5xx.
 """
 
 from __future__ import annotations
@@ -32,30 +32,42 @@ def examples_per_operation() -> int:
     return int(os.environ.get(EXAMPLES_ENV, DEFAULT_EXAMPLES))
 
 
-def poisoned(value: Any, *, surrogates: bool) -> st.SearchStrategy[Any]:
-    """`value` as generated, or with a NUL (or a lone surrogate) put into its strings."""
-    if isinstance(value, str):
-        bad = [NUL, LONE_SURROGATE] if surrogates else [NUL]
+def poisoned(value: Any, *, bad_text: list[str], big_numbers: bool) -> st.SearchStrategy[Any]:
+    """`value` as generated, or with `bad_text` put into its strings, or (`big_numbers`) its
+    integers past the database's ranges."""
+    if isinstance(value, str) and bad_text:
         return st.one_of(
             st.just(value),
-            st.sampled_from(bad).map(lambda c: value + c),
-            st.sampled_from(bad).map(lambda c: c + value),
+            st.sampled_from(bad_text).map(lambda c: value + c),
+            st.sampled_from(bad_text).map(lambda c: c + value),
         )
+    if isinstance(value, int) and not isinstance(value, bool) and big_numbers:
+        return st.sampled_from([value, 2**31, 2**63, 10**20, -(2**63) - 1])
     if isinstance(value, dict):
-        fields = {key: poisoned(item, surrogates=surrogates) for key, item in value.items()}
+        fields = {
+            key: poisoned(item, bad_text=bad_text, big_numbers=big_numbers)
+            for key, item in value.items()
+        }
         base = st.fixed_dictionaries(fields)
-        if not surrogates:
+        if NUL not in bad_text or LONE_SURROGATE not in bad_text:
             return base
         return st.one_of(base, base.map(lambda d: {**d, "key" + NUL: "value"}))
     if isinstance(value, list):
-        return st.tuples(*(poisoned(item, surrogates=surrogates) for item in value)).map(list)
+        items = (poisoned(item, bad_text=bad_text, big_numbers=big_numbers) for item in value)
+        return st.tuples(*items).map(list)
     return st.just(value)
 
 
 def sometimes_poisoned(value: Any, *, surrogates: bool) -> st.SearchStrategy[Any]:
-    """One case in four poisoned, so the others still reach the service's own validation."""
+    """Half the cases as generated, so they reach the service's own validation; a quarter with
+    bad text, a quarter with big numbers (one kind at a time, so neither hides the other)."""
+    bad_text = [NUL, LONE_SURROGATE] if surrogates else [NUL]
     return st.integers(0, 3).flatmap(
-        lambda n: poisoned(value, surrogates=surrogates) if n == 0 else st.just(value)
+        lambda n: (
+            st.just(value)
+            if n < 2
+            else poisoned(value, bad_text=bad_text if n == 2 else [], big_numbers=n == 3)
+        )
     )
 
 
