@@ -32,6 +32,7 @@ __all__ = [
     "test_a_64_mib_header_is_431_and_is_not_read_whole",
     "test_a_body_over_the_limit_is_413_in_the_envelope",
     "test_a_body_that_is_not_utf8_is_refused_in_the_envelope",
+    "test_a_head_just_over_the_limit_in_one_read_is_431",
     "test_a_head_just_under_the_limit_is_served",
     "test_a_lone_surrogate_in_a_json_body_is_refused_and_nothing_changes",
     "test_a_nul_in_a_form_body_is_refused",
@@ -434,3 +435,14 @@ async def test_openapi_fuzz_with_nul_and_surrogates_finds_no_server_error(
         operations, findings = await asyncio.to_thread(fuzz_openapi, url, fuzz_headers)
     assert operations > 3
     assert not findings, "\n\n".join(findings)
+
+
+async def test_a_head_just_over_the_limit_in_one_read_is_431(
+    service: Any, service_settings: ServiceSettings
+) -> None:
+    app = service.create_app(service_settings)
+    async with run_http_server(app) as url:
+        port = int(url.rsplit(":", 1)[1])
+        size = service_settings.max_request_header_bytes + 1024
+        answer, _ = await asyncio.to_thread(_send_head, port, size)
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]

@@ -18,6 +18,10 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 DEFAULT_MAX_HEADER_BYTES = 32 * 1024
 
 
+class HeadTooLarge(Exception):
+    """Raised inside the parser's callback to stop parsing a request whose head is too large."""
+
+
 def bounded_head_protocol(max_header_bytes: int) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol refusing request heads over `max_header_bytes` with 431."""
 
@@ -28,6 +32,7 @@ def bounded_head_protocol(max_header_bytes: int) -> type[HttpToolsProtocol]:
             super().__init__(*args, **kwargs)
             self._in_head = True
             self._head_bytes = 0
+            self._head_too_large = False
 
         def data_received(self, data: bytes) -> None:
             if self._in_head:
@@ -41,7 +46,19 @@ def bounded_head_protocol(max_header_bytes: int) -> type[HttpToolsProtocol]:
         def on_headers_complete(self) -> None:
             self._in_head = False
             self._head_bytes = 0
+            # A head that arrived in one read is only complete here: measure what was parsed.
+            size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+            if size > self.limit:
+                self._head_too_large = True
+                # The parser turns this into an error uvicorn answers with `send_400_response`.
+                raise HeadTooLarge(size)
             super().on_headers_complete()
+
+        def send_400_response(self, msg: str) -> None:
+            if self._head_too_large:
+                self._refuse_head()
+                return
+            super().send_400_response(msg)
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
@@ -50,6 +67,8 @@ def bounded_head_protocol(max_header_bytes: int) -> type[HttpToolsProtocol]:
             self._head_bytes = 0
 
         def _refuse_head(self) -> None:
+            if self.transport.is_closing():
+                return
             body = json.dumps(
                 {
                     "error": f"Request headers larger than {self.limit} bytes",
