@@ -30,7 +30,7 @@ async def test_json_nested_20000_deep_is_400(
 ) -> None:
     response = await client.post(path, content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 400
-    assert "nested" in response.json()["error"]
+    assert "nested" in str(response.json())
 
 
 async def test_a_lone_surrogate_in_an_article_is_400(
@@ -43,3 +43,15 @@ async def test_a_lone_surrogate_in_an_article_is_400(
     )
     assert response.status_code == 400
     assert "surrogate" in response.json()["error"]["message"]
+
+
+async def test_a_nul_in_a_graphql_variable_is_bad_user_input(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/graphql",
+        content=b'{"query": "query($q: String) { __typename }", "variables": {"q": "a\\u0000"}}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status_code == 400
+    [error] = response.json()["errors"]
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "NUL" in error["message"]
