@@ -23,3 +23,10 @@ async def test_bodies_read_by_hand_are_documented_as_bounded(client: httpx.Async
         responses = schema["paths"][path]["post"]["responses"]
         assert "413" in responses, path
         assert "not UTF-8" in responses["400"]["description"], path
+
+
+async def test_the_article_sort_and_order_are_declared_as_enums(client: httpx.AsyncClient) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    parameters = {p["name"]: p for p in schema["paths"]["/api/v1/articles"]["get"]["parameters"]}
+    assert "published_at" in str(parameters["sort"]["schema"]["enum"])
+    assert parameters["order"]["schema"]["enum"] == ["asc", "desc"]
