@@ -97,7 +97,7 @@ def test_a_plain_form_passes() -> None:
     check_form_body(b"grant_type=client_credentials&scope=a+b")
 
 
-def test_openapi_declares_413_and_the_guard_on_operations_taking_a_body() -> None:
+def test_openapi_declares_the_guard_everywhere_and_413_where_a_body_is_taken() -> None:
     error = {"content": {"application/json": {"schema": {"$ref": "#/E"}}}}
     document = {
         "paths": {
@@ -114,4 +114,6 @@ def test_openapi_declares_413_and_the_guard_on_operations_taking_a_body() -> Non
     assert post["413"] == {"description": "Request body larger than 1000 bytes", **error}
     assert "not UTF-8" in post["422"]["description"]
     assert post["422"]["content"] == error["content"]
-    assert set(documented["paths"]["/things"]["get"]["responses"]) == {"200"}
+    get = documented["paths"]["/things"]["get"]["responses"]
+    assert set(get) == {"200", "422"}  # a NUL in any query string is refused
+    assert "NUL" in get["422"]["description"]

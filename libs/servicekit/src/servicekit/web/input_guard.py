@@ -221,37 +221,36 @@ async def _no_body() -> Message:
 
 _BODY_METHODS = frozenset({"post", "put", "patch"})
 GUARD_DESCRIPTION = (
-    "Also: a body that is not UTF-8, text with a NUL character or a lone surrogate, or JSON"
-    " nested deeper than {depth} levels"
+    "Also: a NUL character or a lone surrogate in the path, query, headers or body, JSON"
+    " nested deeper than {depth} levels, or a body that is not UTF-8"
 )
 
 
 def document_input_limits(
     openapi: dict[str, Any], *, validation_status: int, max_json_depth: int, max_body_bytes: int
 ) -> dict[str, Any]:
-    """Declare in an OpenAPI document what the guards answer: 413 on every operation taking a
-    body, and the guard's refusals beside the validation status. Each response borrows the
-    error schema the operation already declares, so it is in the service's own envelope."""
+    """Declare in an OpenAPI document what the guards answer: their refusals beside the
+    validation status on every operation (a NUL in any query string is one), and 413 on every
+    operation taking a body. Each response borrows the error schema the operation already
+    declares, so it is in the service's own envelope."""
     status = str(validation_status)
     note = GUARD_DESCRIPTION.format(depth=max_json_depth)
     for item in openapi.get("paths", {}).values():
         for method, operation in item.items():
-            # Some endpoints read their body themselves and declare none: the method says.
-            takes_body = method in _BODY_METHODS or "requestBody" in operation
-            if not isinstance(operation, dict) or not takes_body:
+            if not isinstance(operation, dict):
                 continue
             responses = operation.setdefault("responses", {})
             envelope = _error_content(responses, status)
-            if "413" not in responses:
+            # Some endpoints read their body themselves and declare none: the method says.
+            if (method in _BODY_METHODS or "requestBody" in operation) and "413" not in responses:
                 responses["413"] = {
                     "description": f"Request body larger than {max_body_bytes} bytes",
                     **envelope,
                 }
             validation = responses.setdefault(status, {"description": "Invalid input", **envelope})
             if note not in validation.get("description", ""):
-                validation["description"] = f"{validation.get('description', '')}. {note}".lstrip(
-                    ". "
-                )
+                described = validation.get("description", "")
+                validation["description"] = f"{described}. {note}" if described else note
     return openapi
 
 
