@@ -76,7 +76,9 @@ test-unit: install
 FUZZ_EXAMPLES ?= 100
 fuzz: install
 	@status=0; for s in $(SERVICES); do (cd services/$$s && FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_RANDOM=1 \
-		$(PYTEST) tests/test_conformance.py -k openapi_fuzz) || status=1; done; exit $$status
+		$(PYTEST) tests/test_conformance.py -k openapi_fuzz) || status=1; done; \
+	(cd services/commerce-content && FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_RANDOM=1 \
+		$(PYTEST) tests/test_graphql_fuzz.py) || status=1; exit $$status
 
 # Figures, not pass/fail: each benchmark starts its own servers on loopback and stops itself.
 bench: install

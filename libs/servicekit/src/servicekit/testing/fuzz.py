@@ -32,6 +32,10 @@ def examples_per_operation() -> int:
     return int(os.environ.get(EXAMPLES_ENV, DEFAULT_EXAMPLES))
 
 
+def fuzz_randomly() -> bool:
+    return bool(os.environ.get(RANDOM_ENV))
+
+
 def poisoned(value: Any, *, bad_text: list[str], big_numbers: bool) -> st.SearchStrategy[Any]:
     """`value` as generated, or with `bad_text` put into its strings, or (`big_numbers`) its
     integers past the database's ranges."""
@@ -111,7 +115,7 @@ def fuzz_openapi(
         @settings(
             max_examples=examples or examples_per_operation(),
             deadline=None,
-            derandomize=not os.environ.get(RANDOM_ENV) if derandomize is None else derandomize,
+            derandomize=not fuzz_randomly() if derandomize is None else derandomize,
             database=None,
             suppress_health_check=list(HealthCheck),
         )
