@@ -102,11 +102,12 @@ def validation_status(service: ServiceUnderTest | None) -> int:
     return _described(service).validation_status
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def admin_key_headers(
     service: ServiceUnderTest | None, service_settings: ServiceSettings
 ) -> dict[str, str]:
-    """Authorization with an admin API key of a fresh owner, made by the service's CLI."""
+    """Authorization with an admin API key of an owner of its own, made by the service's CLI
+    (once a session: each run of the CLI takes a second)."""
     from servicekit.testing.conformance import create_key
 
     key = create_key(_described(service).command, service_settings, "admin")
