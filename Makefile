@@ -8,7 +8,7 @@ RUN := $(UV) run --frozen
 SERVICES := webhook-hub scraper-manager commerce-content
 PYTEST := $(RUN) pytest -p no:cacheprovider
 
-.PHONY: help install run test test-unit test-e2e lint check-deploy fmt migrate clean bench
+.PHONY: help install run test test-unit test-e2e lint check-deploy fmt migrate clean bench fuzz
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
@@ -18,6 +18,7 @@ help:
 	@echo "make check-deploy  compose schema, kustomize overlays validated, hadolint"
 	@echo "make fmt      format and auto-fix"
 	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
+	@echo "make fuzz     schemathesis with NUL and lone surrogates, FUZZ_EXAMPLES per operation (default 100), new inputs each run"
 	@echo "make bench    benchmarks that print their figures (webhook delivery, crawling vs Scrapy, GraphQL vs REST)"
 	@echo "make clean    remove the dev data (.data/) and caches"
 
@@ -69,6 +70,15 @@ test-e2e: install
 test-unit: install
 	$(PYTEST) libs/servicekit/tests
 	@for s in $(SERVICES); do (cd services/$$s && $(PYTEST) tests) || exit 1; done
+
+# `make test` fuzzes each service's OpenAPI document with 3 examples per operation, always the
+# same ones (the conformance tests); this runs the same test longer, with new inputs each run.
+FUZZ_EXAMPLES ?= 100
+fuzz: install
+	@status=0; for s in $(SERVICES); do (cd services/$$s && FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_RANDOM=1 \
+		$(PYTEST) tests/test_conformance.py -k openapi_fuzz) || status=1; done; \
+	(cd services/commerce-content && FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_RANDOM=1 \
+		$(PYTEST) tests/test_graphql_fuzz.py) || status=1; exit $$status
 
 # Figures, not pass/fail: each benchmark starts its own servers on loopback and stops itself.
 bench: install

@@ -23,6 +23,7 @@ from servicekit.db.engine import create_engine, create_session_factory
 from servicekit.db.migrations import upgrade
 from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
+from servicekit.web.server import uvicorn_config
 
 Command = Callable[[Any, argparse.Namespace], int]
 
@@ -101,14 +102,16 @@ class ServiceCLI:
         if args.command == "serve":
             app = self._app(settings)
             keep_out_of_collections()
-            uvicorn.run(
+            config = uvicorn_config(
                 app,
                 host=args.host or settings.host,
                 port=args.port or settings.port,
+                max_header_bytes=settings.max_request_header_bytes,
                 log_config=None,
                 proxy_headers=True,
                 timeout_graceful_shutdown=10,
             )
+            uvicorn.Server(config).run()
             return 0
         if args.command == "worker":
             # uvloop (installed with uvicorn[standard]) roughly halves the event loop's cost

@@ -94,6 +94,9 @@ class ServiceSettings(BaseSettings):
     outbox_poll_seconds: float = 1.0
     outbox_retention_hours: float = 24.0
     api_key_prefix: str = "key"
+    # Larger request bodies get 413, larger request heads (request line and headers) 431.
+    max_request_body_bytes: int = 1024 * 1024
+    max_request_header_bytes: int = 32 * 1024
 
     @classmethod
     def settings_customise_sources(

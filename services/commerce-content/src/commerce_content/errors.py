@@ -1,6 +1,7 @@
-"""commerce-content's two error envelopes, both fixed by the spec:
+"""commerce-content's error envelopes (the first two fixed by the spec, the third GraphQL's):
 
 - the resource API under `/api/v1/`: `{"error": {"code": ..., "message": ...}}`;
+- `/graphql`: GraphQL's `{"errors": [{"message": ..., "extensions": {"code": ...}}]}`;
 - everything else (checkout, payment notifications, search, contact, admin action, content
   API): `{"error": <text>}`.
 """
@@ -27,9 +28,18 @@ class PlainErrorBody(BaseModel):
     error: str
 
 
+GRAPHQL_PATH = "/graphql"
+# Refusals of the request itself (the input guard, the body size limit) in GraphQL's words.
+_GRAPHQL_CODES = {400: "BAD_USER_INPUT", 413: "BAD_USER_INPUT", 422: "BAD_USER_INPUT"}
+
+
 def render_error(error: ServiceError, request: Request) -> dict[str, Any]:
     if request.url.path.startswith(RESOURCE_API_PREFIX):
         return {"error": {"code": error.code, "message": error.message, **error.extra}}
+    if request.url.path == GRAPHQL_PATH:
+        # GraphQL clients read `errors`, as the endpoint's own refusals give them.
+        code = _GRAPHQL_CODES.get(error.status_code, error.code.upper())
+        return {"errors": [{"message": error.message, "extensions": {"code": code}}]}
     return {"error": error.message}
 
 

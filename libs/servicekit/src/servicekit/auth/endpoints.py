@@ -102,7 +102,7 @@ def api_keys_router(error_model: type[BaseModel]) -> APIRouter:
         return ApiKeyCreated(**ApiKeyRead.of(record).model_dump(), key=plaintext)
 
     @router.delete(
-        "/{key_id}",
+        "/{key_id:uuid}",
         status_code=status.HTTP_204_NO_CONTENT,
         response_class=Response,
         responses={

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.db.engine import get_session
+from servicekit.web.server import DEFAULT_MAX_HEADER_BYTES
 
 
 def use_session(app: FastAPI, session: AsyncSession) -> None:
@@ -45,9 +46,18 @@ async def run_http_server(app: FastAPI, port: int | None = None) -> AsyncIterato
     import uvicorn
 
     from servicekit.embedded.network import free_port
+    from servicekit.web.server import uvicorn_config
 
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port or free_port(), log_level="warning", lifespan="on"
+    settings = getattr(app.state, "settings", None)
+    limit = getattr(settings, "max_request_header_bytes", DEFAULT_MAX_HEADER_BYTES)
+    # The same server set-up as `serve`, so tests see what production answers.
+    config = uvicorn_config(
+        app,
+        host="127.0.0.1",
+        port=port or free_port(),
+        max_header_bytes=limit,
+        log_level="warning",
+        lifespan="on",
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

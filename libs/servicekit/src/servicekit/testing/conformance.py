@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -22,16 +23,35 @@ import psycopg
 
 from servicekit.db.admin import database_url_for, drop_database
 from servicekit.settings import ServiceSettings
+from servicekit.testing.app import run_http_server
+from servicekit.testing.fuzz import fuzz_openapi
 
 ErrorText = Callable[[Any], str]
 
 __all__ = [
+    "test_a_64_mib_header_is_431_and_is_not_read_whole",
+    "test_a_body_over_the_limit_is_413_in_the_envelope",
+    "test_a_body_that_is_not_utf8_is_refused_in_the_envelope",
+    "test_a_head_just_over_the_limit_in_one_read_is_431",
+    "test_a_head_just_under_the_limit_is_served",
+    "test_a_lone_surrogate_in_a_json_body_is_refused_and_nothing_changes",
+    "test_a_nul_in_a_form_body_is_refused",
+    "test_a_nul_in_a_header_value_is_refused",
+    "test_a_nul_in_a_json_body_is_refused_and_nothing_changes",
+    "test_a_nul_in_a_json_key_is_refused",
+    "test_a_nul_in_a_path_parameter_is_refused",
+    "test_a_nul_in_a_query_parameter_is_refused",
+    "test_a_wrong_method_is_405_with_every_method_of_the_path",
     "test_api_key_made_by_the_cli_authenticates",
+    "test_deeply_nested_json_is_refused_in_the_envelope",
+    "test_delete_on_api_keys_me_is_405",
     "test_health_answers_ok",
     "test_metrics_are_exposed",
     "test_migrate_builds_a_fresh_database",
     "test_missing_authorization_is_401_in_the_envelope",
     "test_openapi_and_docs_are_served",
+    "test_openapi_fuzz_with_nul_and_surrogates_finds_no_server_error",
+    "test_options_answers_the_methods_of_the_path",
     "test_readiness_reports_database_and_nats",
     "test_too_low_a_level_is_403_in_the_envelope",
     "test_wrong_key_is_401_in_the_envelope",
@@ -162,3 +182,267 @@ def test_migrate_builds_a_fresh_database(
         assert {"api_keys", "outbox_events", "processed_events", "alembic_version"} <= tables
     finally:
         drop_database(url)
+
+
+# --- the input guard (servicekit.web.input_guard): the same answers in every service ---------
+
+
+async def _key_count(client: httpx.AsyncClient, api_prefix: str, headers: dict[str, str]) -> int:
+    response = await client.get(f"{api_prefix}/api-keys", headers=headers)
+    assert response.status_code == 200
+    return len(response.json())
+
+
+async def _assert_refused_and_unchanged(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    headers: dict[str, str],
+    content: bytes,
+    error_text: ErrorText,
+    expected_status: int,
+    says: str,
+) -> None:
+    before = await _key_count(client, api_prefix, headers)
+    response = await client.post(
+        f"{api_prefix}/api-keys",
+        content=content,
+        headers={**headers, "Content-Type": "application/json"},
+    )
+    assert response.status_code == expected_status, response.text
+    assert says in error_text(response.json())
+    assert await _key_count(client, api_prefix, headers) == before
+
+
+async def test_a_nul_in_a_json_body_is_refused_and_nothing_changes(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+) -> None:
+    body = b'{"level": "read", "description": "a\\u0000b"}'
+    await _assert_refused_and_unchanged(
+        client, api_prefix, admin_key_headers, body, error_text, validation_status, "NUL"
+    )
+
+
+async def test_a_lone_surrogate_in_a_json_body_is_refused_and_nothing_changes(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+) -> None:
+    body = b'{"level": "read", "description": "a\\ud800b"}'
+    await _assert_refused_and_unchanged(
+        client, api_prefix, admin_key_headers, body, error_text, validation_status, "surrogate"
+    )
+
+
+async def test_a_nul_in_a_json_key_is_refused(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+) -> None:
+    body = b'{"level": "read", "x\\u0000": 1}'
+    await _assert_refused_and_unchanged(
+        client, api_prefix, admin_key_headers, body, error_text, validation_status, "key"
+    )
+
+
+async def test_deeply_nested_json_is_refused_in_the_envelope(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+) -> None:
+    body = b'{"level": "read", "description": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
+    await _assert_refused_and_unchanged(
+        client, api_prefix, admin_key_headers, body, error_text, validation_status, "nested"
+    )
+
+
+async def test_a_body_that_is_not_utf8_is_refused_in_the_envelope(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+) -> None:
+    body = b'{"level": "read", "description": "caf\xe9"}'
+    await _assert_refused_and_unchanged(
+        client, api_prefix, admin_key_headers, body, error_text, validation_status, "UTF-8"
+    )
+
+
+async def test_a_nul_in_a_query_parameter_is_refused(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+) -> None:
+    response = await client.get(f"{api_prefix}/api-keys?owner=a%00b", headers=admin_key_headers)
+    assert response.status_code == validation_status
+    assert "NUL" in error_text(response.json())
+
+
+async def test_a_nul_in_a_path_parameter_is_refused(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+) -> None:
+    response = await client.delete(f"{api_prefix}/api-keys/a%00b", headers=admin_key_headers)
+    assert response.status_code == validation_status
+    assert "NUL" in error_text(response.json())
+
+
+async def test_a_nul_in_a_header_value_is_refused(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+) -> None:
+    # Real servers may refuse it first; the guard holds for any server that passes it on.
+    headers = {**admin_key_headers, "X-Forwarded-For": "a\x00b"}
+    response = await client.get(f"{api_prefix}/api-keys/me", headers=headers)
+    assert response.status_code == validation_status
+    assert "NUL" in error_text(response.json())
+
+
+async def test_a_nul_in_a_form_body_is_refused(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+) -> None:
+    response = await client.post(
+        f"{api_prefix}/api-keys", data={"level": "read\x00"}, headers=admin_key_headers
+    )
+    assert response.status_code == validation_status
+    assert "NUL" in error_text(response.json())
+
+
+async def test_a_body_over_the_limit_is_413_in_the_envelope(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    service_settings: ServiceSettings,
+) -> None:
+    padding = "x" * service_settings.max_request_body_bytes
+    response = await client.post(
+        f"{api_prefix}/api-keys",
+        json={"level": "read", "description": padding},
+        headers=admin_key_headers,
+    )
+    assert response.status_code == 413
+    assert error_text(response.json())
+
+
+# --- methods: what OpenAPI says a path has is what it answers -------------------------------
+
+
+async def test_options_answers_the_methods_of_the_path(
+    client: httpx.AsyncClient, api_prefix: str
+) -> None:
+    response = await client.options(f"{api_prefix}/api-keys")
+    assert response.status_code == 204
+    assert set(response.headers["Allow"].split(", ")) == {"GET", "POST", "OPTIONS"}
+
+
+async def test_a_wrong_method_is_405_with_every_method_of_the_path(
+    client: httpx.AsyncClient, api_prefix: str, error_text: ErrorText
+) -> None:
+    response = await client.put(f"{api_prefix}/api-keys")
+    assert response.status_code == 405
+    assert set(response.headers["Allow"].split(", ")) == {"GET", "POST"}
+    assert error_text(response.json())
+
+
+async def test_delete_on_api_keys_me_is_405(
+    client: httpx.AsyncClient, api_prefix: str, admin_key_headers: dict[str, str]
+) -> None:
+    response = await client.delete(f"{api_prefix}/api-keys/me", headers=admin_key_headers)
+    assert response.status_code == 405
+    assert response.headers["Allow"] == "GET"
+
+
+# --- request heads: bounded by the server itself (servicekit.web.server) --------------------
+
+
+def _send_head(port: int, header_bytes: int) -> tuple[bytes, int]:
+    """Send a GET whose one header holds `header_bytes`; the answer's first bytes and how many
+    bytes the server took before it closed (or all of them)."""
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: ")
+        chunk = b"a" * 65536
+        try:
+            while sent < header_bytes:
+                piece = chunk[: header_bytes - sent]
+                connection.sendall(piece)
+                sent += len(piece)
+            connection.sendall(b"\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        try:
+            answer = connection.recv(4096)
+        except ConnectionResetError:
+            answer = b""
+    return answer, sent
+
+
+async def test_a_64_mib_header_is_431_and_is_not_read_whole(
+    service: Any, service_settings: ServiceSettings
+) -> None:
+    app = service.create_app(service_settings)
+    async with run_http_server(app) as url:
+        port = int(url.rsplit(":", 1)[1])
+        answer, sent = await asyncio.to_thread(_send_head, port, 64 * 1024 * 1024)
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+    # The server closed long before the 64 MiB were sent (socket buffers hold a few MiB).
+    assert sent < 16 * 1024 * 1024
+
+
+async def test_a_head_just_under_the_limit_is_served(
+    service: Any, service_settings: ServiceSettings
+) -> None:
+    app = service.create_app(service_settings)
+    async with run_http_server(app) as url:
+        port = int(url.rsplit(":", 1)[1])
+        size = service_settings.max_request_header_bytes - 1024
+        answer, sent = await asyncio.to_thread(_send_head, port, size)
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    assert sent == size
+
+
+# --- schemathesis over the OpenAPI document (servicekit.testing.fuzz) -----------------------
+
+
+async def test_openapi_fuzz_with_nul_and_surrogates_finds_no_server_error(
+    service: Any, fuzz_settings: ServiceSettings, fuzz_headers: dict[str, str]
+) -> None:
+    app = service.create_app(fuzz_settings)
+    async with run_http_server(app) as url:
+        operations, findings = await asyncio.to_thread(fuzz_openapi, url, fuzz_headers)
+    assert operations > 3
+    assert not findings, "\n\n".join(findings)
+
+
+async def test_a_head_just_over_the_limit_in_one_read_is_431(
+    service: Any, service_settings: ServiceSettings
+) -> None:
+    app = service.create_app(service_settings)
+    async with run_http_server(app) as url:
+        port = int(url.rsplit(":", 1)[1])
+        size = service_settings.max_request_header_bytes + 1024
+        answer, _ = await asyncio.to_thread(_send_head, port, size)
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:200]

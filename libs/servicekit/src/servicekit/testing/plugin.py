@@ -98,6 +98,49 @@ def error_text(service: ServiceUnderTest | None) -> Callable[[Any], str]:
 
 
 @pytest.fixture(scope="session")
+def validation_status(service: ServiceUnderTest | None) -> int:
+    return _described(service).validation_status
+
+
+@pytest.fixture(scope="session")
+def admin_key_headers(
+    service: ServiceUnderTest | None, service_settings: ServiceSettings
+) -> dict[str, str]:
+    """Authorization with an admin API key of an owner of its own, made by the service's CLI
+    (once a session: each run of the CLI takes a second)."""
+    from servicekit.testing.conformance import create_key
+
+    key = create_key(_described(service).command, service_settings, "admin")
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+def fuzz_settings(
+    service: ServiceUnderTest | None, service_settings: ServiceSettings
+) -> Iterator[ServiceSettings]:
+    """The service's settings on a database of its own, so what fuzzing creates stays there."""
+    described = _described(service)
+    url = database_url_for(service_settings.database_url, f"fuzz_{os.getpid()}")
+    drop_database(url)
+    ensure_database(url)
+    upgrade(described.migrations, url)
+    yield service_settings.model_copy(update={"database_url": url})
+    drop_database(url)
+
+
+@pytest.fixture
+def fuzz_headers(
+    service: ServiceUnderTest | None, fuzz_settings: ServiceSettings
+) -> dict[str, str]:
+    """The credentials fuzzing calls with: an admin API key (a service needing more overrides
+    this)."""
+    from servicekit.testing.conformance import create_key
+
+    key = create_key(_described(service).command, fuzz_settings, "admin")
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(scope="session")
 def database_url(postgres_server_url: str, migrations_dir: Path | None) -> Iterator[str]:
     """A fresh database for this test worker, at the head of the service's migrations."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")

@@ -20,6 +20,7 @@ class ServiceUnderTest:
     migrations: Path
     api_prefix: str  # where its key-management API lives
     error_text: Callable[[Any], str]  # reads the message out of its error envelope
+    validation_status: int = 422  # what it answers invalid input with (422 or 400)
 
 
 def flat_error_text(body: Any) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
@@ -13,6 +14,11 @@ from servicekit.runtime import ServiceRuntime
 from servicekit.settings import ServiceSettings
 from servicekit.web.errors import ErrorRenderer, install_error_handlers
 from servicekit.web.health import operations_router
+from servicekit.web.input_guard import (
+    DEFAULT_MAX_JSON_DEPTH,
+    InputGuardMiddleware,
+    document_input_limits,
+)
 from servicekit.web.logging import configure_logging
 from servicekit.web.middleware import (
     BodySizeLimitMiddleware,
@@ -24,7 +30,6 @@ from servicekit.web.middleware import (
 # Resources an app holds for its lifetime (an HTTP client pool, say): opened at startup,
 # closed at shutdown, in reverse order.
 AppResource = Callable[[FastAPI, ServiceRuntime], AbstractAsyncContextManager[None]]
-DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 
 def create_service_app(
@@ -36,7 +41,8 @@ def create_service_app(
     render_error: ErrorRenderer,
     validation_status: int = 422,
     registry: EventTypeRegistry | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_body_bytes: int | None = None,
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
     resources: Sequence[AppResource] = (),
 ) -> FastAPI:
     """An app with the lifespan (DB engine, NATS), error envelope, health, metrics and ids.
@@ -70,8 +76,44 @@ def create_service_app(
     app.state.settings = settings
     app.state.metrics_registry = CollectorRegistry()
     install_error_handlers(app, render_error, validation_status=validation_status)
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes, render=render_error)
+    # Inside the size limit, so the guard reads bodies already bounded.
+    app.add_middleware(
+        InputGuardMiddleware,
+        render=render_error,
+        status=validation_status,
+        max_json_depth=max_json_depth,
+    )
+    app.add_middleware(
+        BodySizeLimitMiddleware,
+        max_bytes=max_body_bytes or settings.max_request_body_bytes,
+        render=render_error,
+    )
     app.add_middleware(MetricsMiddleware, metrics=HttpMetrics(app.state.metrics_registry))
     app.add_middleware(RequestIdMiddleware)
     app.include_router(operations_router())
+    _document_guards(
+        app,
+        validation_status=validation_status,
+        max_json_depth=max_json_depth,
+        max_body_bytes=max_body_bytes or settings.max_request_body_bytes,
+    )
     return app
+
+
+def _document_guards(
+    app: FastAPI, *, validation_status: int, max_json_depth: int, max_body_bytes: int
+) -> None:
+    """The OpenAPI document also says what the middleware answers (413, the input guard)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_input_limits(
+                generate(),
+                validation_status=validation_status,
+                max_json_depth=max_json_depth,
+                max_body_bytes=max_body_bytes,
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

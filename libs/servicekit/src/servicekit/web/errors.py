@@ -8,9 +8,11 @@ from typing import Any, ClassVar
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
+from starlette.types import Scope
 
 logger = structlog.get_logger(__name__)
 
@@ -165,11 +167,19 @@ def install_error_handlers(
         )
         return respond(error, request, validation_status)
 
-    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+    async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         error_cls = _STATUS_ERRORS.get(exc.status_code, ServiceError)
         message = exc.detail if isinstance(exc.detail, str) else None
-        error = error_cls(message, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Starlette names the methods of the one route it tried; a path has several.
+            allowed = allowed_methods(request.app.router.routes, request.scope)
+            if request.method == "OPTIONS":
+                allow = ", ".join([*allowed, "OPTIONS"])
+                return Response(status_code=204, headers={"Allow": allow})
+            headers["Allow"] = ", ".join(allowed)
+        error = error_cls(message, headers=headers)
         return respond(error, request, exc.status_code)
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -180,6 +190,19 @@ def install_error_handlers(
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(Exception, on_unexpected)
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> list[str]:
+    """Every method some route serves fully at the scope's path, in a stable order (asked of
+    each method in turn: included routers only answer whether they match)."""
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**scope, "method": method})[0] is Match.FULL for route in routes)
+    ]
 
 
 def _json_safe_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:

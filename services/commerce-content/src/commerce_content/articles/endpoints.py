@@ -68,8 +68,14 @@ async def list_articles(
     status_: Annotated[ArticleStatus | None, Query(alias="status")] = None,
     author_id: OptionalDbIdQuery = None,
     created_after: Annotated[str | None, Query(description="YYYY-MM-DD")] = None,
-    sort: Annotated[str | None, Query(description=f"One of {', '.join(SORTABLE)}")] = None,
-    order: Annotated[str | None, Query(description="asc or desc")] = None,
+    # Enums for the OpenAPI document; checked below so the refusal names the choices.
+    sort: Annotated[
+        str | None,
+        Query(description=f"One of {', '.join(SORTABLE)}", json_schema_extra={"enum": SORTABLE}),
+    ] = None,
+    order: Annotated[
+        str | None, Query(description="asc or desc", json_schema_extra={"enum": ["asc", "desc"]})
+    ] = None,
     include: Annotated[str | None, Query(description="author,tags,comments")] = None,
     # Bounded so the offset, (page - 1) * per_page, stays a number Postgres takes.
     page: Annotated[int | None, Query(ge=1, le=MAX_DB_INT)] = None,

@@ -24,7 +24,14 @@ class SearchResult(BaseModel):
 async def search_collections(
     session: SessionDep,
     q: Annotated[str | None, Query(max_length=200)] = None,
-    type: Annotated[str, Query(description="all, posts, products or pages")] = "all",
+    # Declared as an enum for clients; checked below so the refusal names the choices.
+    type: Annotated[
+        str,
+        Query(
+            description="all, posts, products or pages",
+            json_schema_extra={"enum": ["all", *COLLECTIONS]},
+        ),
+    ] = "all",
 ) -> SearchResult:
     if type != "all" and type not in COLLECTIONS:
         raise BadRequest(f"Unknown type '{type}'; use all, {', '.join(COLLECTIONS)}")

@@ -1,0 +1,89 @@
+"""schemathesis over the GraphQL schema (issue 13, must show): queries and mutations built from
+the schema, with NUL characters in string arguments; no 5xx and no INTERNAL_SERVER_ERROR."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import schemathesis
+from commerce_content.app import create_app
+from commerce_content.settings import Settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.core.result import Err
+from schemathesis.graphql import nodes
+from servicekit.testing import run_http_server
+from servicekit.testing.fuzz import examples_per_operation, fuzz_randomly
+
+NUL = "\x00"
+# The schema's own scalars, as strings: well formed, malformed, huge, and with a NUL.
+schemathesis.graphql.scalar(
+    "Decimal",
+    st.sampled_from(["19.90", "0", "-1", "NaN", "Infinity", "1e1000000", "1e30", "x", NUL]).map(
+        nodes.String
+    ),
+)
+schemathesis.graphql.scalar(
+    "CurrencyCode", st.sampled_from(["USD", "EUR", "usd", "XX", "U" + NUL]).map(nodes.String)
+)
+schemathesis.graphql.scalar(
+    "DateTime",
+    st.sampled_from(["2026-01-01T00:00:00+00:00", "2026-13-01", "", NUL]).map(nodes.String),
+)
+
+
+def internal_errors(response: Any) -> list[str]:
+    try:
+        body = response.json()
+    except ValueError:
+        return []
+    errors = body.get("errors") or [] if isinstance(body, dict) else []
+    return [
+        str(error.get("message"))
+        for error in errors
+        if (error.get("extensions") or {}).get("code") == "INTERNAL_SERVER_ERROR"
+    ]
+
+
+def fuzz_graphql(url: str, headers: dict[str, str]) -> tuple[int, list[str]]:
+    schema = schemathesis.graphql.from_url(url, headers=headers)
+    findings: list[str] = []
+    operations = 0
+    for result in schema.get_all_operations():
+        if isinstance(result, Err):
+            findings.append(f"an operation the schema cannot describe: {result.err()}")
+            continue
+        operation = result.ok()
+        operations += 1
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=examples_per_operation(),
+            deadline=None,
+            derandomize=not fuzz_randomly(),
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        def exercise(case: Any) -> None:
+            response = case.call_and_validate(
+                headers=headers, checks=[not_a_server_error], timeout=30
+            )
+            assert not internal_errors(response), f"{case.body}: {internal_errors(response)}"
+
+        try:
+            exercise()
+        except (Exception, BaseExceptionGroup) as exc:
+            findings.append(f"{operation.label}: {exc}")
+    return operations, findings
+
+
+async def test_graphql_fuzz_finds_no_server_error(
+    fuzz_settings: Settings, fuzz_headers: dict[str, str]
+) -> None:
+    headers = {"Authorization": fuzz_headers["Authorization"]}
+    async with run_http_server(create_app(fuzz_settings)) as url:
+        operations, findings = await asyncio.to_thread(fuzz_graphql, f"{url}/graphql", headers)
+    assert operations > 5
+    assert not findings, "\n\n".join(findings)
