@@ -33,6 +33,33 @@ async def test_json_nested_20000_deep_is_400(
     assert "nested" in str(response.json())
 
 
+@pytest.mark.parametrize("path", ["/api/contact", "/api/orders/checkout", "/graphql"])
+@pytest.mark.parametrize("content_type", ["text/plain", None])
+async def test_json_nested_deep_under_another_label_is_400(
+    client: httpx.AsyncClient, path: str, content_type: str | None
+) -> None:
+    # These endpoints read their JSON whatever the label, so the guard may not trust it.
+    # httpx sets no Content-Type for raw bytes unless told.
+    headers = {"Content-Type": content_type} if content_type else {}
+    response = await client.post(path, content=b'{"items": ' + DEEP + b"}", headers=headers)
+    assert response.status_code == 400
+    assert "nested" in str(response.json())
+
+
+async def test_graphql_variables_nested_deep_in_the_query_string_are_bad_user_input(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.get(
+        "/graphql",
+        params={"query": "{ __typename }", "variables": "[" * 2_000 + "]" * 2_000},
+        headers={"Accept": "application/json"},
+    )
+    assert response.status_code == 400
+    [error] = response.json()["errors"]
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "nested" in error["message"]
+
+
 async def test_a_lone_surrogate_in_an_article_is_400(
     client: httpx.AsyncClient, admin_key_headers: dict[str, str]
 ) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 
 from servicekit.db.admin import database_url_for, drop_database
 from servicekit.settings import ServiceSettings
@@ -44,6 +45,7 @@ __all__ = [
     "test_a_wrong_method_is_405_with_every_method_of_the_path",
     "test_api_key_made_by_the_cli_authenticates",
     "test_deeply_nested_json_is_refused_in_the_envelope",
+    "test_deeply_nested_json_under_another_label_is_refused",
     "test_delete_on_api_keys_me_is_405",
     "test_health_answers_ok",
     "test_metrics_are_exposed",
@@ -263,6 +265,23 @@ async def test_deeply_nested_json_is_refused_in_the_envelope(
     await _assert_refused_and_unchanged(
         client, api_prefix, admin_key_headers, body, error_text, validation_status, "nested"
     )
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain"])
+async def test_deeply_nested_json_under_another_label_is_refused(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+    content_type: str | None,
+) -> None:
+    # Frameworks and hand-written endpoints parse JSON whatever the label says.
+    headers = {**admin_key_headers, **({"Content-Type": content_type} if content_type else {})}
+    body = b'{"level": "read", "description": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
+    response = await client.post(f"{api_prefix}/api-keys", content=body, headers=headers)
+    assert response.status_code == validation_status, response.text
+    assert "nested" in error_text(response.json())
 
 
 async def test_a_body_that_is_not_utf8_is_refused_in_the_envelope(

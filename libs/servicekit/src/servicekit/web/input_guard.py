@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from servicekit.web.errors import ErrorRenderer, PayloadTooLarge, UnprocessableEntity
 
 DEFAULT_MAX_JSON_DEPTH = 64
+_METHODS_WITH_BODIES = frozenset({"POST", "PUT", "PATCH"})
 
 # A JSON string (with its escapes) as one token, so brackets inside strings are not counted.
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
@@ -124,15 +125,21 @@ def check_request_line_and_headers(scope: Scope) -> None:
 
 
 def _body_kind(scope: Scope) -> str | None:
+    """How the guard reads a body: as a form, as JSON, or not at all (multipart streams
+    through). A body under any other label, or none, is read as JSON when the method carries
+    one: some endpoints parse JSON whatever the label (raw payment notifications, GraphQL,
+    contact), so the label is the client's word, not a promise."""
     for name, value in scope["headers"]:
         if name == b"content-type":
             media_type = value.split(b";", 1)[0].strip().lower()
-            if media_type == b"application/json" or media_type.endswith(b"+json"):
-                return "json"
             if media_type == b"application/x-www-form-urlencoded":
                 return "form"
-            return None
-    return None
+            if media_type.startswith(b"multipart/"):
+                return None
+            if media_type == b"application/json" or media_type.endswith(b"+json"):
+                return "json"
+            break
+    return "json" if scope["method"] in _METHODS_WITH_BODIES else None
 
 
 class InputGuardMiddleware:

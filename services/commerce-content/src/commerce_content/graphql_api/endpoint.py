@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from pydantic_core import to_json
 from servicekit.db.engine import SessionDep
 from servicekit.web.errors import Unauthorized
+from servicekit.web.input_guard import DEFAULT_MAX_JSON_DEPTH, json_depth_exceeds
 from sqlmodel.ext.asyncio.session import AsyncSession
 from strawberry.exceptions import MissingQueryError
 from strawberry.http.ides import get_graphql_ide_html
@@ -91,6 +92,14 @@ def _variables(raw: Any) -> dict[str, Any] | None:
     if raw is None or raw == "":
         return None
     if isinstance(raw, str):
+        # From the query string, where the input guard sees no JSON: its depth is checked
+        # here before parsing, which recurses.
+        if json_depth_exceeds(raw.encode(), DEFAULT_MAX_JSON_DEPTH):
+            raise RequestRefused(
+                400,
+                f"variables are nested deeper than {DEFAULT_MAX_JSON_DEPTH} levels",
+                BAD_USER_INPUT,
+            )
         try:
             raw = json.loads(raw)
         except ValueError as exc:
