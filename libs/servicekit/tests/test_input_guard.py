@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from servicekit.web.input_guard import (
     InvalidText,
+    bad_text_in,
     bad_text_reason,
     check_form_body,
     check_json_body,
@@ -117,3 +118,13 @@ def test_openapi_declares_the_guard_everywhere_and_413_where_a_body_is_taken() -
     get = documented["paths"]["/things"]["get"]["responses"]
     assert set(get) == {"200", "422"}  # a NUL in any query string is refused
     assert "NUL" in get["422"]["description"]
+
+
+def test_unstorable_text_is_found_anywhere_in_a_json_value_with_where_it_sits() -> None:
+    assert bad_text_in({"filter": {"tags": ["ok", "a\x00"]}}, "variables") == (
+        "variables.filter.tags[1] contains a NUL character (\\u0000)"
+    )
+    assert "(a key)" in (bad_text_in({"a\ud800": 1}, "variables") or "")
+    assert bad_text_in(["\udfff"], "variables") is not None
+    assert bad_text_in({"filter": {"search": "tea 🍵", "n": 1, "x": None}}, "variables") is None
+    assert bad_text_in(None, "variables") is None

@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
-from commerce_content.graphql_api.errors import has_unstorable_text
 from commerce_content.settings import Settings
 from factories import bearer_for, make_user
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 FILTERED = "query($filter: ProductFilter) { products(filter: $filter) { totalCount } }"
@@ -85,11 +85,13 @@ async def test_a_huge_base_price_is_bad_user_input(
 async def test_nul_and_lone_surrogates_in_string_variables_are_bad_user_input(
     graphql_url: str, text: str, filter_: Any
 ) -> None:
+    # Refused by the servicekit input guard before GraphQL runs: a request error, no `data`.
     response = await post(graphql_url, FILTERED, {"filter": filter_(text)})
-    assert response.status_code == 200
-    assert response.json()["data"] is None
+    assert response.status_code == 400
+    assert "data" not in response.json()
     assert codes(response) == ["BAD_USER_INPUT"]
-    assert "NUL" in response.json()["errors"][0]["message"]
+    message = response.json()["errors"][0]["message"]
+    assert "NUL" in message or "surrogate" in message
 
 
 @pytest.mark.parametrize("literal", ['search: "a\\u0000b"', 'tags: ["a\\u0000b"]'])
@@ -99,13 +101,11 @@ async def test_a_nul_in_a_string_literal_is_bad_user_input(graphql_url: str, lit
     assert codes(response) == ["BAD_USER_INPUT"]
 
 
-@pytest.mark.parametrize("literal", ['"\\uD800"', '"a\ud800"'])
-async def test_a_lone_surrogate_in_a_string_literal_is_a_syntax_error(
-    graphql_url: str, literal: str
+async def test_a_lone_surrogate_escaped_in_a_string_literal_is_a_syntax_error(
+    graphql_url: str,
 ) -> None:
-    response = await post(
-        graphql_url, f"{{ products(filter: {{search: {literal}}}) {{ totalCount }} }}"
-    )
+    # Escaped in the GraphQL text, so no surrogate reaches the JSON the input guard reads.
+    response = await post(graphql_url, '{ products(filter: {search: "\\uD800"}) { totalCount } }')
     assert response.json()["data"] is None
     assert response.json()["errors"][0]["message"].startswith("Syntax Error")
 
@@ -121,8 +121,14 @@ async def test_a_nul_in_a_mutation_input_changes_nothing(
         {"name": "a\x00b"},
         headers=manager,
     )
-    assert response.json()["data"] is None
+    assert response.status_code == 400
+    assert response.json().get("data") is None
     assert codes(response) == ["BAD_USER_INPUT"]
+    async with db_engine.connect() as connection:
+        stored = await connection.scalar(
+            text("SELECT count(*) FROM products WHERE slug = 'nul-name'")
+        )
+    assert stored == 0
 
 
 async def test_a_document_without_an_operation_is_a_400(graphql_url: str) -> None:
@@ -191,11 +197,3 @@ async def test_an_order_line_with_a_unicode_digit_id_is_a_user_error(graphql_url
         {"id": gid("Product:²")},
     )
     assert response.json()["data"]["createOrder"]["userErrors"] == [{"code": "PRODUCT_UNAVAILABLE"}]
-
-
-def test_unstorable_text_is_found_anywhere_in_a_json_value() -> None:
-    assert has_unstorable_text({"filter": {"tags": ["ok", "a\x00"]}})
-    assert has_unstorable_text({"a\ud800": 1})
-    assert has_unstorable_text(["\udfff"])
-    assert not has_unstorable_text({"filter": {"search": "tea 🍵", "n": 1, "x": None}})
-    assert not has_unstorable_text(None)

@@ -78,6 +78,15 @@ def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
             stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
 
 
+def bad_text_in(value: Any, where: str) -> str | None:
+    """Where and why a parsed JSON value holds text no service can store, or None; for
+    JSON the guard cannot see as such (GraphQL's query-string variables, say)."""
+    for text, path in _strings(value, where):
+        if reason := bad_text_reason(text):
+            return f"{path} {reason}"
+    return None
+
+
 def check_json_body(body: bytes, max_depth: int) -> None:
     """Raise `InvalidText` for a JSON body the service cannot take. Malformed JSON is left to
     the framework, which answers it in its own words."""
@@ -95,9 +104,8 @@ def check_json_body(body: bytes, max_depth: int) -> None:
         parsed = json.loads(text)
     except ValueError:
         return
-    for value, where in _strings(parsed, "body"):
-        if reason := bad_text_reason(value):
-            raise InvalidText(f"{where} {reason}")
+    if reason := bad_text_in(parsed, "body"):
+        raise InvalidText(reason)
 
 
 def check_form_body(body: bytes) -> None:

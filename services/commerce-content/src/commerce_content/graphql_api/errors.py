@@ -5,8 +5,6 @@ Business problems of mutations are not errors: they go to the payload's `userErr
 
 from __future__ import annotations
 
-import re
-
 from graphql import GraphQLError
 
 BAD_USER_INPUT = "BAD_USER_INPUT"
@@ -15,7 +13,6 @@ MAX_COST_EXCEEDED = "MAX_COST_EXCEEDED"
 
 # PostgreSQL text cannot hold NUL, and UTF-8 cannot encode a lone surrogate (JSON's "\ud800"
 # decodes to one): such strings would fail in the database, so they are refused on the way in.
-UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
 UNSTORABLE_MESSAGE = "Strings may not contain NUL characters or lone UTF-16 surrogates"
 
 
@@ -38,20 +35,4 @@ def caused_by_invalid_input(error: BaseException | None) -> bool:
             return True
         error = error.original_error if isinstance(error, GraphQLError) else error.__cause__
         seen += 1
-    return False
-
-
-def has_unstorable_text(value: object) -> bool:
-    """Whether any string in a JSON value (keys included) holds NUL or a lone surrogate."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, str):
-            if UNSTORABLE_TEXT.search(item):
-                return True
-        elif isinstance(item, dict):
-            pending.extend(item.keys())
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
     return False

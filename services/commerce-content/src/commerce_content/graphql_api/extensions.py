@@ -15,6 +15,7 @@ from graphql import (
     StringValueNode,
     ValidationRule,
 )
+from servicekit.web.input_guard import bad_text_in, bad_text_reason
 from strawberry.extensions import MaskErrors, SchemaExtension
 
 from commerce_content.graphql_api.analysis import OperationAnalyzer
@@ -23,10 +24,8 @@ from commerce_content.graphql_api.errors import (
     INTERNAL_SERVER_ERROR,
     MAX_COST_EXCEEDED,
     UNSTORABLE_MESSAGE,
-    UNSTORABLE_TEXT,
     bad_input,
     caused_by_invalid_input,
-    has_unstorable_text,
 )
 
 logger = structlog.get_logger(__name__)
@@ -37,7 +36,7 @@ class RefuseUnstorableLiterals(ValidationRule):
     or a lone surrogate; variables are checked by OperationPolicy."""
 
     def enter_string_value(self, node: StringValueNode, *_args: Any) -> None:
-        if UNSTORABLE_TEXT.search(node.value):
+        if bad_text_reason(node.value):
             self.report_error(
                 GraphQLError(UNSTORABLE_MESSAGE, node, extensions={"code": BAD_USER_INPUT})
             )
@@ -57,8 +56,8 @@ class OperationPolicy(SchemaExtension):
         analyzer = OperationAnalyzer(context.schema._schema)
         document = context.graphql_document
         operation = analyzer.operation(document, context.operation_name) if document else None
-        if has_unstorable_text(context.variables):
-            context.result = ExecutionResult(data=None, errors=[bad_input(UNSTORABLE_MESSAGE)])
+        if reason := bad_text_in(context.variables, "variables"):
+            context.result = ExecutionResult(data=None, errors=[bad_input(reason)])
         elif document is not None and operation is not None:
             self.requested = analyzer.cost(document, operation, context.variables)
             if self.requested > self.max_cost:
