@@ -4,8 +4,9 @@ robots.txt obeyed, retries with backoff, proxies in rotation, items handed over 
 Every request goes through the session the worker built on servicekit's address guard, so the
 start URL, each redirect hop (followed here, one request each) and each followed link connect
 only where the policy allows. Through a proxy, which makes the connection itself, each URL is
-checked by `check_target` first. Bodies are read up to a cap; large pages are parsed in a
-thread, off the event loop."""
+resolved and checked by `proxy_target` first (a name that does not resolve here is refused) and
+a plain http request is handed to the proxy for the checked address. Bodies are read up to a
+cap; large pages are parsed in a thread, off the event loop."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 import structlog
 from parsel import Selector
-from servicekit.net import AddressRefused, refusal_of
+from servicekit.net import AddressRefused, ProxyTarget, refusal_of
 
 from scraper_manager.crawler.extraction import (
     canonical,
@@ -41,7 +42,7 @@ PARSE_INLINE_BYTES = 256 * 1024
 PROXY_COOL_DOWN_SECONDS = 30.0
 STOP_GRACE_SECONDS = 1.0
 ItemsSink = Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]]
-TargetCheck = Callable[[str], Awaitable[None]]
+ProxyRoute = Callable[[str], Awaitable[ProxyTarget]]
 
 
 @dataclass(frozen=True)
@@ -126,12 +127,12 @@ class Crawl:
         stop: asyncio.Event,
         batch_size: int = 100,
         proxy_http: aiohttp.ClientSession | None = None,
-        check_target: TargetCheck | None = None,
+        proxy_target: ProxyRoute | None = None,
     ) -> None:
         self.config = config
         self.http = http
         self.proxy_http = proxy_http or http
-        self.check_target = check_target
+        self.proxy_target = proxy_target
         self.pattern: LinkPattern | None = None
         self.user_agent = user_agent
         self.on_items = on_items
@@ -290,15 +291,22 @@ class Crawl:
         """One request and its redirects, each hop a request of its own (so each connects
         through the guard, or is checked before it goes to the proxy)."""
         current = url
+        own = {"User-Agent": self.user_agent}
+        headers = {**own, **self.config.headers}
         for hop in range(self.config.max_redirects + 1):
             if hop:
                 await self.bucket.acquire()
-            if proxy is not None and self.check_target is not None:
-                await self.check_target(current)
+            target, sent = current, headers
+            if proxy is not None and self.proxy_target is not None:
+                # Refused here (not retried) if the worker cannot resolve it or may not reach it.
+                routed = await self.proxy_target(current)
+                target = routed.url
+                if routed.host_header is not None:
+                    sent = {**headers, "Host": routed.host_header}
             session = self.proxy_http if proxy is not None else self.http
             async with session.get(
-                current,
-                headers={"User-Agent": self.user_agent, **self.config.headers},
+                target,
+                headers=sent,
                 proxy=proxy,
                 allow_redirects=False,
                 timeout=aiohttp.ClientTimeout(total=self.config.timeout_seconds),
@@ -306,9 +314,9 @@ class Crawl:
                 self.stats.status_counts[str(response.status)] += 1
                 location = response.headers.get("Location")
                 if response.status in REDIRECT_STATUSES and location:
-                    target = urljoin(current, location)
-                    if urlsplit(target).scheme in {"http", "https"}:
-                        current = target
+                    following = urljoin(current, location)
+                    if urlsplit(following).scheme in {"http", "https"}:
+                        current = following
                         continue
                 body, truncated = await self._read(response)
                 return Response(
