@@ -430,3 +430,43 @@ async def test_a_follow_pattern_stored_before_re2_fails_its_run_with_a_reason(
     assert run["status"] == "failed"
     assert "RE2" in run["last_error"]
     assert public_site.hits == []
+
+
+SECRET_HEADERS = {"Authorization": "Bearer secret", "Cookie": "session=1", "X-Api-Key": "k"}
+
+
+async def test_a_redirect_to_another_origin_carries_none_of_the_scrapers_headers(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, public_site: Site
+) -> None:
+    """127.0.0.1 on another port is another origin: it gets the crawler's User-Agent only."""
+    other = Site("127.0.0.1", pages={"/landing": "<html><title>landing</title></html>"})
+    await other.start()
+    try:
+        who = await make_client(db_engine, "write")
+        start = f"{public_site.url}/redirect?to={other.url}/landing"
+        scraper_id, run_id = await start_crawl(
+            client, who, url=start, headers=SECRET_HEADERS, obey_robots=False
+        )
+        run = await wait_for_status(client, who, scraper_id, run_id, {"completed", "failed"})
+    finally:
+        await other.stop()
+    assert run["status"] == "completed", run
+    assert all(public_site.headers[0].get(k) == v for k, v in SECRET_HEADERS.items())
+    assert other.hits == ["/landing"]
+    assert not {k.lower() for k in other.headers[0]} & {k.lower() for k in SECRET_HEADERS}
+    assert other.headers[0]["User-Agent"] == worker.user_agent
+
+
+async def test_a_redirect_within_the_origin_keeps_the_scrapers_headers(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, public_site: Site
+) -> None:
+    public_site.pages["/landing"] = "<html><title>landing</title></html>"
+    who = await make_client(db_engine, "write")
+    start = f"{public_site.url}/redirect?to=/landing"
+    scraper_id, run_id = await start_crawl(
+        client, who, url=start, headers=SECRET_HEADERS, obey_robots=False
+    )
+    run = await wait_for_status(client, who, scraper_id, run_id, {"completed", "failed"})
+    assert run["status"] == "completed", run
+    assert public_site.hits == ["/redirect?to=/landing", "/landing"]
+    assert all(public_site.headers[1].get(k) == v for k, v in SECRET_HEADERS.items())

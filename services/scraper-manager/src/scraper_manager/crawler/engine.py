@@ -5,8 +5,9 @@ Every request goes through the session the worker built on servicekit's address 
 start URL, each redirect hop (followed here, one request each) and each followed link connect
 only where the policy allows. Through a proxy, which makes the connection itself, each URL is
 resolved and checked by `proxy_target` first (a name that does not resolve here is refused) and
-a plain http request is handed to the proxy for the checked address. Bodies are read up to a
-cap; large pages are parsed in a thread, off the event loop."""
+a plain http request is handed to the proxy for the checked address. A redirect to another
+origin carries none of the scraper's headers. Bodies are read up to a cap; large pages are parsed in a
+thread, off the event loop."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -43,6 +44,8 @@ PROXY_COOL_DOWN_SECONDS = 30.0
 STOP_GRACE_SECONDS = 1.0
 ItemsSink = Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]]
 ProxyRoute = Callable[[str], Awaitable[ProxyTarget]]
+# Never carried to another origin, whoever set them.
+CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 
 
 @dataclass(frozen=True)
@@ -316,6 +319,7 @@ class Crawl:
                 if response.status in REDIRECT_STATUSES and location:
                     following = urljoin(current, location)
                     if urlsplit(following).scheme in {"http", "https"}:
+                        headers = next_hop_headers(headers, own, current, following)
                         current = following
                         continue
                 body, truncated = await self._read(response)
@@ -373,3 +377,28 @@ def retry_delay(attempt: int, retry_after: str | None) -> float:
     if seconds.isascii() and seconds.isdigit():
         return min(float(seconds), 60.0)
     return float(min(0.5 * 2 ** (attempt - 1), 10.0))
+
+
+def origin(url: str) -> tuple[str, str, int] | None:
+    """Scheme, host and port of a URL (default ports filled in); None if it has no valid one."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.hostname is None:
+        return None
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def next_hop_headers(
+    headers: Mapping[str, str], own: Mapping[str, str], current: str, target: str
+) -> dict[str, str]:
+    """The headers of the redirect hop from `current` to `target`. Within an origin, the same.
+    To another origin, only the crawler's `own` headers: the scraper's headers (credentials,
+    API keys, anything) were given for the site it named, and a redirect is the server's
+    choice, so none follow it; the chain keeps them dropped even if it comes back."""
+    same = origin(current)
+    if same is not None and same == origin(target):
+        return dict(headers)
+    return {k: v for k, v in own.items() if k.lower() not in CREDENTIAL_HEADERS}
