@@ -19,6 +19,8 @@ from servicekit.net import (
     guarded_connector,
     host_address,
     literal_refusal,
+    pinned_http_url,
+    proxy_target,
     refusal_of,
     refused_header,
 )
@@ -274,3 +276,53 @@ async def test_a_redirect_hop_into_an_internal_address_is_refused(
 async def test_a_name_that_resolves_inside_is_refused_when_stored() -> None:
     with pytest.raises(AddressRefused):
         await check_url("http://rebind.test/", STRICT, resolver=ScriptedResolver(["10.0.0.7"]))
+
+
+LOOPBACK_ONLY = AddressPolicy.allowing(["127.0.0.1/32"])
+
+
+async def test_a_proxied_name_that_does_not_resolve_here_is_refused() -> None:
+    with pytest.raises(AddressRefused, match="does not resolve"):
+        await proxy_target(
+            "http://metadata.google.internal/", LOOPBACK_ONLY, resolver=ScriptedResolver([None])
+        )
+
+
+async def test_a_stored_name_that_does_not_resolve_yet_is_accepted() -> None:
+    await check_url("http://later.test/", LOOPBACK_ONLY, resolver=ScriptedResolver([None]))
+
+
+async def test_a_proxied_http_url_is_sent_for_the_checked_address_with_its_host() -> None:
+    resolver = ScriptedResolver(["127.0.0.1", "127.0.0.2"])
+    target = await proxy_target("http://site.test:8080/a?b=1", LOOPBACK_ONLY, resolver=resolver)
+    assert target.url == "http://127.0.0.1:8080/a?b=1"
+    assert target.host_header == "site.test:8080"
+    assert resolver.lookups == ["site.test"]
+
+
+async def test_a_proxied_name_resolving_inside_is_refused() -> None:
+    with pytest.raises(AddressRefused, match="not a public address"):
+        await proxy_target("https://inside.test/", STRICT, resolver=ScriptedResolver(["10.0.0.1"]))
+
+
+@pytest.mark.parametrize(
+    ("url", "address", "expected", "host"),
+    [
+        ("http://site.test/x", "93.184.216.34", "http://93.184.216.34/x", "site.test"),
+        (
+            "http://u:p@site.test:81/",
+            "93.184.216.34",
+            "http://u:p@93.184.216.34:81/",
+            "site.test:81",
+        ),
+        ("http://site.test/", "2001:db8::1", "http://[2001:db8::1]/", "site.test"),
+        ("http://0x7f.1/", "127.0.0.1", "http://127.0.0.1/", "0x7f.1"),
+        # TLS through CONNECT needs the name (SNI, certificate): left as it is.
+        ("https://site.test/x", "93.184.216.34", "https://site.test/x", None),
+        ("http://127.0.0.1:81/", "127.0.0.1", "http://127.0.0.1:81/", None),
+        ("http://[::1]/", "::1", "http://[::1]/", None),
+    ],
+)
+def test_the_url_handed_to_a_proxy(url: str, address: str, expected: str, host: str | None) -> None:
+    pinned = pinned_http_url(url, ipaddress.ip_address(address))
+    assert (pinned.url, pinned.host_header) == (expected, host)

@@ -9,6 +9,7 @@ import resource
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import httpx
@@ -31,6 +32,9 @@ class Site:
     host: str
     pages: dict[str, str] = field(default_factory=dict)
     hits: list[str] = field(default_factory=list)
+    # Request target and Host header of each request, as received.
+    heads: list[tuple[str, str]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
     runner: web.AppRunner | None = None
     port: int = 0
 
@@ -41,6 +45,7 @@ class Site:
     async def start(self, app: web.Application | None = None, port: int = 0) -> None:
         async def handle(request: web.Request) -> web.StreamResponse:
             self.hits.append(request.path_qs)
+            self.headers.append(dict(request.headers))
             if request.path == "/redirect":
                 raise web.HTTPFound(request.query["to"])
             body = self.pages.get(request.path)
@@ -273,6 +278,7 @@ async def proxy() -> AsyncIterator[Site]:
 
     async def forward(request: web.Request) -> web.Response:
         site.hits.append(str(request.url))
+        site.heads.append((request.raw_path, request.headers.get("Host", "")))
         return web.Response(text="<html><title>via proxy</title></html>", content_type="text/html")
 
     app = web.Application()
@@ -284,9 +290,9 @@ async def proxy() -> AsyncIterator[Site]:
 
 async def crawl_through(
     settings: Settings, db_engine: AsyncEngine, proxy: Site, url: str, **update: object
-) -> dict[str, object]:
+) -> dict[str, Any]:
     pooled = settings.model_copy(update={"proxy_pools": {"office": [proxy.url]}})
-    task, stop = await run_worker_with(pooled, allowed_networks=["127.0.0.1/32"], **update)
+    task, stop = await run_worker_with(pooled, **{"allowed_networks": ["127.0.0.1/32"], **update})
     try:
         async with serve_app(create_app(pooled)) as api:
             who = await make_client(db_engine, "write")
@@ -329,6 +335,45 @@ async def test_an_allowed_internal_proxy_carries_public_urls_only(
     )
     assert carried["status"] == "completed"
     assert proxy.hits == [f"{public_site.url}/"]
+
+
+async def test_through_a_proxy_a_name_the_worker_cannot_resolve_is_refused(
+    service_settings: Settings, db_engine: AsyncEngine, proxy: Site
+) -> None:
+    """An internal-only name (the proxy might resolve it, the worker does not) never reaches
+    the proxy: refused, logged, not retried."""
+    run = await crawl_through(
+        service_settings,
+        db_engine,
+        proxy,
+        "http://metadata.google.internal/computeMetadata/v1/",
+        allow_internal_proxies=True,
+    )
+    assert proxy.hits == []
+    assert run["status"] == "failed"
+    assert run["stats"]["status_counts"].get("refused") == 1
+    assert run["stats"]["retries"] == 0
+    assert "does not resolve" in (run["last_error"] or "")
+
+
+async def test_a_proxied_http_request_goes_to_the_checked_address_with_the_original_host(
+    service_settings: Settings, db_engine: AsyncEngine, proxy: Site, public_site: Site
+) -> None:
+    """The proxy is handed the address the worker checked, so it has no name to look up again
+    (and rebind); the site still sees its own name in Host."""
+    public_site.pages["/"] = "<html><title>home</title></html>"
+    run = await crawl_through(
+        service_settings,
+        db_engine,
+        proxy,
+        f"http://localhost:{public_site.port}/",
+        allow_internal_proxies=True,
+        allowed_networks=["127.0.0.1/32", "::1/128"],
+    )
+    assert run["status"] == "completed", run
+    [(target, host)] = proxy.heads
+    assert target in {f"http://127.0.0.1:{public_site.port}/", f"http://[::1]:{public_site.port}/"}
+    assert host == f"localhost:{public_site.port}"
 
 
 async def test_a_crawl_connects_to_the_checked_address_whatever_dns_answers_next(
@@ -385,3 +430,43 @@ async def test_a_follow_pattern_stored_before_re2_fails_its_run_with_a_reason(
     assert run["status"] == "failed"
     assert "RE2" in run["last_error"]
     assert public_site.hits == []
+
+
+SECRET_HEADERS = {"Authorization": "Bearer secret", "Cookie": "session=1", "X-Api-Key": "k"}
+
+
+async def test_a_redirect_to_another_origin_carries_none_of_the_scrapers_headers(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, public_site: Site
+) -> None:
+    """127.0.0.1 on another port is another origin: it gets the crawler's User-Agent only."""
+    other = Site("127.0.0.1", pages={"/landing": "<html><title>landing</title></html>"})
+    await other.start()
+    try:
+        who = await make_client(db_engine, "write")
+        start = f"{public_site.url}/redirect?to={other.url}/landing"
+        scraper_id, run_id = await start_crawl(
+            client, who, url=start, headers=SECRET_HEADERS, obey_robots=False
+        )
+        run = await wait_for_status(client, who, scraper_id, run_id, {"completed", "failed"})
+    finally:
+        await other.stop()
+    assert run["status"] == "completed", run
+    assert all(public_site.headers[0].get(k) == v for k, v in SECRET_HEADERS.items())
+    assert other.hits == ["/landing"]
+    assert not {k.lower() for k in other.headers[0]} & {k.lower() for k in SECRET_HEADERS}
+    assert other.headers[0]["User-Agent"] == worker.user_agent
+
+
+async def test_a_redirect_within_the_origin_keeps_the_scrapers_headers(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, public_site: Site
+) -> None:
+    public_site.pages["/landing"] = "<html><title>landing</title></html>"
+    who = await make_client(db_engine, "write")
+    start = f"{public_site.url}/redirect?to=/landing"
+    scraper_id, run_id = await start_crawl(
+        client, who, url=start, headers=SECRET_HEADERS, obey_robots=False
+    )
+    run = await wait_for_status(client, who, scraper_id, run_id, {"completed", "failed"})
+    assert run["status"] == "completed", run
+    assert public_site.hits == ["/redirect?to=/landing", "/landing"]
+    assert all(public_site.headers[1].get(k) == v for k, v in SECRET_HEADERS.items())

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from parsel import Selector
-from scraper_manager.crawler.engine import retry_delay
+from scraper_manager.crawler.engine import next_hop_headers, retry_delay
 from scraper_manager.crawler.extraction import extract_links
 from scraper_manager.crawler.text import clean_text, clean_value, decode, text_encoding
 
@@ -67,3 +67,40 @@ def test_a_retry_after_that_is_no_ascii_number_falls_back_to_the_backoff(header:
 def test_a_retry_after_in_seconds_is_honoured_up_to_a_minute() -> None:
     assert retry_delay(1, " 7 ") == 7.0
     assert retry_delay(1, "3600") == 60.0
+
+
+OWN = {"User-Agent": "crawler"}
+GIVEN = {**OWN, "Authorization": "Bearer s", "Cookie": "a=1", "X-Api-Key": "k"}
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["http://site.example/b", "http://site.example:80/b", "http://SITE.example/b", "/relative"],
+)
+def test_a_redirect_within_the_origin_keeps_every_header(target: str) -> None:
+    target = target if target.startswith("http") else BASE + target.lstrip("/")
+    assert next_hop_headers(GIVEN, OWN, "http://site.example/a", target) == GIVEN
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://other.example/",  # host
+        "http://site.example:8080/",  # port
+        "https://site.example/",  # scheme, even an upgrade
+        "http://sub.site.example/",
+        "http://site.example:99999/",  # no valid origin at all
+    ],
+)
+def test_a_redirect_to_another_origin_keeps_only_the_crawlers_own_headers(target: str) -> None:
+    assert next_hop_headers(GIVEN, OWN, "http://site.example/a", target) == OWN
+
+
+def test_credentials_never_cross_an_origin_even_as_the_crawlers_own() -> None:
+    own = {"User-Agent": "crawler", "Cookie": "x=1"}
+    assert next_hop_headers(own, own, "http://a.example/", "http://b.example/") == OWN
+
+
+def test_headers_dropped_on_the_way_out_stay_dropped_on_the_way_back() -> None:
+    away = next_hop_headers(GIVEN, OWN, "http://site.example/a", "http://other.example/")
+    assert next_hop_headers(away, OWN, "http://other.example/", "http://site.example/b") == OWN

@@ -123,3 +123,12 @@ async def test_the_sender_delivers_to_the_address_it_checked(
     assert result.status_code == 200
     assert resolver.lookups == ["rebind.test"]
     assert hits == [f"rebind.test:{port}"]
+
+
+async def test_the_guard_remembers_a_bounded_number_of_checked_endpoints() -> None:
+    """Each distinct endpoint checked adds an entry; the oldest go past the bound, so the
+    memory does not grow with the number of endpoints ever seen."""
+    guard = EndpointGuard(["127.0.0.0/8"], max_remembered=100)
+    for port in range(1000, 1500):
+        await guard.check(f"http://127.0.0.1:{port}/hook")
+    assert guard.remembered == 100

@@ -10,7 +10,17 @@ from servicekit.net.addresses import (
     literal_refusal,
     url_host,
 )
-from servicekit.net.guard import GuardedResolver, check_url, guarded_connector, refusal_of
+from servicekit.net.guard import (
+    GuardedResolver,
+    ProxyTarget,
+    UnresolvedHost,
+    check_url,
+    guarded_connector,
+    pinned_http_url,
+    proxy_target,
+    refusal_of,
+    resolve_checked,
+)
 from servicekit.net.headers import FORBIDDEN_HEADERS, refused_header
 
 __all__ = [
@@ -19,12 +29,17 @@ __all__ = [
     "AddressPolicy",
     "AddressRefused",
     "GuardedResolver",
+    "ProxyTarget",
+    "UnresolvedHost",
     "check_url",
     "embedded_ipv4",
     "guarded_connector",
     "host_address",
     "literal_refusal",
+    "pinned_http_url",
+    "proxy_target",
     "refusal_of",
     "refused_header",
+    "resolve_checked",
     "url_host",
 ]

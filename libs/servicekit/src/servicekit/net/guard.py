@@ -11,14 +11,27 @@ every redirect hop, since each hop is a new connection through the same connecto
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
-from servicekit.net.addresses import AddressPolicy, AddressRefused, host_address, url_host
+from servicekit.net.addresses import (
+    AddressPolicy,
+    AddressRefused,
+    IPAddress,
+    host_address,
+    url_host,
+)
+
+
+class UnresolvedHost(AddressRefused):
+    """A host name that did not resolve (or not in time): nothing could be checked."""
 
 
 class GuardedResolver(AbstractResolver):
@@ -79,6 +92,36 @@ def refusal_of(exc: BaseException) -> AddressRefused | None:
     return None
 
 
+async def resolve_checked(
+    url: str,
+    policy: AddressPolicy,
+    *,
+    resolver: AbstractResolver | None = None,
+    timeout: float = 5.0,
+) -> IPAddress:
+    """The address a URL's host stands for, checked: an address host as written, a host name
+    resolved once. Refused (`AddressRefused`) when the policy refuses it and also when the
+    name does not resolve or the lookup times out, since then nothing was checked."""
+    host, port = url_host(url)
+    try:
+        address = host_address(host)
+    except ValueError as exc:
+        raise AddressRefused(str(exc)) from None
+    if address is not None:
+        policy.check(address)
+        return address
+    guarded = GuardedResolver(policy, resolver)
+    try:
+        answers = await asyncio.wait_for(guarded.resolve(host, port, socket.AF_UNSPEC), timeout)
+    except AddressRefused:
+        raise
+    except (OSError, TimeoutError):
+        raise UnresolvedHost(f"{host} does not resolve from here") from None
+    if not answers:
+        raise UnresolvedHost(f"{host} does not resolve from here")
+    return policy.check_text(answers[0]["host"])
+
+
 async def check_url(
     url: str,
     policy: AddressPolicy,
@@ -87,19 +130,45 @@ async def check_url(
     timeout: float = 5.0,
 ) -> None:
     """Before storing a URL: refuse an address host the policy refuses, and a host name that
-    resolves to one. A name that does not resolve (yet) is left to the connect-time check."""
-    host, port = url_host(url)
-    try:
-        address = host_address(host)
-    except ValueError as exc:
-        raise AddressRefused(str(exc)) from None
-    if address is not None:
-        policy.check(address)
-        return
-    guarded = GuardedResolver(policy, resolver)
-    try:
-        await asyncio.wait_for(guarded.resolve(host, port, socket.AF_UNSPEC), timeout)
-    except AddressRefused:
-        raise
-    except (OSError, TimeoutError):
-        return
+    resolves to one. A name that does not resolve (yet) is accepted here and judged where the
+    request is made (`guarded_connector`, or `proxy_target`, which refuses it)."""
+    with contextlib.suppress(UnresolvedHost):
+        await resolve_checked(url, policy, resolver=resolver, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class ProxyTarget:
+    """What to hand a forward proxy for a URL: the URL to request and, when its host was
+    replaced by the checked address, the Host header that keeps the original name."""
+
+    url: str
+    host_header: str | None = None
+
+
+def pinned_http_url(url: str, address: IPAddress) -> ProxyTarget:
+    """`url` with its host replaced by the checked `address` and the original name kept in
+    Host, for a plain http request through a proxy: the proxy then has no name to resolve
+    again (rebinding), nor a legacy spelling (`0x7f.1`) to read its own way. https URLs are
+    left as they are: the proxy's CONNECT must carry the name for TLS (SNI, certificate)."""
+    parts = urlsplit(url)
+    shown = f"[{address}]" if address.version == 6 else str(address)
+    if parts.scheme != "http" or parts.hostname == shown.strip("[]"):
+        return ProxyTarget(url)
+    port = f":{parts.port}" if parts.port is not None else ""
+    credentials, _, host_header = parts.netloc.rpartition("@")
+    netloc = (f"{credentials}@" if credentials else "") + shown + port
+    return ProxyTarget(urlunsplit(parts._replace(netloc=netloc)), host_header)
+
+
+async def proxy_target(
+    url: str,
+    policy: AddressPolicy,
+    *,
+    resolver: AbstractResolver | None = None,
+    timeout: float = 5.0,
+) -> ProxyTarget:
+    """A URL about to go through a forward proxy, which makes the connection itself: the host
+    must resolve here to an address the policy allows (an internal-only name the proxy could
+    resolve and we cannot is refused), and a plain http request is sent for that address."""
+    address = await resolve_checked(url, policy, resolver=resolver, timeout=timeout)
+    return pinned_http_url(url, address)

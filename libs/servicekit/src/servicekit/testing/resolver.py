@@ -1,5 +1,6 @@
 """A DNS resolver a test scripts: each lookup answers the next address of a list (the last one
-repeats), so a test can make a name change its answer between a check and a connect."""
+repeats), so a test can make a name change its answer between a check and a connect. An
+answer of None is a name that does not resolve, as the system resolver reports it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 @dataclass
 class ScriptedResolver(AbstractResolver):
-    answers: list[str]
+    answers: list[str | None]
     lookups: list[str] = field(default_factory=list)
 
     async def resolve(
@@ -20,6 +21,8 @@ class ScriptedResolver(AbstractResolver):
     ) -> list[ResolveResult]:
         address = self.answers[min(len(self.lookups), len(self.answers) - 1)]
         self.lookups.append(host)
+        if address is None:
+            raise OSError(socket.EAI_NONAME, f"{host}: Name or service not known")
         version = ipaddress.ip_address(address).version
         return [
             {

@@ -4,7 +4,9 @@ robots.txt obeyed, retries with backoff, proxies in rotation, items handed over 
 Every request goes through the session the worker built on servicekit's address guard, so the
 start URL, each redirect hop (followed here, one request each) and each followed link connect
 only where the policy allows. Through a proxy, which makes the connection itself, each URL is
-checked by `check_target` first. Bodies are read up to a cap; large pages are parsed in a
+resolved and checked by `proxy_target` first (a name that does not resolve here is refused) and
+a plain http request is handed to the proxy for the checked address. A redirect to another
+origin carries none of the scraper's headers. Bodies are read up to a cap; large pages are parsed in a
 thread, off the event loop."""
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -21,7 +23,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 import structlog
 from parsel import Selector
-from servicekit.net import AddressRefused, refusal_of
+from servicekit.net import AddressRefused, ProxyTarget, refusal_of
 
 from scraper_manager.crawler.extraction import (
     canonical,
@@ -41,7 +43,9 @@ PARSE_INLINE_BYTES = 256 * 1024
 PROXY_COOL_DOWN_SECONDS = 30.0
 STOP_GRACE_SECONDS = 1.0
 ItemsSink = Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]]
-TargetCheck = Callable[[str], Awaitable[None]]
+ProxyRoute = Callable[[str], Awaitable[ProxyTarget]]
+# Never carried to another origin, whoever set them.
+CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 
 
 @dataclass(frozen=True)
@@ -126,12 +130,12 @@ class Crawl:
         stop: asyncio.Event,
         batch_size: int = 100,
         proxy_http: aiohttp.ClientSession | None = None,
-        check_target: TargetCheck | None = None,
+        proxy_target: ProxyRoute | None = None,
     ) -> None:
         self.config = config
         self.http = http
         self.proxy_http = proxy_http or http
-        self.check_target = check_target
+        self.proxy_target = proxy_target
         self.pattern: LinkPattern | None = None
         self.user_agent = user_agent
         self.on_items = on_items
@@ -290,15 +294,22 @@ class Crawl:
         """One request and its redirects, each hop a request of its own (so each connects
         through the guard, or is checked before it goes to the proxy)."""
         current = url
+        own = {"User-Agent": self.user_agent}
+        headers = {**own, **self.config.headers}
         for hop in range(self.config.max_redirects + 1):
             if hop:
                 await self.bucket.acquire()
-            if proxy is not None and self.check_target is not None:
-                await self.check_target(current)
+            target, sent = current, headers
+            if proxy is not None and self.proxy_target is not None:
+                # Refused here (not retried) if the worker cannot resolve it or may not reach it.
+                routed = await self.proxy_target(current)
+                target = routed.url
+                if routed.host_header is not None:
+                    sent = {**headers, "Host": routed.host_header}
             session = self.proxy_http if proxy is not None else self.http
             async with session.get(
-                current,
-                headers={"User-Agent": self.user_agent, **self.config.headers},
+                target,
+                headers=sent,
                 proxy=proxy,
                 allow_redirects=False,
                 timeout=aiohttp.ClientTimeout(total=self.config.timeout_seconds),
@@ -306,9 +317,10 @@ class Crawl:
                 self.stats.status_counts[str(response.status)] += 1
                 location = response.headers.get("Location")
                 if response.status in REDIRECT_STATUSES and location:
-                    target = urljoin(current, location)
-                    if urlsplit(target).scheme in {"http", "https"}:
-                        current = target
+                    following = urljoin(current, location)
+                    if urlsplit(following).scheme in {"http", "https"}:
+                        headers = next_hop_headers(headers, own, current, following)
+                        current = following
                         continue
                 body, truncated = await self._read(response)
                 return Response(
@@ -365,3 +377,28 @@ def retry_delay(attempt: int, retry_after: str | None) -> float:
     if seconds.isascii() and seconds.isdigit():
         return min(float(seconds), 60.0)
     return float(min(0.5 * 2 ** (attempt - 1), 10.0))
+
+
+def origin(url: str) -> tuple[str, str, int] | None:
+    """Scheme, host and port of a URL (default ports filled in); None if it has no valid one."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.hostname is None:
+        return None
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def next_hop_headers(
+    headers: Mapping[str, str], own: Mapping[str, str], current: str, target: str
+) -> dict[str, str]:
+    """The headers of the redirect hop from `current` to `target`. Within an origin, the same.
+    To another origin, only the crawler's `own` headers: the scraper's headers (credentials,
+    API keys, anything) were given for the site it named, and a redirect is the server's
+    choice, so none follow it; the chain keeps them dropped even if it comes back."""
+    same = origin(current)
+    if same is not None and same == origin(target):
+        return dict(headers)
+    return {k: v for k, v in own.items() if k.lower() not in CREDENTIAL_HEADERS}

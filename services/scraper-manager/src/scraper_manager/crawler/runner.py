@@ -19,7 +19,13 @@ import structlog
 from prometheus_client import Counter
 from servicekit.db.engine import to_libpq_url
 from servicekit.events import record_event
-from servicekit.net import AddressPolicy, check_url, guarded_connector, refused_header
+from servicekit.net import (
+    AddressPolicy,
+    ProxyTarget,
+    guarded_connector,
+    proxy_target,
+    refused_header,
+)
 from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop
 from sqlalchemy import text
@@ -223,9 +229,9 @@ class RunExecutor:
                     tenant=scraper.owner,
                 )
 
-        async def check_target(url: str) -> None:
-            # Through a proxy the proxy connects: the URL is checked here before it goes.
-            await check_url(url, self.policy)
+        async def route(url: str) -> ProxyTarget:
+            # Through a proxy the proxy connects: the URL is resolved and checked here first.
+            return await proxy_target(url, self.policy)
 
         crawl = Crawl(
             config,
@@ -234,7 +240,7 @@ class RunExecutor:
             on_items=store,
             stop=stop,
             proxy_http=self.proxy_http,
-            check_target=check_target,
+            proxy_target=route,
         )
         done = asyncio.Event()
         beat = asyncio.create_task(self._heartbeat(run_id, crawl, stop, requested, done))

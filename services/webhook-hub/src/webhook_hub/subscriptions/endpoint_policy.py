@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,6 +32,9 @@ RESERVED_HEADERS = frozenset({"content-type", "host", "content-length", "user-ag
 RESERVED_PREFIXES = ("webhook-",)
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
 _RESOLVE_CACHE_SECONDS = 60.0
+# Endpoints whose check is remembered: enough for a busy minute of creations, bounded whatever
+# the number of distinct endpoints ever seen (least recently checked forgotten first).
+MAX_REMEMBERED_CHECKS = 4096
 
 
 class EndpointRefused(ValueError):
@@ -79,19 +83,33 @@ class EndpointGuard:
     connects, to the very address that was checked."""
 
     def __init__(
-        self, allowed_networks: Iterable[str] = (), *, resolver: AbstractResolver | None = None
+        self,
+        allowed_networks: Iterable[str] = (),
+        *,
+        resolver: AbstractResolver | None = None,
+        max_remembered: int = MAX_REMEMBERED_CHECKS,
     ) -> None:
         self.policy = AddressPolicy.allowing(allowed_networks)
         self._resolver = resolver
-        self._checked: dict[str, float] = {}
+        self._max_remembered = max_remembered
+        # URL -> when it passed; oldest first (an LRU with a time limit).
+        self._checked: OrderedDict[str, float] = OrderedDict()
+
+    @property
+    def remembered(self) -> int:
+        """How many passed checks are remembered."""
+        return len(self._checked)
 
     def connector(self, **options: Any) -> aiohttp.TCPConnector:
         return guarded_connector(self.policy, resolver=self._resolver, **options)
 
     async def check(self, url: str) -> None:
         checked = self._checked.get(url)
-        if checked is not None and time.monotonic() - checked < _RESOLVE_CACHE_SECONDS:
-            return
+        if checked is not None:
+            if time.monotonic() - checked < _RESOLVE_CACHE_SECONDS:
+                self._checked.move_to_end(url)
+                return
+            del self._checked[url]
         host, port = url_host(url)
         try:
             literal = literal_refusal(url, self.policy)
@@ -105,3 +123,6 @@ class EndpointGuard:
         except OSError as exc:
             raise EndpointRefused(f"the host {host!r} does not resolve") from exc
         self._checked[url] = time.monotonic()
+        self._checked.move_to_end(url)
+        while len(self._checked) > self._max_remembered:
+            self._checked.popitem(last=False)
