@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import httpx
@@ -32,6 +33,30 @@ async def catalogue(
     )
     assert response.status_code == 200, response.text
     return list(response.json()["items"])
+
+
+async def stocked_product(http: httpx.AsyncClient, shop: ServiceInfo, stock: int) -> dict[str, Any]:
+    """A published product of its own for a test that buys: stock is taken at checkout, so
+    tests sharing the demo catalogue would sell each other's items out."""
+    manager = shop.cli("tokens", "create", "--sub", "2", "--role", "manager")
+    slug = f"e2e-{uuid.uuid4().hex[:10]}"
+    response = await http.post(
+        f"{shop.url}/api/content/products",
+        json={"name": slug, "slug": slug, "base_price": "9.50", "stock": stock, "published": True},
+        headers=bearer(manager),
+    )
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def register_event_type(http: httpx.AsyncClient, hub: ServiceInfo, name: str) -> None:
+    """A consumer's own event type: its admin key submits events of the types it registered."""
+    response = await http.post(
+        f"{hub.url}/webhooks/event-types",
+        json={"name": name, "description": "e2e producer events"},
+        headers=bearer(hub.admin_key),
+    )
+    assert response.status_code == 201, response.text
 
 
 async def checkout(

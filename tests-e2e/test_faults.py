@@ -10,9 +10,9 @@ from collections import defaultdict
 from typing import Any
 
 import httpx
-from conftest import CONTENT_API_KEY, Stack
+from conftest import Stack
 from figures import record
-from flows import bearer, catalogue, checkout, subscribe
+from flows import bearer, checkout, register_event_type, stocked_product, subscribe
 from processes import workers
 from receivers import Receiver, eventually
 
@@ -46,7 +46,9 @@ async def all_delivered(
 
 
 async def produce(http: httpx.AsyncClient, stack: Stack, event_type: str, count: int) -> None:
-    """`count` producer events through webhook-hub's API, 20 at a time."""
+    """`count` producer events of a type the admin key's owner registers, through
+    webhook-hub's API, 20 at a time."""
+    await register_event_type(http, stack.hub, event_type)
     gate = asyncio.Semaphore(20)
 
     async def one(n: int) -> None:
@@ -65,7 +67,7 @@ async def test_no_order_created_is_lost_while_nats_is_down_for_10_s(
     stack: Stack, http: httpx.AsyncClient, receiver: Receiver
 ) -> None:
     subscription = await subscribe(http, stack.hub, receiver.url, ["order.created"])
-    product = (await catalogue(http, stack.shop, CONTENT_API_KEY))[0]
+    product = await stocked_product(http, stack.shop, stock=200)
     gate = asyncio.Semaphore(10)
     orders: list[str] = []
 

@@ -8,7 +8,7 @@ import uuid
 
 import httpx
 from conftest import CONTENT_API_KEY, CONTENT_WEBHOOK_SECRET, Stack
-from flows import bearer, catalogue, checkout, pay, subscribe
+from flows import bearer, catalogue, checkout, pay, stocked_product, subscribe
 from gql import Client, GraphQLRequest
 from gql.transport.httpx import HTTPXAsyncTransport
 from receivers import Receiver, eventually
@@ -22,7 +22,7 @@ async def test_a_paid_order_reaches_the_subscriber_once_signed(
     stack: Stack, http: httpx.AsyncClient, receiver: Receiver
 ) -> None:
     subscription = await subscribe(http, stack.hub, receiver.url, ["order.paid"])
-    product = (await catalogue(http, stack.shop, CONTENT_API_KEY))[0]
+    product = await stocked_product(http, stack.shop, stock=1)
     order = await checkout(http, stack.shop, product["id"], "ada@example.com")
     await pay(http, order["paymentUrl"])
 
