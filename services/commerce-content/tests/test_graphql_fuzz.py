@@ -11,7 +11,6 @@ from commerce_content.app import create_app
 from commerce_content.settings import Settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
 from schemathesis.core.result import Err
 from schemathesis.graphql import nodes
 from servicekit.testing import run_http_server
@@ -67,9 +66,10 @@ def fuzz_graphql(url: str, headers: dict[str, str]) -> tuple[int, list[str]]:
             suppress_health_check=list(HealthCheck),
         )
         def exercise(case: Any) -> None:
-            response = case.call_and_validate(
-                headers=headers, checks=[not_a_server_error], timeout=30
-            )
+            # Not schemathesis's own GraphQL check: it counts every error carrying a `path` as
+            # the server's, the schema's deliberate RATE_LIMITED and FORBIDDEN answers included.
+            response = case.call(headers=headers, timeout=30)
+            assert response.status_code < 500, f"{case.body}: {response.status_code}"
             assert not internal_errors(response), f"{case.body}: {internal_errors(response)}"
 
         try:
