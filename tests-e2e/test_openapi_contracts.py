@@ -9,14 +9,13 @@ from typing import Any
 import pytest
 import schemathesis
 from conftest import CONTENT_API_KEY, Stack
-from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.core.result import Err
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
+from servicekit.testing.fuzz import exercise_operations
 
 EXAMPLES_PER_OPERATION = 12
 CHECKS = [
@@ -54,29 +53,12 @@ def test_every_operation_answers_bad_input_as_documented(
     info = stack.services[service]
     schema = schemathesis.openapi.from_url(f"{info.url}/openapi.json")
     headers = auth_headers(stack, service)
-    findings: list[str] = []
-    operations = 0
-    for result in schema.get_all_operations():
-        if isinstance(result, Err):
-            findings.append(f"an operation the schema cannot describe: {result.err()}")
-            continue
-        operation = result.ok()
-        operations += 1
 
-        @given(case=operation.as_strategy())
-        @settings(
-            max_examples=EXAMPLES_PER_OPERATION,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        )
-        def exercise(case: Any) -> None:
-            case.call_and_validate(base_url=info.url, headers=headers, checks=CHECKS, timeout=30)
+    def check(case: Any) -> None:
+        case.call_and_validate(base_url=info.url, headers=headers, checks=CHECKS, timeout=30)
 
-        try:
-            exercise()
-        except (Exception, BaseExceptionGroup) as exc:  # every operation tried, all reported
-            findings.append(f"{operation.label}: {exc}")
+    operations, findings = exercise_operations(
+        schema, check, examples=EXAMPLES_PER_OPERATION, derandomize=True
+    )
     assert operations > 5
     assert not findings, "\n\n".join(findings)

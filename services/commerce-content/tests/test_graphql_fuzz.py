@@ -9,12 +9,10 @@ from typing import Any
 import schemathesis
 from commerce_content.app import create_app
 from commerce_content.settings import Settings
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis.core.result import Err
 from schemathesis.graphql import nodes
 from servicekit.testing import run_http_server
-from servicekit.testing.fuzz import examples_per_operation, fuzz_randomly
+from servicekit.testing.fuzz import examples_per_operation, exercise_operations, fuzz_randomly
 
 NUL = "\x00"
 # The schema's own scalars, as strings: well formed, malformed, huge, and with a NUL.
@@ -48,35 +46,17 @@ def internal_errors(response: Any) -> list[str]:
 
 def fuzz_graphql(url: str, headers: dict[str, str]) -> tuple[int, list[str]]:
     schema = schemathesis.graphql.from_url(url, headers=headers)
-    findings: list[str] = []
-    operations = 0
-    for result in schema.get_all_operations():
-        if isinstance(result, Err):
-            findings.append(f"an operation the schema cannot describe: {result.err()}")
-            continue
-        operation = result.ok()
-        operations += 1
 
-        @given(case=operation.as_strategy())
-        @settings(
-            max_examples=examples_per_operation(),
-            deadline=None,
-            derandomize=not fuzz_randomly(),
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        )
-        def exercise(case: Any) -> None:
-            # Not schemathesis's own GraphQL check: it counts every error carrying a `path` as
-            # the server's, the schema's deliberate RATE_LIMITED and FORBIDDEN answers included.
-            response = case.call(headers=headers, timeout=30)
-            assert response.status_code < 500, f"{case.body}: {response.status_code}"
-            assert not internal_errors(response), f"{case.body}: {internal_errors(response)}"
+    def check(case: Any) -> None:
+        # Not schemathesis's own GraphQL check: it counts every error carrying a `path` as
+        # the server's, the schema's deliberate RATE_LIMITED and FORBIDDEN answers included.
+        response = case.call(headers=headers, timeout=30)
+        assert response.status_code < 500, f"{case.body}: {response.status_code}"
+        assert not internal_errors(response), f"{case.body}: {internal_errors(response)}"
 
-        try:
-            exercise()
-        except (Exception, BaseExceptionGroup) as exc:
-            findings.append(f"{operation.label}: {exc}")
-    return operations, findings
+    return exercise_operations(
+        schema, check, examples=examples_per_operation(), derandomize=not fuzz_randomly()
+    )
 
 
 async def test_graphql_fuzz_finds_no_server_error(

@@ -9,6 +9,7 @@ in JSON objects, and integers past PostgreSQL's ranges. The only check is the on
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import schemathesis
@@ -102,6 +103,26 @@ def fuzz_openapi(
     schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json")
     schema.config.generation.update(allow_x00=True)
     _poison_schema(schema)
+
+    def check(case: Any) -> None:
+        case.call_and_validate(
+            base_url=base_url, headers=headers, checks=[not_a_server_error], timeout=30
+        )
+
+    return exercise_operations(
+        schema,
+        check,
+        examples=examples or examples_per_operation(),
+        derandomize=not fuzz_randomly() if derandomize is None else derandomize,
+    )
+
+
+def exercise_operations(
+    schema: Any, check: Callable[[Any], None], *, examples: int, derandomize: bool
+) -> tuple[int, list[str]]:
+    """`check` on `examples` cases of every operation of a schemathesis schema (OpenAPI or
+    GraphQL): how many operations were tried, and a finding per operation that failed (every
+    operation is tried, all findings reported) or could not be described."""
     findings: list[str] = []
     operations = 0
     for result in schema.get_all_operations():
@@ -113,19 +134,17 @@ def fuzz_openapi(
 
         @given(case=operation.as_strategy())
         @settings(
-            max_examples=examples or examples_per_operation(),
+            max_examples=examples,
             deadline=None,
-            derandomize=not fuzz_randomly() if derandomize is None else derandomize,
+            derandomize=derandomize,
             database=None,
             suppress_health_check=list(HealthCheck),
         )
         def exercise(case: Any) -> None:
-            case.call_and_validate(
-                base_url=base_url, headers=headers, checks=[not_a_server_error], timeout=30
-            )
+            check(case)
 
         try:
             exercise()
-        except (Exception, BaseExceptionGroup) as exc:  # every operation tried, all reported
+        except (Exception, BaseExceptionGroup) as exc:
             findings.append(f"{operation.label}: {exc}")
     return operations, findings
