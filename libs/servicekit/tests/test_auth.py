@@ -3,6 +3,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from joserfc import jwt
+from joserfc.jwk import OctKey
 from servicekit.auth import AccessLevel, InvalidToken, JWTCodec, generate_api_key, hash_api_key
 from servicekit.auth.api_keys import display_prefix, key_matches
 
@@ -118,3 +120,35 @@ def test_unsigned_jwt_is_refused() -> None:
     token = f"{b64({'alg': 'none'})}.{b64(claims)}."
     with pytest.raises(InvalidToken):
         codec().verify(token)
+
+
+def foreign_token(claims: dict[str, object]) -> str:
+    """A token made by another HS256 library's user: just the claims given, no iss or aud."""
+    return jwt.encode({"alg": "HS256"}, claims, OctKey.import_key(JWT_SECRET.encode()))
+
+
+def test_without_issuer_and_audience_configured_a_token_with_sub_and_exp_verifies() -> None:
+    now = int(time.time())
+    token = foreign_token({"sub": "7", "iat": now, "exp": now + 60, "role": "admin"})
+    claims = JWTCodec(JWT_SECRET).verify(token)
+    assert claims["sub"] == "7"
+    assert claims["role"] == "admin"
+
+
+def test_without_issuer_and_audience_configured_exp_is_still_required() -> None:
+    token = foreign_token({"sub": "7", "iat": int(time.time())})
+    with pytest.raises(InvalidToken):
+        JWTCodec(JWT_SECRET).verify(token)
+
+
+def test_a_configured_issuer_and_audience_are_required_of_foreign_tokens() -> None:
+    now = int(time.time())
+    token = foreign_token({"sub": "7", "iat": now, "exp": now + 60})
+    with pytest.raises(InvalidToken):
+        codec().verify(token)
+
+
+def test_without_issuer_and_audience_configured_issued_tokens_carry_neither() -> None:
+    claims = JWTCodec(JWT_SECRET).verify(JWTCodec(JWT_SECRET).issue("7"))
+    assert "iss" not in claims
+    assert "aud" not in claims

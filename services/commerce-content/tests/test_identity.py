@@ -3,10 +3,14 @@ makes the token invalid (401) wherever tokens are accepted, never a 500."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 from commerce_content.identity.dependencies import jwt_codec, user_id_of
 from commerce_content.settings import Settings
+from joserfc import jwt
+from joserfc.jwk import OctKey
 from servicekit.auth.jwt import InvalidToken
 
 NOT_USER_IDS = [
@@ -74,3 +78,22 @@ async def test_graphql_answers_401_to_such_a_token(
         )
     assert response.status_code == 401
     assert response.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+
+
+async def test_a_token_of_sub_iat_exp_and_role_signed_with_the_secret_is_accepted(
+    client: httpx.AsyncClient, service_settings: Settings
+) -> None:
+    # Document 3 C's whole contract: HS256, the configured secret, `sub` the user id. No
+    # iss or aud unless the operator configures them (exp is always required).
+    now = int(time.time())
+    token = jwt.encode(
+        {"alg": "HS256"},
+        {"sub": "1", "iat": now, "exp": now + 300, "role": "admin"},
+        OctKey.import_key(service_settings.jwt_secret.get_secret_value().encode()),
+    )
+    response = await client.post(
+        "/api/admin-action",
+        json={"action": "interop"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 200, response.text

@@ -18,8 +18,10 @@ class Settings(ServiceSettings):
     api_key_prefix: str = "cck"
 
     jwt_secret: SecretStr = SecretStr("dev-insecure-commerce-jwt-secret-0123456789")
-    jwt_issuer: str = "commerce-content"
-    jwt_audience: str = "commerce-content"
+    # Checked (and put in issued tokens) only when set: the spec's contract is HS256 with the
+    # secret and `sub`, so tokens from other HS256 libraries work unless the operator asks more.
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
     jwt_ttl_seconds: int = 3600
 
     frontend_url: str = "http://localhost:5173"

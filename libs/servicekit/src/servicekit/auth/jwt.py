@@ -1,4 +1,6 @@
-"""HS256 JSON Web Tokens (joserfc, Authlib's JOSE implementation) with exp, iss and aud checks."""
+"""HS256 JSON Web Tokens (joserfc, Authlib's JOSE implementation): `sub` and `exp` always
+required; `iss` and `aud` issued and required only when the operator configures them, so a
+token from any HS256 library with the shared secret works (the interop contract)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,14 @@ class InvalidToken(ValueError):
 
 
 class JWTCodec:
-    def __init__(self, secret: str, *, issuer: str, audience: str, ttl_seconds: int = 3600) -> None:
+    def __init__(
+        self,
+        secret: str,
+        *,
+        issuer: str | None = None,
+        audience: str | None = None,
+        ttl_seconds: int = 3600,
+    ) -> None:
         if not secret:
             raise ValueError("a JWT secret is required")
         self._key = OctKey.import_key(secret.encode())
@@ -37,14 +46,16 @@ class JWTCodec:
     ) -> str:
         issued = int(time.time()) if now is None else now
         payload: dict[str, Any] = {
-            "iss": self.issuer,
-            "aud": self.audience,
             "sub": subject,
             "iat": issued,
             "nbf": issued,
             "exp": issued + (self.ttl_seconds if ttl_seconds is None else ttl_seconds),
             "jti": uuid.uuid4().hex,
         }
+        if self.issuer is not None:
+            payload["iss"] = self.issuer
+        if self.audience is not None:
+            payload["aud"] = self.audience
         payload.update(claims or {})
         return jwt.encode(
             {"alg": ALGORITHM, "typ": "JWT"}, payload, self._key, algorithms=[ALGORITHM]
@@ -54,14 +65,12 @@ class JWTCodec:
         """The claims of a valid token; raises InvalidToken otherwise."""
         try:
             decoded = jwt.decode(token, self._key, algorithms=[ALGORITHM])
-            registry = jwt.JWTClaimsRegistry(
-                now=now,
-                leeway=30,
-                iss={"essential": True, "value": self.issuer},
-                aud={"essential": True, "value": self.audience},
-                exp={"essential": True},
-                sub={"essential": True},
-            )
+            expected: dict[str, Any] = {"exp": {"essential": True}, "sub": {"essential": True}}
+            if self.issuer is not None:
+                expected["iss"] = {"essential": True, "value": self.issuer}
+            if self.audience is not None:
+                expected["aud"] = {"essential": True, "value": self.audience}
+            registry = jwt.JWTClaimsRegistry(now=now, leeway=30, **expected)
             registry.validate(decoded.claims)
         except (JoseError, ValueError, TypeError) as exc:
             raise InvalidToken(str(exc) or type(exc).__name__) from exc
