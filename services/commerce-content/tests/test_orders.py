@@ -181,6 +181,57 @@ async def test_an_invalid_shipping_address_is_400(
     assert "shippingAddress" in response.json()["error"]
 
 
+CAMEL_ADDRESS = {
+    "name": "A",
+    "line1": "1 Test Street",
+    "city": "Springfield",
+    "postalCode": "12345",
+    "country": "US",
+}
+
+
+async def test_a_camel_case_shipping_address_is_accepted_like_the_rest_of_the_body(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    product = await make_product(db_engine)
+    response = await checkout(
+        client, items=[{"productId": str(product), "quantity": 1}], shippingAddress=CAMEL_ADDRESS
+    )
+    assert response.status_code == 200, response.text
+    order = await order_row(db_engine, response.json()["orderId"])
+    assert order.shipping_address == {
+        "name": "A",
+        "line1": "1 Test Street",
+        "city": "Springfield",
+        "postal_code": "12345",
+        "country": "US",
+    }
+
+
+@pytest.mark.parametrize(("field", "value"), [("postalCode", ""), ("postal_code", "")])
+async def test_an_address_error_names_the_field_as_the_client_spelled_it(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, field: str, value: str
+) -> None:
+    product = await make_product(db_engine)
+    address = {**{k: v for k, v in CAMEL_ADDRESS.items() if k != "postalCode"}, field: value}
+    response = await checkout(
+        client, items=[{"productId": str(product), "quantity": 1}], shippingAddress=address
+    )
+    assert response.status_code == 400
+    assert response.json() == {"error": f"INVALID_ADDRESS: shippingAddress is invalid: {field}"}
+
+
+async def test_a_missing_address_field_is_named_in_camel_case(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    product = await make_product(db_engine)
+    address = {k: v for k, v in CAMEL_ADDRESS.items() if k != "postalCode"}
+    response = await checkout(
+        client, items=[{"productId": str(product), "quantity": 1}], shippingAddress=address
+    )
+    assert response.json() == {"error": "INVALID_ADDRESS: shippingAddress is invalid: postalCode"}
+
+
 async def test_a_signed_completion_marks_the_order_paid_once(
     client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
 ) -> None:

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel, to_snake
 from servicekit.events import record_event
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -57,11 +58,24 @@ class CheckoutProblem(Exception):
         return f"{self.code.value}: {self.message}"
 
 
+def _as_spelled(loc: tuple[int | str, ...], raw: Any) -> str:
+    """An address error's field as the client wrote it: errors name fields by their camelCase
+    alias, so a field sent in snake_case is named back in snake_case."""
+    field = str(loc[0]) if loc else ""
+    name = to_snake(field)
+    if isinstance(raw, dict) and field not in raw and name in raw:
+        field = name
+    return ".".join([field, *(str(part) for part in loc[1:])])
+
+
 class ShippingAddress(BaseModel):
     """Our decision where the spec says "not shown": a postal address, country as ISO 3166-1
-    alpha-2."""
+    alpha-2. Fields in camelCase like the rest of the checkout body (`postalCode`), or in
+    snake_case; stored in snake_case."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, validate_by_alias=True, validate_by_name=True
+    )
 
     name: str = Field(min_length=1, max_length=200)
     line1: str = Field(min_length=1, max_length=300)
@@ -197,7 +211,7 @@ class CheckoutService:
         try:
             return ShippingAddress.model_validate(raw).model_dump(exclude_none=True)
         except ValidationError as exc:
-            fields = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})
+            fields = sorted({_as_spelled(e["loc"], raw) for e in exc.errors()})
             raise CheckoutProblem(
                 ProblemCode.INVALID_ADDRESS,
                 f"shippingAddress is invalid: {', '.join(fields) or 'not an object'}",

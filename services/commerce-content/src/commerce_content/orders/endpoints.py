@@ -42,7 +42,8 @@ def _settings(request: Request) -> Settings:
 )
 async def checkout(request: Request, session: SessionDep) -> CheckoutCreated:
     """`items` (non-empty, `{productId, quantity}`), `customerEmail`, `shippingAddress`
-    (`{name, line1, line2?, city, postal_code, state?, country}`, country ISO 3166-1 alpha-2)."""
+    (`{name, line1, line2?, city, postalCode, state?, country}`, snake_case accepted too;
+    country ISO 3166-1 alpha-2)."""
     try:
         body: Any = await request.json()
     except ValueError as exc:
