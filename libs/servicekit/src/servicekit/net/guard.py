@@ -117,6 +117,10 @@ async def resolve_checked(
         raise
     except (OSError, TimeoutError):
         raise UnresolvedHost(f"{host} does not resolve from here") from None
+    finally:
+        if resolver is None:
+            # Ours, made for this one look-up (with aiodns installed it holds a channel).
+            await guarded.close()
     if not answers:
         raise UnresolvedHost(f"{host} does not resolve from here")
     return policy.check_text(answers[0]["host"])
