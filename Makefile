@@ -40,9 +40,10 @@ lint: install
 	$(RUN) ruff format --check .
 	$(RUN) mypy libs/servicekit/src services/*/src deploy/local services/webhook-hub/bench
 	$(RUN) mypy services/commerce-content/bench
-	@# Test folders share module names (conftest), so each is checked on its own.
-	@for d in libs/servicekit/tests $(addprefix services/,$(addsuffix /tests,$(SERVICES))) tests-e2e; do \
-		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .) || exit 1; done
+	@# Each service's tests are a package named `tests`, so each is checked from its own project.
+	@for d in libs/servicekit $(addprefix services/,$(SERVICES)); do \
+		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache tests) || exit 1; done
+	(cd tests-e2e && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .)
 
 # Deployment files, checked without a cluster or a Docker engine: the Compose specification's
 # schema, every kustomize overlay rendered and validated for the target Kubernetes version,

@@ -3,13 +3,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from factories import unique_event_type
 from nats.js import JetStreamContext
 from servicekit.db.engine import create_session_factory
 from servicekit.events import CloudEvent
 from servicekit.events.consumer import EventConsumer, EventFeed
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
+
+from tests.factories import unique_event_type
 
 
 class Recorder:

@@ -6,7 +6,6 @@ import uuid
 
 import nats
 import pytest
-from factories import unique_event_type
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from servicekit.embedded.nats import EmbeddedNats
@@ -17,6 +16,8 @@ from servicekit.settings import ServiceSettings
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
+
+from tests.factories import unique_event_type
 
 
 def relay_for(engine: AsyncEngine, js: JetStreamContext, settings: ServiceSettings) -> OutboxRelay:

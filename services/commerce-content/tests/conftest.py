@@ -7,13 +7,14 @@ import pytest
 from commerce_content.app import create_app
 from commerce_content.cli import MIGRATIONS
 from commerce_content.settings import Settings
-from factories import bearer_for, make_user
 from fastapi import FastAPI
 from servicekit.db.engine import to_async_url
 from servicekit.testing import run_http_server
 from servicekit.testing.service import ServiceUnderTest
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
+
+from tests.factories import bearer_for, make_user
 
 
 def error_text(body: dict[str, Any]) -> str:

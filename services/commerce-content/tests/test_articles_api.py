@@ -9,10 +9,11 @@ import httpx
 import pytest
 from commerce_content.app import create_app
 from commerce_content.settings import Settings
-from factories import article_body, bearer_for, make_user
 from servicekit.testing import serve_app
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import article_body, bearer_for, make_user
 
 BASE = "/api/v1/articles"
 

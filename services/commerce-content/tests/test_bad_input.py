@@ -6,9 +6,10 @@ import httpx
 import pytest
 from commerce_content.app import create_app
 from commerce_content.settings import Settings
-from factories import bearer_for, make_user
 from servicekit.testing import serve_app
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import bearer_for, make_user
 
 BODIES = [b"{not json", b"[]", b'"text"', b"null", b'{"items": {"a": 1}}', b"\xff\xfe", b""]
 ENDPOINTS = [

@@ -10,11 +10,12 @@ import httpx
 import pytest
 from commerce_content.app import create_app
 from commerce_content.settings import Settings
-from factories import bearer_for, make_user
 from servicekit.testing import HttpReceiver, serve_app
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks import Webhook
+
+from tests.factories import bearer_for, make_user
 
 PARENT = 7001  # a catalog of this module's own, so other tests' products do not show
 

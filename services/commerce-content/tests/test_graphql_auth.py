@@ -8,10 +8,11 @@ from typing import Any
 
 import httpx
 from commerce_content.settings import Settings
-from factories import bearer_for, make_product, make_user
-from graphql_client import ask, global_id
 from servicekit.testing.conformance import create_key
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import bearer_for, make_product, make_user
+from tests.graphql_client import ask, global_id
 
 DASHBOARD = "{ dashboardStats { productsTotal ordersPaid revenue } products(page: {first: 1}) { edges { cursor } } }"
 

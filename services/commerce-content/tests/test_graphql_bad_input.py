@@ -11,9 +11,10 @@ from typing import Any
 import httpx
 import pytest
 from commerce_content.settings import Settings
-from factories import bearer_for, make_user
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import bearer_for, make_user
 
 FILTERED = "query($filter: ProductFilter) { products(filter: $filter) { totalCount } }"
 NOT_DECIMALS = ["NaN", "Infinity", "-Infinity", "1e1000000", "1e30", "1.5e2", " 1.5", ""]

@@ -20,11 +20,12 @@ import strawberry
 from commerce_content.app import create_app
 from commerce_content.graphql_api.execution import PlainFieldExecutionContext, executor_for
 from commerce_content.settings import Settings
-from factories import bearer_for, make_product, make_user, make_variant
-from graphql_client import Answer, ask, global_id
 from servicekit.testing import run_http_server
 from sqlalchemy.ext.asyncio import AsyncEngine
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+
+from tests.factories import bearer_for, make_product, make_user, make_variant
+from tests.graphql_client import Answer, ask, global_id
 
 
 @strawberry.type

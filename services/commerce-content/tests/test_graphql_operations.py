@@ -9,11 +9,12 @@ import httpx
 from commerce_content.app import create_app
 from commerce_content.graphql_api.analysis import operation_variables
 from commerce_content.settings import Settings
-from factories import bearer_for, make_product, make_user
 from graphql import OperationDefinitionNode, parse
-from graphql_client import ask, global_id
 from servicekit.testing import run_http_server
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import bearer_for, make_product, make_user
+from tests.graphql_client import ask, global_id
 
 PUBLIC = "{ products(page: {first: 2}) { edges { node { name pricing { basePrice } } } } }"
 PRIVATE = "{ viewer { name } }"

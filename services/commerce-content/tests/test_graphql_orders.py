@@ -7,10 +7,11 @@ import uuid
 from typing import Any
 
 from commerce_content.settings import Settings
-from factories import bearer_for, make_product, make_user
-from graphql_client import ask, global_id
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import bearer_for, make_product, make_user
+from tests.graphql_client import ask, global_id
 
 CREATE_ORDER = """
 mutation($input: CreateOrderInput!) {

@@ -7,11 +7,12 @@ from decimal import Decimal
 from typing import Any
 
 from commerce_content.settings import Settings
-from factories import bearer_for, make_category, make_product, make_user, make_variant
 from fastapi import FastAPI
-from graphql_client import PRODUCT_PAGE, ask, global_id
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import bearer_for, make_category, make_product, make_user, make_variant
+from tests.graphql_client import PRODUCT_PAGE, ask, global_id
 
 
 async def tagged_products(engine: AsyncEngine, count: int, **kwargs: Any) -> tuple[str, list[int]]:

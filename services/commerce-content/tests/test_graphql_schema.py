@@ -10,9 +10,10 @@ import pytest
 from commerce_content.app import create_app
 from commerce_content.settings import Settings
 from graphql import build_schema
-from graphql_client import ask
 from pydantic import SecretStr
 from servicekit.testing import run_http_server
+
+from tests.graphql_client import ask
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schema.graphql"
 INTROSPECTION = "{ __schema { queryType { name } } }"

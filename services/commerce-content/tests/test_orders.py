@@ -12,13 +12,14 @@ import pytest
 from commerce_content.app import create_app
 from commerce_content.payments.provider import payment_provider
 from commerce_content.settings import Settings
-from factories import make_product
 from pydantic import SecretStr
 from servicekit.settings import Environment
 from servicekit.signing import sign_stripe
 from servicekit.testing import run_http_server, serve_app
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import make_product
 
 WEBHOOK = "/api/orders/webhook/stripe"
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import httpx
 from commerce_content.settings import Settings
-from factories import bearer_for, make_product, make_user, make_variant
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import bearer_for, make_product, make_user, make_variant
 
 
 async def user(engine: AsyncEngine, settings: Settings, role: str = "user") -> dict[str, str]:

@@ -11,9 +11,10 @@ import pytest
 from commerce_content.app import create_app
 from commerce_content.rate_limit.limiter import client_address, subject_key
 from commerce_content.settings import Settings
-from factories import bearer_for
 from servicekit.testing import serve_app
 from servicekit.testing.conformance import create_key
+
+from tests.factories import bearer_for
 
 ARTICLES = "/api/v1/articles"
 LIMIT = 3

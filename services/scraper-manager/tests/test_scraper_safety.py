@@ -9,12 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
-from factories import Client, make_client, scraper_body
 from scraper_manager.app import create_app
 from scraper_manager.settings import Settings
 from servicekit.testing import serve_app
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import Client, make_client, scraper_body
 
 BASE = "/api/v1/scrapers"
 

@@ -11,10 +11,11 @@ from typing import Any
 import httpx
 import nats
 import pytest
-from factories import make_client
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import make_client
 
 
 class HubRequests:

@@ -10,14 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-from factories import (
-    deliveries_of,
-    delivery_detail,
-    make_consumer,
-    publish_event,
-    subscribe,
-    subscription_body,
-)
 from nats.js import JetStreamContext
 from servicekit.embedded.smtp import SmtpServer
 from servicekit.testing import HttpReceiver
@@ -26,6 +18,15 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks import Webhook, WebhookVerificationError
 from webhook_hub.settings import Settings
+
+from tests.factories import (
+    deliveries_of,
+    delivery_detail,
+    make_consumer,
+    publish_event,
+    subscribe,
+    subscription_body,
+)
 
 
 def verified(secret: str, request: ReceivedRequest) -> dict[str, Any]:

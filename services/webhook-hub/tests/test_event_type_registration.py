@@ -7,13 +7,14 @@ import uuid
 
 import httpx
 import pytest
-from factories import make_consumer
 from servicekit.cli import ServiceCLI
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
 from webhook_hub.cli import MIGRATIONS, cli
 from webhook_hub.settings import Settings
 from webhook_hub.worker import run
+
+from tests.factories import make_consumer
 
 
 def unique(name: str) -> str:

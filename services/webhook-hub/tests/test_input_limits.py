@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 import aiohttp
 import httpx
 import pytest
-from factories import make_consumer, subscription_body
 from servicekit.testing import HttpReceiver, serve_app
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
@@ -17,6 +16,8 @@ from webhook_hub.delivery_engine.jobs import DeliveryJob
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
+
+from tests.factories import make_consumer, subscription_body
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import httpx
-from factories import Consumer, make_consumer, publish_event, subscribe
 from nats.js import JetStreamContext
 from servicekit.cli import keep_out_of_collections
 from servicekit.db.engine import create_session_factory
@@ -25,6 +24,8 @@ from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.settings import Settings
+
+from tests.factories import Consumer, make_consumer, publish_event, subscribe
 
 EVENTS = 100
 PACE_SECONDS = 0.02

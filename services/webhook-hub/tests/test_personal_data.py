@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from factories import make_consumer, publish_event, subscribe, subscription_body
 from nats.js import JetStreamContext
 from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.cli import cli
 from webhook_hub.settings import Settings
+
+from tests.factories import make_consumer, publish_event, subscribe, subscription_body
 
 PERSONAL = "inquiry.created"
 

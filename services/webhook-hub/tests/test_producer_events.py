@@ -7,9 +7,10 @@ from __future__ import annotations
 import uuid
 
 import httpx
-from factories import Consumer, make_consumer
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import Consumer, make_consumer
 
 
 async def register_type(client: httpx.AsyncClient, producer: Consumer, name: str) -> str:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 
 import httpx
-from factories import make_consumer, subscribe, subscription_body
 from servicekit.testing import HttpReceiver
 from servicekit.testing.app import serve_app
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
 from webhook_hub.settings import Settings
+
+from tests.factories import make_consumer, subscribe, subscription_body
 
 
 async def test_create_answers_201_with_the_spec_fields_and_a_32_character_secret(

@@ -12,13 +12,14 @@ from collections import defaultdict
 from pathlib import Path
 
 import httpx
-from factories import make_consumer, publish_event, subscription_body
 from nats.js import JetStreamContext
 from servicekit.testing import HttpReceiver
 from servicekit.testing.receiver import PlannedResponse
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks import Webhook
 from webhook_hub.settings import Settings
+
+from tests.factories import make_consumer, publish_event, subscription_body
 
 EVENTS = 1000
 
