@@ -5,23 +5,19 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel
 from servicekit.auth import AccessLevel
 from servicekit.auth.dependencies import ReadPrincipal, WritePrincipal
 from servicekit.auth.endpoints import api_keys_router
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import create_session_factory
+from servicekit.errors import BadRequest, Conflict
 from servicekit.settings import ServiceSettings
 from servicekit.testing import serve_app
 from servicekit.web.app import create_service_app
-from servicekit.web.errors import BadRequest, Conflict, ServiceError
-from servicekit.web.params import id_cursor
+from servicekit.web.errors import FlatErrorBody, error_responses, flat_error_body, render_flat_error
 from sqlalchemy.ext.asyncio import AsyncEngine
-
-
-def flat_envelope(error: ServiceError, request: Request) -> dict[str, Any]:
-    return {"error": error.message, "code": error.code, **error.extra}
 
 
 class ErrorBody(BaseModel):
@@ -40,7 +36,7 @@ def build_app(settings: ServiceSettings) -> Any:
         title="example",
         description="servicekit test app",
         version="0.0.1",
-        render_error=flat_envelope,
+        render_error=render_flat_error,
         max_body_bytes=1024,
     )
     router = APIRouter()
@@ -272,12 +268,16 @@ async def test_creating_a_key_with_an_unknown_level_is_refused(
     assert response.status_code == 422
 
 
-@pytest.mark.parametrize("cursor", ["²", "1²", "٣٣", "12345678901", "2147483648", "-1", "a"])
-def test_a_cursor_the_api_did_not_issue_is_a_bad_request(cursor: str) -> None:
-    with pytest.raises(BadRequest):
-        id_cursor(cursor)
+def test_declared_errors_become_one_openapi_response_per_status_with_an_example_each() -> None:
+    class TooMany(Conflict):
+        code = "too_many"
+        default_message = "At the limit"
 
-
-def test_a_row_id_cursor_reads_as_its_id() -> None:
-    assert id_cursor("42") == 42
-    assert id_cursor(None) is None
+    responses = error_responses(
+        FlatErrorBody, Conflict, TooMany, BadRequest, example_of=flat_error_body
+    )
+    assert sorted(responses) == [400, 409]
+    assert responses[409]["model"] is FlatErrorBody
+    assert responses[409]["description"] == "`conflict`: Conflict; `too_many`: At the limit"
+    examples = responses[409]["content"]["application/json"]["examples"]
+    assert examples["too_many"]["value"] == {"error": "At the limit", "code": "too_many"}

@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.db.engine import create_engine, create_session_factory
+from servicekit.errors import ServiceUnavailable
 from servicekit.events.registry import EventTypeRegistry, publish_event_types
 from servicekit.events.stream import ensure_events_stream, require_events_stream
 from servicekit.settings import ServiceSettings
-from servicekit.web.errors import ServiceUnavailable
 
 logger = structlog.get_logger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import Request
 from pydantic import BaseModel
-from servicekit.web.errors import ServiceError
+from servicekit.errors import ServiceError
 
 RESOURCE_API_PREFIX = "/api/v1/"
 

@@ -3,9 +3,9 @@
 from fastapi import FastAPI
 from servicekit.auth.endpoints import api_keys_router
 from servicekit.web.app import create_service_app
+from servicekit.web.errors import FlatErrorBody, render_flat_error
 
 from scraper_manager import __version__
-from scraper_manager.errors import ErrorBody, render_error
 from scraper_manager.events import registry
 from scraper_manager.oauth.endpoints import router as oauth_router
 from scraper_manager.oauth.tokens import TokenVerifier
@@ -23,11 +23,11 @@ def create_app(settings: Settings) -> FastAPI:
         title="scraper-manager",
         description="Register, schedule, run, stop and monitor scrapers.",
         version=__version__,
-        render_error=render_error,
+        render_error=render_flat_error,
         validation_status=422,
         registry=registry,
     )
-    app.include_router(api_keys_router(ErrorBody), prefix=API_PREFIX)
+    app.include_router(api_keys_router(FlatErrorBody), prefix=API_PREFIX)
     app.include_router(scrapers_router, prefix=API_PREFIX)
     app.include_router(runs_router, prefix=API_PREFIX)
     app.include_router(webhooks_router, prefix=API_PREFIX)

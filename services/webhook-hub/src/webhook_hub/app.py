@@ -3,12 +3,12 @@
 from fastapi import APIRouter, FastAPI
 from servicekit.auth.endpoints import api_keys_router
 from servicekit.web.app import create_service_app
+from servicekit.web.errors import FlatErrorBody, render_flat_error
 
 from webhook_hub import __version__
 from webhook_hub.consumers.endpoints import router as consumers_router
 from webhook_hub.deliveries.endpoints import router as deliveries_router
 from webhook_hub.dependencies import http_resources
-from webhook_hub.errors import ErrorBody, render_error
 from webhook_hub.event_types.endpoints import router as event_types_router
 from webhook_hub.events import registry
 from webhook_hub.producer_events.endpoints import router as producer_events_router
@@ -24,7 +24,7 @@ def create_app(settings: Settings) -> FastAPI:
         title="webhook-hub",
         description="Webhook subscriptions and signed, retried delivery of every business event.",
         version=__version__,
-        render_error=render_error,
+        render_error=render_flat_error,
         validation_status=422,
         registry=registry,
         max_body_bytes=settings.max_request_body_bytes,
@@ -36,6 +36,6 @@ def create_app(settings: Settings) -> FastAPI:
     api.include_router(event_types_router)
     api.include_router(producer_events_router)
     api.include_router(consumers_router)
-    api.include_router(api_keys_router(ErrorBody))
+    api.include_router(api_keys_router(FlatErrorBody))
     app.include_router(api)
     return app

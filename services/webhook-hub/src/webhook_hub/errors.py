@@ -1,43 +1,32 @@
-"""webhook-hub's error envelope: `{"error": <text>, "code": <code>, ...}`.
-
-The spec fixes `error` as a string (its 422 adds `invalid_events`); `code` is our addition so
-clients can branch without parsing text.
-"""
+"""webhook-hub's errors: the servicekit kinds it raises and the OpenAPI responses they
+generate. The envelope is servicekit's flat one, `{"error": <text>, "code": <code>, ...}`: the
+spec fixes `error` as a string (its 422 adds `invalid_events`); `code` lets clients branch
+without parsing text."""
 
 from typing import Any
 
-from fastapi import Request
-from pydantic import BaseModel, ConfigDict
-from servicekit.web.errors import ServiceError
+from servicekit.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    InvalidCursor,
+    NotFound,
+    PayloadTooLarge,
+    ServiceError,
+    Unauthorized,
+    UnprocessableEntity,
+)
+from servicekit.web.errors import FlatErrorBody, error_responses, flat_error_body
 
 
-class ErrorBody(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    error: str
-    code: str
+def declared(*errors: type[ServiceError]) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` of an operation that can raise `errors`, in this service's envelope."""
+    return error_responses(FlatErrorBody, *errors, example_of=flat_error_body)
 
 
-def render_error(error: ServiceError, request: Request) -> dict[str, Any]:
-    return {"error": error.message, "code": error.code, **error.extra}
-
-
-def _declared(status: int, description: str) -> dict[str, Any]:
-    return {"model": ErrorBody, "description": description}
-
-
-AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: _declared(401, "Missing or invalid API key"),
-    403: _declared(403, "The key's level is too low"),
-}
-NOT_FOUND: dict[int | str, dict[str, Any]] = {
-    404: _declared(404, "No such resource (or not yours)")
-}
-BAD_CURSOR: dict[int | str, dict[str, Any]] = {
-    400: _declared(400, "A cursor this API did not issue")
-}
-CONFLICT: dict[int | str, dict[str, Any]] = {409: _declared(409, "The name or the limit is taken")}
-INVALID: dict[int | str, dict[str, Any]] = {
-    413: _declared(413, "Request body too large"),
-    422: _declared(422, "Invalid body, unknown event types, or refused endpoint"),
-}
+AUTH_ERRORS = declared(Unauthorized, Forbidden)
+NOT_FOUND = declared(NotFound)
+BAD_CURSOR = declared(InvalidCursor)
+BAD_REQUEST = declared(BadRequest)
+CONFLICT = declared(Conflict)
+INVALID = declared(PayloadTooLarge, UnprocessableEntity)

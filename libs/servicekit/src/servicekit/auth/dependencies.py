@@ -13,7 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import SessionDep
-from servicekit.web.errors import Forbidden, Unauthorized
+from servicekit.errors import Forbidden, Unauthorized
 
 bearer_scheme = HTTPBearer(auto_error=False, description="An API key: `Bearer <key>`")
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]

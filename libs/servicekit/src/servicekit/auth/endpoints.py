@@ -17,7 +17,7 @@ from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import SessionDep
 from servicekit.db.models import ApiKey
-from servicekit.web.errors import Conflict, NotFound
+from servicekit.errors import Conflict, NotFound
 
 
 class Caller(BaseModel):

@@ -1,136 +1,24 @@
-"""Typed errors that carry their HTTP status, and the one handler per service that renders them."""
+"""The one place a service's typed errors (`servicekit.errors`) become HTTP: the handlers that
+render them in the service's envelope, and the OpenAPI responses they generate."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
+from servicekit.errors import STATUS_ERRORS, ServiceError, UnprocessableEntity
+
 logger = structlog.get_logger(__name__)
 
-
-class ServiceError(Exception):
-    """An error a client caused or must know about; `status_code` and `code` are its contract."""
-
-    status_code: ClassVar[int] = 500
-    code: ClassVar[str] = "internal_error"
-    default_message: ClassVar[str] = "Internal server error"
-
-    def __init__(
-        self,
-        message: str | None = None,
-        *,
-        headers: Mapping[str, str] | None = None,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.message = message or self.default_message
-        self.headers = dict(headers or {})
-        # Members the envelope adds beside the message (e.g. `invalid_events`).
-        self.extra = dict(extra or {})
-        super().__init__(self.message)
-
-
-class BadRequest(ServiceError):
-    status_code = 400
-    code = "bad_request"
-    default_message = "Bad request"
-
-
-class Unauthorized(ServiceError):
-    status_code = 401
-    code = "unauthorized"
-    default_message = "Unauthorized"
-
-    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
-        kwargs.setdefault("headers", {"WWW-Authenticate": "Bearer"})
-        super().__init__(message, **kwargs)
-
-
-class Forbidden(ServiceError):
-    status_code = 403
-    code = "forbidden"
-    default_message = "Forbidden"
-
-
-class NotFound(ServiceError):
-    status_code = 404
-    code = "not_found"
-    default_message = "Not found"
-
-
-class MethodNotAllowed(ServiceError):
-    status_code = 405
-    code = "method_not_allowed"
-    default_message = "Method not allowed"
-
-
-class NotAcceptable(ServiceError):
-    status_code = 406
-    code = "not_acceptable"
-    default_message = "Not acceptable"
-
-
-class Conflict(ServiceError):
-    status_code = 409
-    code = "conflict"
-    default_message = "Conflict"
-
-
-class PayloadTooLarge(ServiceError):
-    status_code = 413
-    code = "payload_too_large"
-    default_message = "Request body too large"
-
-
-class UnsupportedMediaType(ServiceError):
-    status_code = 415
-    code = "unsupported_media_type"
-    default_message = "Unsupported media type"
-
-
-class UnprocessableEntity(ServiceError):
-    status_code = 422
-    code = "validation_error"
-    default_message = "Validation failed"
-
-
-class RateLimited(ServiceError):
-    status_code = 429
-    code = "rate_limited"
-    default_message = "Rate limit exceeded"
-
-
-class ServiceUnavailable(ServiceError):
-    status_code = 503
-    code = "unavailable"
-    default_message = "Service unavailable"
-
-
-_STATUS_ERRORS: dict[int, type[ServiceError]] = {
-    cls.status_code: cls
-    for cls in (
-        BadRequest,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        MethodNotAllowed,
-        NotAcceptable,
-        Conflict,
-        PayloadTooLarge,
-        UnsupportedMediaType,
-        UnprocessableEntity,
-        RateLimited,
-        ServiceUnavailable,
-    )
-}
 
 ErrorRenderer = Callable[[ServiceError, Request], dict[str, Any]]
 
@@ -169,7 +57,7 @@ def install_error_handlers(
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
-        error_cls = _STATUS_ERRORS.get(exc.status_code, ServiceError)
+        error_cls = STATUS_ERRORS.get(exc.status_code, ServiceError)
         message = exc.detail if isinstance(exc.detail, str) else None
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
@@ -212,11 +100,43 @@ def _json_safe_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
     ]
 
 
+class FlatErrorBody(BaseModel):
+    """`{"error": <text>, "code": <code>, ...}`: the envelope of the services whose spec fixes
+    `error` as a string; members an error adds (e.g. `invalid_events`) sit beside them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str
+    code: str
+
+
+def flat_error_body(error: ServiceError) -> dict[str, Any]:
+    return {"error": error.message, "code": error.code, **error.extra}
+
+
+def render_flat_error(error: ServiceError, request: Request) -> dict[str, Any]:
+    return flat_error_body(error)
+
+
 def error_responses(
-    model: type[BaseModel], *errors: type[ServiceError]
+    model: type[BaseModel],
+    *errors: type[ServiceError],
+    example_of: Callable[[ServiceError], dict[str, Any]] | None = None,
 ) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses=` entries declaring which errors an operation can answer."""
-    declared: dict[int | str, dict[str, Any]] = {}
+    """OpenAPI `responses=` entries for the errors an operation can raise: one per status, its
+    description naming each error's code and meaning; with `example_of` (the service's body
+    for an error), one named example per error."""
+    by_status: dict[int, list[type[ServiceError]]] = {}
     for error in errors:
-        declared[error.status_code] = {"model": model, "description": error.default_message}
+        by_status.setdefault(error.status_code, []).append(error)
+    declared: dict[int | str, dict[str, Any]] = {}
+    for status, group in sorted(by_status.items()):
+        described = [f"`{e.code}`: {e.default_message}" for e in dict.fromkeys(group)]
+        declared[status] = {"model": model, "description": "; ".join(described)}
+        if example_of is not None:
+            examples = {
+                e.code: {"summary": e.default_message, "value": example_of(e())}
+                for e in dict.fromkeys(group)
+            }
+            declared[status]["content"] = {"application/json": {"examples": examples}}
     return declared

@@ -20,7 +20,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from servicekit.web.errors import ErrorRenderer, PayloadTooLarge, UnprocessableEntity
+from servicekit.errors import PayloadTooLarge, UnprocessableEntity
+from servicekit.web.errors import ErrorRenderer
 
 DEFAULT_MAX_JSON_DEPTH = 64
 _METHODS_WITH_BODIES = frozenset({"POST", "PUT", "PATCH"})

@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from servicekit.web.errors import ErrorRenderer, PayloadTooLarge
+from servicekit.errors import PayloadTooLarge
+from servicekit.web.errors import ErrorRenderer
 
 REQUEST_ID_HEADER = b"x-request-id"
 _VALID_REQUEST_ID = re.compile(rb"^[A-Za-z0-9._\-]{1,128}$")

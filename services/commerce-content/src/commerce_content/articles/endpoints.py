@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 from servicekit.db.engine import SessionDep
-from servicekit.web.errors import BadRequest
+from servicekit.errors import BadRequest
 from servicekit.web.params import MAX_DB_INT, DbId, OptionalDbIdQuery
 
 from commerce_content.articles.representation import comment_out, relations_for, render

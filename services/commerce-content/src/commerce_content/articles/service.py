@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
+from servicekit.errors import Conflict, NotFound, UnprocessableEntity
 from servicekit.events import record_event
-from servicekit.web.errors import Conflict, NotFound, UnprocessableEntity
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.articles.repository import ArticleRepository

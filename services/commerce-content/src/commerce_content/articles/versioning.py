@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from fastapi import Request
-from servicekit.web.errors import NotAcceptable
+from servicekit.errors import NotAcceptable
 
 SUPPORTED_VERSIONS = (1, 2)
 _VENDOR = re.compile(r"application/vnd\.commerce\.v(\d+)\+json")

@@ -7,7 +7,7 @@ import hmac
 
 from fastapi import Request
 from servicekit.auth.jwt import InvalidToken
-from servicekit.web.errors import BadRequest, Unauthorized
+from servicekit.errors import BadRequest, Unauthorized
 
 from commerce_content.identity.dependencies import Caller, caller_from_jwt
 from commerce_content.identity.roles import Role

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, BackgroundTasks, Depends, Request
 from fastapi.responses import JSONResponse
 from servicekit.db.engine import SessionDep
-from servicekit.web.errors import BadRequest, Conflict, NotFound, ServiceError
+from servicekit.errors import BadRequest, Conflict, NotFound, ServiceError
 from servicekit.web.params import MAX_DB_INT, DbId
 from sqlalchemy import func
 from sqlmodel import col, select

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from pydantic_core import to_json
 from servicekit.db.engine import SessionDep
-from servicekit.web.errors import Unauthorized
+from servicekit.errors import Unauthorized
 from servicekit.web.input_guard import DEFAULT_MAX_JSON_DEPTH, json_depth_exceeds
 from sqlmodel.ext.asyncio.session import AsyncSession
 from strawberry.exceptions import MissingQueryError

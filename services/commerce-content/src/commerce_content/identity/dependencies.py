@@ -12,7 +12,7 @@ from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import BearerCredentials, principal_from_api_key
 from servicekit.auth.jwt import InvalidToken, JWTCodec
 from servicekit.db.engine import SessionDep
-from servicekit.web.errors import Forbidden, Unauthorized
+from servicekit.errors import Forbidden, Unauthorized
 from servicekit.web.params import MAX_DB_INT
 from sqlmodel.ext.asyncio.session import AsyncSession
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from servicekit.errors import BadRequest
 from servicekit.events import record_event
 from servicekit.signing import SignatureError, verify_stripe
-from servicekit.web.errors import BadRequest
 from sqlalchemy import text
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession

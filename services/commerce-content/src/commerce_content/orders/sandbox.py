@@ -13,8 +13,8 @@ import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from servicekit.db.engine import SessionDep
+from servicekit.errors import Conflict, NotFound, ServiceUnavailable
 from servicekit.signing import sign_stripe
-from servicekit.web.errors import Conflict, NotFound, ServiceUnavailable
 from sqlmodel import select
 
 from commerce_content.models import Order, OrderItem

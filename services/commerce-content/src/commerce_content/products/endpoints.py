@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from servicekit.db.engine import SessionDep
-from servicekit.web.errors import BadRequest
+from servicekit.errors import BadRequest
 from servicekit.web.params import OptionalDbIdQuery
 
 from commerce_content.articles.schemas import ListEnvelope

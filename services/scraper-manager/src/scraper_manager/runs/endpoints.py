@@ -11,8 +11,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from servicekit.auth.dependencies import ReadPrincipal
-from servicekit.web.errors import NotFound
-from servicekit.web.params import DbId, OptionalDbIdQuery, id_cursor
+from servicekit.errors import NotFound
+from servicekit.paging import decode_id_cursor
+from servicekit.web.params import DbId, OptionalDbIdQuery
 
 from scraper_manager.dependencies import ScraperServiceDep
 from scraper_manager.errors import AUTH_ERRORS, BAD_CURSOR, NOT_FOUND
@@ -37,7 +38,7 @@ async def list_runs(
     await service.get(principal.owner, scraper_id)
     rows = list(
         await RunRepository(service.session).page(
-            scraper_id, limit=limit + 1, before_id=id_cursor(cursor), status=status
+            scraper_id, limit=limit + 1, before_id=decode_id_cursor(cursor), status=status
         )
     )
     next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
@@ -97,7 +98,9 @@ async def results(
     if run is None or run.id is None:
         return ItemList(run_id=None, data=[], next_cursor=None)
     if format == "json":
-        rows = list(await runs.items(run.id, after_id=id_cursor(cursor) or 0, limit=limit + 1))
+        rows = list(
+            await runs.items(run.id, after_id=decode_id_cursor(cursor) or 0, limit=limit + 1)
+        )
         next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
         return ItemList(
             run_id=run.id, data=[ItemOut.of(r) for r in rows[:limit]], next_cursor=next_cursor

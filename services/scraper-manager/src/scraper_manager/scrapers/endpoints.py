@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePrincipal
-from servicekit.web.params import DbId, id_cursor
+from servicekit.paging import decode_id_cursor
+from servicekit.web.params import DbId
 
 from scraper_manager.crawler.queue import enqueue_run
 from scraper_manager.crawler.signals import signal_stop
@@ -49,7 +50,7 @@ async def list_scrapers(
 ) -> ScraperList:
     rows = list(
         await service.scrapers.page(
-            principal.owner, limit=limit + 1, before_id=id_cursor(cursor), status=status
+            principal.owner, limit=limit + 1, before_id=decode_id_cursor(cursor), status=status
         )
     )
     next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None

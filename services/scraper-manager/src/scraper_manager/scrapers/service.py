@@ -9,8 +9,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
+from servicekit.errors import Conflict, NotFound, UnprocessableEntity
 from servicekit.net import AddressPolicy, AddressRefused, check_url
-from servicekit.web.errors import Conflict, NotFound, UnprocessableEntity
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.models import Run, Scraper

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 from servicekit.auth.dependencies import ReadPrincipal, WritePrincipal
 from servicekit.db.engine import SessionDep
+from servicekit.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 from webhook_hub.deliveries.schemas import (
     AttemptRead,
@@ -20,7 +21,6 @@ from webhook_hub.deliveries.schemas import (
 )
 from webhook_hub.deliveries.service import DeliveryService
 from webhook_hub.errors import AUTH_ERRORS, BAD_CURSOR, INVALID, NOT_FOUND
-from webhook_hub.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 router = APIRouter(tags=["deliveries"])
 
@@ -39,7 +39,7 @@ async def list_deliveries(
     status: DeliveryStatus | None = None,
     event_type: Annotated[str | None, Query(max_length=200)] = None,
 ) -> DeliveryList:
-    rows, next_cursor = await DeliveryService(session).page(
+    page = await DeliveryService(session).page(
         principal.owner,
         subscription_id,
         limit=limit,
@@ -47,7 +47,9 @@ async def list_deliveries(
         status=status,
         event_type=event_type,
     )
-    return DeliveryList(data=[DeliveryRead.of(row) for row in rows], next_cursor=next_cursor)
+    return DeliveryList(
+        data=[DeliveryRead.of(row) for row in page.items], next_cursor=page.next_cursor
+    )
 
 
 @router.get(

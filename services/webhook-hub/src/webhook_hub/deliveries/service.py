@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from servicekit.web.errors import NotFound
+from servicekit.errors import NotFound
+from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor, page_of
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DeliveryRepository
 from webhook_hub.models import Delivery, DeliveryAttempt
-from webhook_hub.pagination import decode_cursor, encode_cursor
 from webhook_hub.subscriptions.repository import SubscriptionRepository
 
 
@@ -32,22 +32,18 @@ class DeliveryService:
         cursor: str | None,
         status: str | None,
         event_type: str | None,
-    ) -> tuple[list[Delivery], str | None]:
+    ) -> Page[Delivery]:
         await self._owned_subscription(owner, subscription_id)
         rows = list(
             await self.deliveries.page(
                 subscription_id,
                 limit=limit + 1,
-                after=decode_cursor(cursor) if cursor else None,
+                after=decode_time_id_cursor(cursor),
                 status=status,
                 event_type=event_type,
             )
         )
-        next_cursor = None
-        if len(rows) > limit:
-            rows = rows[:limit]
-            next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id)
-        return rows, next_cursor
+        return page_of(rows, limit, lambda row: encode_time_id_cursor(row.created_at, row.id))
 
     async def get(
         self, owner: str, delivery_id: uuid.UUID

@@ -3,7 +3,7 @@ service declares or another owner holds."""
 
 from __future__ import annotations
 
-from servicekit.web.errors import Conflict
+from servicekit.errors import Conflict
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.event_types.repository import EventTypeRepository

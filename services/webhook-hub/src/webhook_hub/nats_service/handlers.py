@@ -15,8 +15,8 @@ from typing import Any
 import structlog
 from nats.aio.msg import Msg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from servicekit.errors import ServiceError
 from servicekit.runtime import ServiceRuntime
-from servicekit.web.errors import ServiceError
 from servicekit.worker import WorkerLoop
 
 from webhook_hub.settings import Settings
@@ -87,7 +87,7 @@ class SubscriptionRequests:
     async def list(self, request: ListRequest) -> dict[str, Any]:
         async with self.runtime.session_factory() as session:
             service = SubscriptionService(session, self.settings, self.guard)
-            rows, _ = await service.page(
+            page = await service.page(
                 request.tenant,
                 limit=1000,
                 cursor=None,
@@ -97,7 +97,9 @@ class SubscriptionRequests:
             )
         return {
             "ok": True,
-            "subscriptions": [SubscriptionRead.of(row).model_dump(mode="json") for row in rows],
+            "subscriptions": [
+                SubscriptionRead.of(row).model_dump(mode="json") for row in page.items
+            ],
         }
 
     async def delete(self, request: DeleteRequest) -> dict[str, Any]:

@@ -8,9 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response, status
 from servicekit.auth.dependencies import AdminPrincipal
 from servicekit.db.engine import SessionDep
+from servicekit.web.errors import FlatErrorBody
 
 from webhook_hub.dependencies import SettingsDep
-from webhook_hub.errors import AUTH_ERRORS, INVALID, ErrorBody
+from webhook_hub.errors import AUTH_ERRORS, INVALID
 from webhook_hub.producer_events.schemas import EventAccepted, EventSubmission
 from webhook_hub.producer_events.service import ProducerEventService
 
@@ -25,7 +26,7 @@ router = APIRouter(prefix="/events", tags=["events"])
         **AUTH_ERRORS,
         **INVALID,
         403: {
-            "model": ErrorBody,
+            "model": FlatErrorBody,
             "description": "Level too low, another tenant, or a type the caller did not register",
         },
     },

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import Principal
+from servicekit.errors import Forbidden
 from servicekit.events import record_event
-from servicekit.web.errors import Forbidden
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 

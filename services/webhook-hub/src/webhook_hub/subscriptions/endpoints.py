@@ -7,10 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePrincipal
+from servicekit.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 from webhook_hub.dependencies import ProberDep, SubscriptionServiceDep
 from webhook_hub.errors import AUTH_ERRORS, BAD_CURSOR, CONFLICT, INVALID, NOT_FOUND
-from webhook_hub.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from webhook_hub.subscriptions.schemas import (
     SecretRotated,
     SubscriptionCreate,
@@ -59,10 +59,12 @@ async def list_subscriptions(
     is_active: bool | None = None,
     event_type: Annotated[str | None, Query(max_length=200)] = None,
 ) -> SubscriptionList:
-    rows, next_cursor = await service.page(
+    page = await service.page(
         principal.owner, limit=limit, cursor=cursor, is_active=is_active, event_type=event_type
     )
-    return SubscriptionList(data=[SubscriptionRead.of(r) for r in rows], next_cursor=next_cursor)
+    return SubscriptionList(
+        data=[SubscriptionRead.of(r) for r in page.items], next_cursor=page.next_cursor
+    )
 
 
 @router.get(

@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from servicekit.errors import Conflict, Forbidden, NotFound, UnprocessableEntity
+from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor, page_of
 from servicekit.signing import generate_secret
-from servicekit.web.errors import Conflict, Forbidden, NotFound, UnprocessableEntity
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DeliveryRepository
 from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.events import TEST_EVENT_TYPE
 from webhook_hub.models import Delivery, Subscription
-from webhook_hub.pagination import decode_cursor, encode_cursor
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
 from webhook_hub.subscriptions.repository import SubscriptionRepository
@@ -161,22 +161,18 @@ class SubscriptionService:
         is_active: bool | None,
         event_type: str | None,
         source: str | None = None,
-    ) -> tuple[list[Subscription], str | None]:
+    ) -> Page[Subscription]:
         rows = list(
             await self.subscriptions.page(
                 owner,
                 limit=limit + 1,
-                after=decode_cursor(cursor) if cursor else None,
+                after=decode_time_id_cursor(cursor),
                 is_active=is_active,
                 event_type=event_type,
                 created_by_source=source,
             )
         )
-        next_cursor = None
-        if len(rows) > limit:
-            rows = rows[:limit]
-            next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id)
-        return rows, next_cursor
+        return page_of(rows, limit, lambda row: encode_time_id_cursor(row.created_at, row.id))
 
     async def update(
         self, owner: str, subscription_id: uuid.UUID, patch: SubscriptionUpdate
