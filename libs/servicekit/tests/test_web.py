@@ -5,7 +5,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import APIRouter
+from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel
 from servicekit.auth import AccessLevel
 from servicekit.auth.dependencies import ReadPrincipal, WritePrincipal
@@ -15,8 +15,10 @@ from servicekit.db.engine import create_session_factory
 from servicekit.errors import BadRequest, Conflict
 from servicekit.settings import ServiceSettings
 from servicekit.testing import serve_app
+from servicekit.testing.openapi_docs import undocumented_operations
 from servicekit.web.app import create_service_app
 from servicekit.web.errors import FlatErrorBody, error_responses, flat_error_body, render_flat_error
+from servicekit.web.health import operations_router
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 
@@ -281,3 +283,29 @@ def test_declared_errors_become_one_openapi_response_per_status_with_an_example_
     assert responses[409]["description"] == "`conflict`: Conflict; `too_many`: At the limit"
     examples = responses[409]["content"]["application/json"]["examples"]
     assert examples["too_many"]["value"] == {"error": "At the limit", "code": "too_many"}
+
+
+class Thing(BaseModel):
+    name: str
+
+
+def test_the_kits_own_operations_are_documented_with_examples() -> None:
+    app = FastAPI()
+    app.include_router(operations_router())
+    app.include_router(api_keys_router(FlatErrorBody, flat_error_body))
+    assert undocumented_operations(app.openapi()) == []
+
+
+def test_an_operation_without_summary_description_or_examples_is_reported() -> None:
+    app = FastAPI()
+
+    @app.post("/things")
+    async def make_thing(thing: Thing) -> Thing:
+        return thing
+
+    # FastAPI makes a summary of the function's name; the rest is missing.
+    assert undocumented_operations(app.openapi()) == [
+        "POST /things: no description",
+        "POST /things: no request example",
+        "POST /things: no example of its 200 response",
+    ]

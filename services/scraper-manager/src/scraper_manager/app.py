@@ -3,7 +3,7 @@
 from fastapi import FastAPI
 from servicekit.auth.endpoints import api_keys_router
 from servicekit.web.app import create_service_app
-from servicekit.web.errors import FlatErrorBody, render_flat_error
+from servicekit.web.errors import FlatErrorBody, flat_error_body, render_flat_error
 
 from scraper_manager import __version__
 from scraper_manager.events import registry
@@ -27,7 +27,7 @@ def create_app(settings: Settings) -> FastAPI:
         validation_status=422,
         registry=registry,
     )
-    app.include_router(api_keys_router(FlatErrorBody), prefix=API_PREFIX)
+    app.include_router(api_keys_router(FlatErrorBody, flat_error_body), prefix=API_PREFIX)
     app.include_router(scrapers_router, prefix=API_PREFIX)
     app.include_router(runs_router, prefix=API_PREFIX)
     app.include_router(webhooks_router, prefix=API_PREFIX)

@@ -3,7 +3,7 @@
 from fastapi import APIRouter, FastAPI
 from servicekit.auth.endpoints import api_keys_router
 from servicekit.web.app import create_service_app
-from servicekit.web.errors import FlatErrorBody, render_flat_error
+from servicekit.web.errors import FlatErrorBody, flat_error_body, render_flat_error
 
 from webhook_hub import __version__
 from webhook_hub.consumers.endpoints import router as consumers_router
@@ -36,6 +36,6 @@ def create_app(settings: Settings) -> FastAPI:
     api.include_router(event_types_router)
     api.include_router(producer_events_router)
     api.include_router(consumers_router)
-    api.include_router(api_keys_router(FlatErrorBody))
+    api.include_router(api_keys_router(FlatErrorBody, flat_error_body))
     app.include_router(api)
     return app

@@ -6,27 +6,48 @@ Keys are scoped to their owner: an admin key manages its own owner's keys, never
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response, status
-from pydantic import BaseModel, EmailStr, Field
+from fastapi import APIRouter, Depends, Request, Response, status
+from pydantic import BaseModel, ConfigDict, EmailStr, Field
 
 from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal
-from servicekit.auth.repository import ApiKeyRepository
+from servicekit.auth.service import ApiKeyNotFound, ApiKeyService, KeyRevokesItself
 from servicekit.db.engine import SessionDep
 from servicekit.db.models import ApiKey
-from servicekit.errors import Conflict, NotFound
+from servicekit.errors import Forbidden, ServiceError, Unauthorized
+from servicekit.web.errors import error_responses
+
+_KEY_EXAMPLE: dict[str, Any] = {
+    "id": "0b8f2d4e-6a1c-4e55-9f0e-3c2a7d9b1e42",
+    "owner": "acme",
+    "level": "write",
+    "key_prefix": "whk_3kQ9",
+    "email": "ops@acme.example",
+    "description": "CI deploys",
+    "created_at": "2026-11-23T12:00:00Z",
+}
 
 
 class Caller(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"owner": "acme", "level": "admin", "key_id": _KEY_EXAMPLE["id"]}]
+        }
+    )
+
     owner: str
     level: AccessLevel
     key_id: uuid.UUID | None
 
 
 class ApiKeyRead(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [_KEY_EXAMPLE]})
+
     id: uuid.UUID
     owner: str
     level: AccessLevel
@@ -61,40 +82,77 @@ assert {level.value for level in ApiIssuedLevel} == {level.value for level in IS
 
 
 class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"level": "write", "description": "CI deploys"}]}
+    )
+
     level: ApiIssuedLevel
     email: EmailStr | None = None
     description: str | None = Field(default=None, max_length=500)
 
 
 class ApiKeyCreated(ApiKeyRead):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{**_KEY_EXAMPLE, "key": "whk_3kQ9…(shown once)"}]}
+    )
+
     key: str = Field(description="The key itself; shown only in this response")
 
 
-def api_keys_router(error_model: type[BaseModel]) -> APIRouter:
-    router = APIRouter(prefix="/api-keys", tags=["api-keys"])
-    errors: dict[int | str, dict[str, object]] = {
-        401: {"model": error_model, "description": "Missing or invalid key"},
-        403: {"model": error_model, "description": "The key's level is too low"},
-    }
+async def get_api_key_service(session: SessionDep, request: Request) -> ApiKeyService:
+    return ApiKeyService(session, key_prefix=request.app.state.settings.api_key_prefix)
 
-    @router.get("/me", response_model=Caller, responses=errors)
+
+ApiKeyServiceDep = Annotated[ApiKeyService, Depends(get_api_key_service)]
+
+
+def api_keys_router(
+    error_model: type[BaseModel],
+    example_of: Callable[[ServiceError], dict[str, Any]] | None = None,
+) -> APIRouter:
+    """The key-management operations, answering errors in the service's envelope."""
+    router = APIRouter(prefix="/api-keys", tags=["api-keys"])
+
+    def declared(*errors: type[ServiceError]) -> dict[int | str, dict[str, Any]]:
+        return error_responses(error_model, Unauthorized, Forbidden, *errors, example_of=example_of)
+
+    @router.get(
+        "/me",
+        response_model=Caller,
+        responses=declared(),
+        summary="Who am I",
+        description="The owner and access level of the key this request presents: a quick "
+        "way to check a key works and what it may do.",
+    )
     async def who_am_i(principal: ReadPrincipal) -> Caller:
         return Caller(owner=principal.owner, level=principal.level, key_id=principal.key_id)
 
-    @router.get("", response_model=list[ApiKeyRead], responses=errors)
-    async def list_keys(principal: AdminPrincipal, session: SessionDep) -> list[ApiKeyRead]:
-        records = await ApiKeyRepository(session).list_for_owner(principal.owner)
-        return [ApiKeyRead.of(record) for record in records]
+    @router.get(
+        "",
+        response_model=list[ApiKeyRead],
+        responses=declared(),
+        summary="List keys",
+        description="Every active key of the caller's owner (admin). Keys are stored as hashes: "
+        "only their first characters (`key_prefix`) are shown.",
+    )
+    async def list_keys(principal: AdminPrincipal, service: ApiKeyServiceDep) -> list[ApiKeyRead]:
+        return [ApiKeyRead.of(record) for record in await service.list_for(principal.owner)]
 
     @router.post(
-        "", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED, responses=errors
+        "",
+        response_model=ApiKeyCreated,
+        status_code=status.HTTP_201_CREATED,
+        responses=declared(),
+        summary="Issue a key",
+        description="A new key for the caller's owner (admin), at `read`, `write` or `admin` "
+        "level. The plaintext key is in this response only; store it now. `operator` keys come "
+        "from the command line alone.",
     )
     async def create_key(
-        body: ApiKeyCreate, principal: AdminPrincipal, session: SessionDep, request: Request
+        body: ApiKeyCreate, principal: AdminPrincipal, service: ApiKeyServiceDep
     ) -> ApiKeyCreated:
-        record, plaintext = await ApiKeyRepository(session).create(
-            prefix=request.app.state.settings.api_key_prefix,
-            owner=principal.owner,
+        record, plaintext = await service.issue(
+            principal.owner,
             level=AccessLevel(body.level.value),
             email=str(body.email) if body.email else principal.email,
             description=body.description,
@@ -105,19 +163,14 @@ def api_keys_router(error_model: type[BaseModel]) -> APIRouter:
         "/{key_id:uuid}",
         status_code=status.HTTP_204_NO_CONTENT,
         response_class=Response,
-        responses={
-            **errors,
-            404: {"model": error_model, "description": "No such key"},
-            409: {"model": error_model, "description": "The key tried to revoke itself"},
-        },
+        responses=declared(ApiKeyNotFound, KeyRevokesItself),
+        summary="Revoke a key",
+        description="Revokes one of the caller's owner's keys (admin); it stops working at "
+        "once. A key cannot revoke itself, so an owner always keeps one admin key.",
     )
-    async def revoke_key(key_id: uuid.UUID, principal: AdminPrincipal, session: SessionDep) -> None:
-        repository = ApiKeyRepository(session)
-        record = await repository.get_for_owner(key_id, principal.owner)
-        if record is None:
-            raise NotFound("API key not found")
-        if record.id == principal.key_id:
-            raise Conflict("A key cannot revoke itself; use another admin key")
-        await repository.revoke(record)
+    async def revoke_key(
+        key_id: uuid.UUID, principal: AdminPrincipal, service: ApiKeyServiceDep
+    ) -> None:
+        await service.revoke(principal.owner, key_id, caller_key_id=principal.key_id)
 
     return router

@@ -7,16 +7,24 @@ from typing import Literal
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from servicekit.runtime import ServiceRuntime
 
 
 class Health(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok"}]})
+
     status: Literal["ok"]
 
 
 class Readiness(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"status": "ready", "checks": {"database": True, "nats": True}}]
+        }
+    )
+
     status: Literal["ready", "not_ready"]
     checks: dict[str, bool]
 
@@ -24,7 +32,12 @@ class Readiness(BaseModel):
 def operations_router() -> APIRouter:
     router = APIRouter(tags=["operations"])
 
-    @router.get("/healthz", response_model=Health)
+    @router.get(
+        "/healthz",
+        response_model=Health,
+        summary="Liveness",
+        description="The process answers. For a liveness probe: it checks nothing else.",
+    )
     async def healthz() -> Health:
         return Health(status="ok")
 
@@ -32,6 +45,9 @@ def operations_router() -> APIRouter:
         "/readyz",
         response_model=Readiness,
         responses={503: {"model": Readiness, "description": "A dependency is unreachable"}},
+        summary="Readiness",
+        description="200 when the database and NATS are reachable, else 503 naming the check "
+        "that failed. For a readiness probe and load balancers.",
     )
     async def readyz(request: Request) -> JSONResponse:
         runtime: ServiceRuntime = request.app.state.runtime
