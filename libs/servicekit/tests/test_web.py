@@ -13,6 +13,7 @@ from servicekit.auth.endpoints import api_keys_router
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import create_session_factory
 from servicekit.errors import BadRequest, Conflict
+from servicekit.runtime import NatsConnection
 from servicekit.settings import ServiceSettings
 from servicekit.testing import serve_app
 from servicekit.testing.openapi_docs import undocumented_operations
@@ -58,6 +59,11 @@ def build_app(settings: ServiceSettings) -> Any:
     @router.get("/boom")
     async def boom() -> None:
         raise RuntimeError("internal detail that must not leak")
+
+    @router.get("/publish")
+    async def publish() -> None:
+        # A connection never started is one whose NATS is down.
+        await NatsConnection(settings, None).client.publish("events.test", b"{}")
 
     app.include_router(router)
     app.include_router(api_keys_router(ErrorBody))
@@ -123,6 +129,14 @@ async def test_unexpected_error_is_a_500_without_internals(client: httpx.AsyncCl
     response = await client.get("/boom")
     assert response.status_code == 500
     assert response.json() == {"error": "Internal server error", "code": "internal_error"}
+
+
+async def test_the_event_bus_not_connected_is_a_503_in_the_envelope(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.get("/publish")
+    assert response.status_code == 503
+    assert response.json() == {"error": "The event bus is not reachable yet", "code": "unavailable"}
 
 
 async def test_malformed_json_is_a_4xx_in_the_envelope(

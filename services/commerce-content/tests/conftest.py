@@ -8,7 +8,7 @@ from commerce_content.app import create_app
 from commerce_content.cli import MIGRATIONS
 from commerce_content.settings import Settings
 from fastapi import FastAPI
-from servicekit.db.engine import to_async_url
+from servicekit.db.engine import to_sqlalchemy_url
 from servicekit.testing import run_http_server
 from servicekit.testing.service import ServiceUnderTest
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -54,7 +54,7 @@ def graphql_url(graphql_app: FastAPI) -> str:
 async def fuzz_headers(fuzz_settings: Settings) -> dict[str, str]:
     """Fuzzing as an admin user (JWT) holding the content API key, so every operation is
     reached past its authentication."""
-    engine = create_async_engine(to_async_url(fuzz_settings.database_url), poolclass=NullPool)
+    engine = create_async_engine(to_sqlalchemy_url(fuzz_settings.database_url), poolclass=NullPool)
     try:
         user_id = await make_user(engine, "admin")
     finally:

@@ -9,12 +9,11 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nats
 import uvicorn
 import uvloop
-from fastapi import FastAPI
 
 from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.auth.repository import ApiKeyRepository
@@ -24,6 +23,9 @@ from servicekit.db.migrations import upgrade
 from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
 from servicekit.web.server import uvicorn_config
+
+if TYPE_CHECKING:  # the worker and admin commands never load the web framework
+    from fastapi import FastAPI
 
 Command = Callable[[Any, argparse.Namespace], int]
 

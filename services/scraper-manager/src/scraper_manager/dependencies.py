@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
-from servicekit.db.engine import SessionDep
+from servicekit.web.session import SessionDep
 
 from scraper_manager.scrapers.service import ScraperService
 from scraper_manager.settings import Settings

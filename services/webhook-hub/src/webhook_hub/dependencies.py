@@ -8,8 +8,8 @@ from typing import Annotated
 
 import aiohttp
 from fastapi import Depends, FastAPI, Request
-from servicekit.db.engine import SessionDep
 from servicekit.runtime import ServiceRuntime
+from servicekit.web.session import SessionDep
 
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard

@@ -12,8 +12,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.repository import ApiKeyRepository
-from servicekit.db.engine import SessionDep
 from servicekit.errors import Forbidden, Unauthorized
+from servicekit.web.session import SessionDep
 
 bearer_scheme = HTTPBearer(auto_error=False, description="An API key: `Bearer <key>`")
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]

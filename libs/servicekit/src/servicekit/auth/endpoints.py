@@ -17,10 +17,10 @@ from pydantic import BaseModel, ConfigDict, EmailStr, Field
 from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal
 from servicekit.auth.service import ApiKeyNotFound, ApiKeyService, KeyRevokesItself
-from servicekit.db.engine import SessionDep
 from servicekit.db.models import ApiKey
 from servicekit.errors import Forbidden, ServiceError, Unauthorized
 from servicekit.web.errors import error_responses
+from servicekit.web.session import SessionDep
 
 _KEY_EXAMPLE: dict[str, Any] = {
     "id": "0b8f2d4e-6a1c-4e55-9f0e-3c2a7d9b1e42",

@@ -1,19 +1,5 @@
-"""Async SQLModel engine, per-request transactions, and the Alembic wiring."""
+"""Async SQLModel engine and the Alembic wiring (the per-request session is in `servicekit.web`)."""
 
-from servicekit.db.engine import (
-    SessionDep,
-    create_engine,
-    create_session_factory,
-    get_session,
-    to_async_url,
-    to_sync_url,
-)
+from servicekit.db.engine import create_engine, create_session_factory, to_sqlalchemy_url
 
-__all__ = [
-    "SessionDep",
-    "create_engine",
-    "create_session_factory",
-    "get_session",
-    "to_async_url",
-    "to_sync_url",
-]
+__all__ = ["create_engine", "create_session_factory", "to_sqlalchemy_url"]

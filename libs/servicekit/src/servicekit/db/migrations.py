@@ -8,14 +8,14 @@ from alembic import command, context
 from alembic.config import Config
 from sqlalchemy import MetaData, engine_from_config, pool
 
-from servicekit.db.engine import to_sync_url
+from servicekit.db.engine import to_sqlalchemy_url
 
 
 def alembic_config(script_location: Path, database_url: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(script_location))
     # ConfigParser interpolation would choke on a '%' in a password.
-    config.set_main_option("sqlalchemy.url", to_sync_url(database_url).replace("%", "%%"))
+    config.set_main_option("sqlalchemy.url", to_sqlalchemy_url(database_url).replace("%", "%%"))
     return config
 
 

@@ -10,8 +10,8 @@ from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from servicekit.db.engine import get_session
 from servicekit.web.server import DEFAULT_MAX_HEADER_BYTES
+from servicekit.web.session import get_session
 
 
 def use_session(app: FastAPI, session: AsyncSession) -> None:

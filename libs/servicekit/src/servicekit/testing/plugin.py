@@ -16,7 +16,7 @@ from sqlalchemy.pool import NullPool
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.db.admin import database_url_for, drop_database, ensure_database
-from servicekit.db.engine import to_async_url
+from servicekit.db.engine import to_sqlalchemy_url
 from servicekit.db.migrations import upgrade
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.embedded.smtp import SmtpServer
@@ -155,7 +155,7 @@ def database_url(postgres_server_url: str, migrations_dir: Path | None) -> Itera
 
 @pytest.fixture(scope="session")
 async def db_engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_async_engine(to_async_url(database_url), poolclass=NullPool)
+    engine = create_async_engine(to_sqlalchemy_url(database_url), poolclass=NullPool)
     yield engine
     await engine.dispose()
 

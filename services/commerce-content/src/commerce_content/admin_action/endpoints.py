@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 from servicekit.auth.jwt import InvalidToken
-from servicekit.db.engine import SessionDep
 from servicekit.errors import BadRequest, Forbidden, Unauthorized
+from servicekit.web.session import SessionDep
 
 from commerce_content.errors import PLAIN_ERRORS
 from commerce_content.identity.dependencies import caller_from_jwt

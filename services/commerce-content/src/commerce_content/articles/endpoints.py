@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.responses import JSONResponse
-from servicekit.db.engine import SessionDep
 from servicekit.errors import BadRequest
 from servicekit.web.params import MAX_DB_INT, DbId, OptionalDbIdQuery
+from servicekit.web.session import SessionDep
 
 from commerce_content.articles.representation import comment_out, relations_for, render
 from commerce_content.articles.schemas import (

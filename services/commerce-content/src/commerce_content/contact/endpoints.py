@@ -6,10 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, EmailStr, TypeAdapter, ValidationError
-from servicekit.db.engine import SessionDep
 from servicekit.db.models import MailMessage
 from servicekit.errors import BadRequest
 from servicekit.events import record_event
+from servicekit.web.session import SessionDep
 
 from commerce_content.errors import PLAIN_ERRORS
 from commerce_content.events import INQUIRY_CREATED, InquiryCreated

@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Request
 from fastapi.responses import JSONResponse
-from servicekit.db.engine import SessionDep
 from servicekit.errors import BadRequest, Conflict, NotFound, ServiceError
 from servicekit.web.params import MAX_DB_INT, DbId
+from servicekit.web.session import SessionDep
 from sqlalchemy import func
 from sqlmodel import col, select
 

@@ -16,9 +16,9 @@ from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from pydantic_core import to_json
-from servicekit.db.engine import SessionDep
 from servicekit.errors import Unauthorized
 from servicekit.web.input_guard import DEFAULT_MAX_JSON_DEPTH, json_depth_exceeds
+from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 from strawberry.exceptions import MissingQueryError
 from strawberry.http.ides import get_graphql_ide_html

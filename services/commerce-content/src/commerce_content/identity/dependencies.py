@@ -11,9 +11,9 @@ from fastapi import Depends, Request
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import BearerCredentials, principal_from_api_key
 from servicekit.auth.jwt import InvalidToken, JWTCodec
-from servicekit.db.engine import SessionDep
 from servicekit.errors import Forbidden, Unauthorized
 from servicekit.web.params import MAX_DB_INT
+from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.identity.roles import Role

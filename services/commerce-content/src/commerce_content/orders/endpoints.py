@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
-from servicekit.db.engine import SessionDep
 from servicekit.errors import BadRequest, NotFound
+from servicekit.web.session import SessionDep
 
 from commerce_content.errors import PLAIN_ERRORS, PLAIN_NOT_FOUND
 from commerce_content.orders.checkout import CartLine, CheckoutProblem, CheckoutService

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
-from servicekit.db.engine import SessionDep
 from servicekit.errors import Conflict, NotFound, ServiceUnavailable
 from servicekit.signing import sign_stripe
+from servicekit.web.session import SessionDep
 from sqlmodel import select
 
 from commerce_content.models import Order, OrderItem

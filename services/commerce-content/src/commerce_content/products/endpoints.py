@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
-from servicekit.db.engine import SessionDep
 from servicekit.errors import BadRequest
 from servicekit.web.params import OptionalDbIdQuery
+from servicekit.web.session import SessionDep
 
 from commerce_content.articles.schemas import ListEnvelope
 from commerce_content.errors import RESOURCE_ERRORS

@@ -14,8 +14,8 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 from servicekit.auth.dependencies import principal_from_api_key
 from servicekit.auth.jwt import InvalidToken
-from servicekit.db.engine import SessionDep
 from servicekit.errors import RateLimited
+from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.identity.dependencies import jwt_codec

@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
-from servicekit.db.engine import SessionDep
 from servicekit.errors import BadRequest
+from servicekit.web.session import SessionDep
 
 from commerce_content.errors import PLAIN_ERRORS
 from commerce_content.search.service import COLLECTIONS, MIN_QUERY_LENGTH, search

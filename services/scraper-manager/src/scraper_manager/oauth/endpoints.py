@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from servicekit.auth.api_keys import AccessLevel
-from servicekit.db.engine import SessionDep
+from servicekit.web.session import SessionDep
 from sqlmodel import col, select
 
 from scraper_manager.models import OAuthClient

@@ -11,9 +11,9 @@ import nats.errors
 from fastapi import APIRouter, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePrincipal
-from servicekit.db.engine import SessionDep
 from servicekit.errors import NotFound, ServiceUnavailable, UnprocessableEntity
 from servicekit.runtime import ServiceRuntime
+from servicekit.web.session import SessionDep
 from sqlmodel import col, select
 
 from scraper_manager.errors import AUTH_ERRORS, INVALID, NOT_FOUND

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, ConfigDict
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import Principal, require_level
-from servicekit.db.engine import SessionDep
+from servicekit.web.session import SessionDep
 
 from webhook_hub.errors import AUTH_ERRORS, INVALID
 from webhook_hub.subscriptions.repository import SubscriptionRepository

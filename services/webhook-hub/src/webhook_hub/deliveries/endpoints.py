@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 from servicekit.auth.dependencies import ReadPrincipal, WritePrincipal
-from servicekit.db.engine import SessionDep
 from servicekit.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from servicekit.web.session import SessionDep
 
 from webhook_hub.deliveries.schemas import (
     AttemptRead,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal
-from servicekit.db.engine import SessionDep
+from servicekit.web.session import SessionDep
 
 from webhook_hub.errors import AUTH_ERRORS, CONFLICT, INVALID
 from webhook_hub.event_types.registration import EventTypeRegistrar

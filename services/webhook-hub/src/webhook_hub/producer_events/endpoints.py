@@ -7,8 +7,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Response, status
 from servicekit.auth.dependencies import AdminPrincipal
-from servicekit.db.engine import SessionDep
 from servicekit.web.errors import FlatErrorBody
+from servicekit.web.session import SessionDep
 
 from webhook_hub.dependencies import SettingsDep
 from webhook_hub.errors import AUTH_ERRORS, INVALID
