@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import UTC, datetime, timedelta
 
-import psycopg
 import structlog
 from nats.js import JetStreamContext
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from servicekit.db.engine import to_libpq_url
+from servicekit.db.notify import NotifyListener
 from servicekit.events.envelope import CloudEvent
 from servicekit.events.outbox import OUTBOX_CHANNEL
 
@@ -56,7 +54,6 @@ class OutboxRelay:
         self._poll_seconds = poll_seconds
         self._retention = retention
         self._publish_timeout = publish_timeout
-        self._wake = asyncio.Event()
 
     async def publish_pending(self) -> int:
         """Publish one batch; the number published. Raises when NATS refuses (rows stay)."""
@@ -93,10 +90,11 @@ class OutboxRelay:
             return int(getattr(result, "rowcount", 0) or 0)
 
     async def run(self, stop: asyncio.Event) -> None:
-        listener = asyncio.create_task(self._listen(stop))
         backoff = self._poll_seconds
         last_purge = datetime.min.replace(tzinfo=UTC)
-        try:
+        async with NotifyListener(
+            self._database_url, OUTBOX_CHANNEL, poll_seconds=self._poll_seconds
+        ) as listener:
             while not stop.is_set():
                 try:
                     # A full batch means more may be waiting: drain before sleeping.
@@ -110,35 +108,4 @@ class OutboxRelay:
                 except Exception as exc:
                     logger.warning("outbox relay could not publish", error=repr(exc))
                     backoff = min(backoff * 2, 30.0)
-                await self._sleep(stop, backoff)
-        finally:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
-
-    async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
-        stopper = asyncio.create_task(stop.wait())
-        waker = asyncio.create_task(self._wake.wait())
-        try:
-            await asyncio.wait({stopper, waker}, timeout=seconds, return_when="FIRST_COMPLETED")
-        finally:
-            stopper.cancel()
-            waker.cancel()
-            self._wake.clear()
-
-    async def _listen(self, stop: asyncio.Event) -> None:
-        """Turn NOTIFY into a wake-up; reconnects after database restarts."""
-        while not stop.is_set():
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    to_libpq_url(self._database_url), autocommit=True
-                ) as conn:
-                    await conn.execute(f"LISTEN {OUTBOX_CHANNEL}")
-                    self._wake.set()
-                    async for _ in conn.notifies():
-                        self._wake.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.info("outbox listener reconnecting", error=repr(exc))
-                await asyncio.sleep(1.0)
+                await listener.wait(backoff, stop=stop)

@@ -14,10 +14,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
-import psycopg
 import structlog
 from prometheus_client import Counter
-from servicekit.db.engine import to_libpq_url
+from servicekit.db.notify import NotifyListener
 from servicekit.events import record_event
 from servicekit.net import (
     AddressPolicy,
@@ -50,6 +49,8 @@ logger = structlog.get_logger(__name__)
 # On the worker's /metrics (WORKER_PROBE_PORT): what this process has crawled.
 RUNS_FINISHED = Counter("scraper_runs_finished", "Runs this worker finished", ["status"])
 PAGES_FETCHED = Counter("scraper_pages_fetched", "Pages this worker fetched")
+# NOTIFYed when a run is created, so an idle worker fetches it at once.
+RUNS_CHANNEL = "scraper_runs"
 
 _CLAIM = text(
     """
@@ -322,8 +323,10 @@ class RunExecutor:
 
 def run_loop(settings: Settings) -> WorkerLoop:
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
-        wake = asyncio.Event()
-        listener = asyncio.create_task(_listen(settings, wake, stop))
+        wake = NotifyListener(
+            settings.database_url, RUNS_CHANNEL, poll_seconds=settings.run_poll_seconds
+        )
+        wake.start()
         active: set[asyncio.Task[None]] = set()
         policy = AddressPolicy.allowing(settings.allowed_networks)
         # Proxies are the operator's: exempt from the policy only when the operator says so.
@@ -368,28 +371,11 @@ def run_loop(settings: Settings) -> WorkerLoop:
                     except Exception as exc:
                         logger.warning("run loop failed", error=repr(exc))
                         queue = None
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), settings.run_poll_seconds)
-                    wake.clear()
+                    await wake.wait()
             finally:
-                listener.cancel()
+                await wake.close()
                 await subscription.unsubscribe()
                 if active:
                     await asyncio.wait(active, timeout=10)
 
     return run
-
-
-async def _listen(settings: Settings, wake: asyncio.Event, stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        try:
-            async with await psycopg.AsyncConnection.connect(
-                to_libpq_url(settings.database_url), autocommit=True
-            ) as conn:
-                await conn.execute("LISTEN scraper_runs")
-                async for _ in conn.notifies():
-                    wake.set()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            await asyncio.sleep(1.0)

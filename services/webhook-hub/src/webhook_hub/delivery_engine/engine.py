@@ -23,10 +23,9 @@ from collections import defaultdict, deque
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 import structlog
 from prometheus_client import Counter
-from servicekit.db.engine import to_libpq_url
+from servicekit.db.notify import NotifyListener
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -116,7 +115,10 @@ class DeliveryEngine:
         self._results: list[AttemptResult] = []
         self._set_aside: list[DeliveryJob] = []
         self._results_ready = asyncio.Event()
-        self._wake = asyncio.Event()
+        # Woken by new due deliveries (NOTIFY) and by finished attempts when a claim held back.
+        self._wake = NotifyListener(
+            settings.database_url, DELIVERIES_CHANNEL, poll_seconds=settings.delivery_poll_seconds
+        )
         # The last claim held back for want of room: a finished attempt may make some.
         self._claim_held_back = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -360,7 +362,7 @@ class DeliveryEngine:
             raise
         finally:
             if self._claim_held_back:
-                self._wake.set()
+                self._wake.wake()
 
     # --- recording -----------------------------------------------------------------------
 
@@ -429,7 +431,7 @@ class DeliveryEngine:
 
     async def run(self, stop: asyncio.Event) -> None:
         flusher = asyncio.create_task(self._flush_loop(stop))
-        listener = asyncio.create_task(self._listen(stop))
+        self._wake.start()
         keeper = asyncio.create_task(self._keep_events_claimed(stop))
         try:
             while not stop.is_set():
@@ -448,9 +450,7 @@ class DeliveryEngine:
                 # Wake-ups that come while this pause lasts make one claim, not one each (each
                 # finished attempt of a saturated subscription wakes the loop).
                 await asyncio.sleep(CLAIM_PAUSE_SECONDS)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._settings.delivery_poll_seconds)
-                self._wake.clear()
+                await self._wake.wait()
         finally:
             # Waiting deliveries are stored as pending; in-flight attempts may finish and be
             # recorded. What cannot be is sent again later: a leased delivery when its lease
@@ -460,22 +460,7 @@ class DeliveryEngine:
                 await asyncio.wait(self._tasks, timeout=15)
             stop.set()
             await asyncio.wait({flusher}, timeout=15)
-            for helper in (listener, keeper):
-                helper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await helper
-
-    async def _listen(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    to_libpq_url(self._settings.database_url), autocommit=True
-                ) as conn:
-                    await conn.execute(f"LISTEN {DELIVERIES_CHANNEL}")
-                    async for _ in conn.notifies():
-                        self._wake.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.info("delivery listener reconnecting", error=repr(exc))
-                await asyncio.sleep(1.0)
+            await self._wake.close()
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
