@@ -47,7 +47,7 @@ lint: install
 
 # Deployment files, checked without a cluster or a Docker engine: the Compose specification's
 # schema, every kustomize overlay rendered and validated for the target Kubernetes version,
-# and hadolint on the Dockerfiles.
+# and hadolint on the services' Dockerfile.
 K8S_VERSION ?= 1.33.0
 check-deploy: install
 	$(RUN) check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml
@@ -57,7 +57,7 @@ check-deploy: install
 		$(RUN) kubernetes-validate --kubernetes-version $(K8S_VERSION) --strict --quiet $$rendered || exit 1; \
 		echo "$$overlay: $$(grep -c '^kind:' $$rendered) resources valid for Kubernetes $(K8S_VERSION)"; \
 		rm -f $$rendered; done
-	$(RUN) hadolint services/*/Dockerfile
+	$(RUN) hadolint deploy/Dockerfile
 
 # One pair of embedded servers for the whole suite; each pytest run gets its own databases.
 test: lint check-deploy
