@@ -70,6 +70,12 @@ def create_mail_outbox_table() -> None:
         sa.Column("attempts", sa.Integer(), nullable=False, server_default="0"),
         sa.Column("last_error", sa.Text()),
     )
+    _create_mail_pending_index()
+
+
+def _create_mail_pending_index() -> None:
+    """The first mail outbox's index of unsent mail: created with the table, and again when
+    the retries are downgraded away."""
     op.create_index(
         "ix_mail_outbox_pending",
         "mail_outbox",
@@ -101,11 +107,6 @@ def add_mail_outbox_retries() -> None:
 
 def drop_mail_outbox_retries() -> None:
     op.drop_index("ix_mail_outbox_due", table_name="mail_outbox")
-    op.create_index(
-        "ix_mail_outbox_pending",
-        "mail_outbox",
-        ["created_at"],
-        postgresql_where=sa.text("sent_at IS NULL"),
-    )
+    _create_mail_pending_index()
     op.drop_column("mail_outbox", "dead_at")
     op.drop_column("mail_outbox", "next_attempt_at")
