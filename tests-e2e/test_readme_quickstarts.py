@@ -137,7 +137,7 @@ def test_the_harness_names_the_failing_block_and_shows_its_output(
         run_quickstart(readme, env, tmp_path)
 
     message = str(failed.value)
-    assert "Quickstart block 2 (line 9) exited with 22" in message
+    assert "Quickstart block 2 (line 8) exited with 22" in message
     assert 'curl -fsS "$HUB/webhooks/no-such-thing"' in message
     assert "first\nsecond\n" in message
     assert "never\n" not in message.split("--- output ---")[1]
