@@ -19,6 +19,8 @@ from quickstarts import (
 from servicekit.embedded.network import free_port
 
 SERVICES = ("webhook-hub", "scraper-manager", "commerce-content")
+# The first test to ask for the stack pays for starting it (two minutes on a busy 2-core box).
+pytestmark = pytest.mark.timeout(600)
 
 # Only to prove the harness: the real quickstarts are the services' READMEs' own.
 SAMPLE_QUICKSTART = """
