@@ -65,6 +65,10 @@ class EmbeddedNats:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
     def stop(self, timeout: float = 15.0) -> None:
         if self._process is None:
             return

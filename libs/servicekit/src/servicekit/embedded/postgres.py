@@ -6,6 +6,7 @@ listens on a Unix socket only and stops the server at interpreter exit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import signal
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 from typing import IO
 
+import psutil
 import psycopg
 
 from servicekit.embedded.network import free_port
@@ -113,22 +115,30 @@ class EmbeddedPostgres:
         self._stop_leftover()
 
     def _stop_leftover(self) -> None:
-        """A server left running by a killed launcher holds the data directory: stop it."""
+        """A server left running by a killed launcher holds the data directory: stop it
+        (fast shutdown), but only if the pid in `postmaster.pid` is still a postgres serving
+        this directory, never a process that happens to have the pid now."""
         pid_file = self.data_dir / "postmaster.pid"
-        if not pid_file.exists():
-            return
         try:
             pid = int(pid_file.read_text().splitlines()[0])
-            os.kill(pid, signal.SIGINT)
-        except (ValueError, IndexError, ProcessLookupError, PermissionError):
+            process = psutil.Process(pid)
+            command = process.cmdline()
+        except (OSError, ValueError, IndexError, psutil.Error):
             return
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
+        serves_here = (
+            (
+                Path(command[0]).name == "postgres"
+                and "-D" in command
+                and Path(command[command.index("-D") + 1]).resolve() == self.data_dir
+            )
+            if command
+            else False
+        )
+        if not serves_here:
+            return
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
+            process.send_signal(signal.SIGINT)
+            process.wait(30)
 
     def start(self, timeout: float = 60.0) -> None:
         self._prepare()
@@ -173,6 +183,10 @@ class EmbeddedPostgres:
     @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
 
     def stop(self, timeout: float = 30.0) -> None:
         """Fast shutdown: roll back open transactions, write a checkpoint, exit."""
