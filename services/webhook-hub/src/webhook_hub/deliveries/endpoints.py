@@ -14,7 +14,6 @@ from webhook_hub.deliveries.schemas import (
     DeliveryDetail,
     DeliveryList,
     DeliveryRead,
-    DeliveryStatus,
     Recovered,
     RecoverRequest,
 )
@@ -27,6 +26,7 @@ from webhook_hub.errors import (
     SubscriptionNotFound,
     declared,
 )
+from webhook_hub.models import DeliveryStatus
 
 router = APIRouter(tags=["deliveries"])
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from webhook_hub.models import Delivery, DeliveryAttempt
-
-DeliveryStatus = Literal["pending", "succeeded", "failed"]
+from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus
 
 
 class DeliveryRead(BaseModel):

@@ -10,7 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DeliveryRepository
 from webhook_hub.errors import DeliveryNotFound, SubscriptionNotFound
-from webhook_hub.models import Delivery, DeliveryAttempt
+from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus
 from webhook_hub.subscriptions.repository import SubscriptionRepository
 
 
@@ -30,7 +30,7 @@ class DeliveryService:
         *,
         limit: int,
         cursor: str | None,
-        status: str | None,
+        status: DeliveryStatus | None,
         event_type: str | None,
     ) -> Page[Delivery]:
         await self._owned_subscription(owner, subscription_id)

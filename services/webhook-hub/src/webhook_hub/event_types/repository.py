@@ -113,7 +113,7 @@ class EventTypeRepository:
         if not wanted:
             return set()
         statement = select(EventType.name).where(
-            col(EventType.name).in_(wanted), EventType.visibility == Visibility.PERSONAL.value
+            col(EventType.name).in_(wanted), EventType.visibility == Visibility.PERSONAL
         )
         return set((await self.session.exec(statement)).all())
 
@@ -136,7 +136,7 @@ class EventTypeRepository:
                 "example_payload": doc.get("example_payload", {}),
                 "schema": doc.get("schema", {}),
                 "source": doc.get("source", ""),
-                "visibility": doc.get("visibility", "public"),
+                "visibility": doc.get("visibility", Visibility.PUBLIC),
                 "is_active": True,
                 "updated_at": datetime.now(UTC),
             }
