@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus
 
@@ -52,10 +52,35 @@ class DeliveryList(BaseModel):
     next_cursor: str | None
 
 
-class RecoverRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+SINCE_FORMAT = "an ISO 8601 date-time with a UTC offset, e.g. 2026-11-22T10:00:00Z"
 
-    since: datetime = Field(description="Redeliver every failed delivery created since then")
+
+def _aware_instant(value: Any) -> datetime:
+    """`since` as the spec's timestamps are written; a naive time would be read in the
+    database server's zone, so an offset is required."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"since must be {SINCE_FORMAT}; got {value[:40]!r}") from None
+    else:
+        raise ValueError(f"since must be {SINCE_FORMAT}")
+    if parsed.tzinfo is None:
+        raise ValueError(f"since must be {SINCE_FORMAT}: add the offset (Z for UTC)")
+    return parsed
+
+
+class RecoverRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"since": "2026-11-22T10:00:00Z"}]}
+    )
+
+    since: Annotated[datetime, BeforeValidator(_aware_instant)] = Field(
+        description=f"Redeliver every failed delivery created at or after this moment: "
+        f"{SINCE_FORMAT}"
+    )
 
 
 class Recovered(BaseModel):
