@@ -7,11 +7,42 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.config import JsonDict
 
 from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus
 
+_DELIVERY_EXAMPLE: JsonDict = {
+    "id": "9a1e2b3c-4d5e-4f60-8a7b-1c2d3e4f5a6b",
+    "subscription_id": "3f0c9a4e-8d1b-4c55-a7e2-5b9d0e6f1a23",
+    "event_id": "5d6e7f80-9a1b-4c2d-8e3f-4a5b6c7d8e9f",
+    "event_type": "order.paid",
+    "payload": {
+        "id": 1001,
+        "status": "paid",
+        "total": "99.50",
+        "created_at": "2026-11-22T10:00:00Z",
+    },
+    "status": "succeeded",
+    "attempts": 1,
+    "next_attempt_at": None,
+    "last_attempt_at": "2026-11-22T10:00:01Z",
+    "last_status_code": 200,
+    "last_error": None,
+    "created_at": "2026-11-22T10:00:00Z",
+    "completed_at": "2026-11-22T10:00:01Z",
+}
+_ATTEMPT_EXAMPLE: JsonDict = {
+    "attempted_at": "2026-11-22T10:00:01Z",
+    "status_code": 200,
+    "response_body": "ok",
+    "duration_ms": 42,
+    "error": None,
+}
+
 
 class DeliveryRead(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [_DELIVERY_EXAMPLE]})
+
     id: uuid.UUID
     subscription_id: uuid.UUID
     event_id: uuid.UUID
@@ -32,6 +63,8 @@ class DeliveryRead(BaseModel):
 
 
 class AttemptRead(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [_ATTEMPT_EXAMPLE]})
+
     attempted_at: datetime
     status_code: int | None
     response_body: str | None = Field(description="The first 4 KiB of the response")
@@ -44,10 +77,18 @@ class AttemptRead(BaseModel):
 
 
 class DeliveryDetail(DeliveryRead):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{**_DELIVERY_EXAMPLE, "attempt_log": [_ATTEMPT_EXAMPLE]}]}
+    )
+
     attempt_log: list[AttemptRead]
 
 
 class DeliveryList(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"data": [_DELIVERY_EXAMPLE], "next_cursor": None}]}
+    )
+
     data: list[DeliveryRead]
     next_cursor: str | None
 
@@ -84,4 +125,6 @@ class RecoverRequest(BaseModel):
 
 
 class Recovered(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"recovered": 3}]})
+
     recovered: int

@@ -12,6 +12,27 @@ from webhook_hub.models import EventType
 
 
 class EventTypeRead(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "invoice.paid",
+                    "description": "An invoice was paid",
+                    "example_payload": {"id": "inv_1001", "total": 99.5},
+                    "schema": {
+                        "type": "object",
+                        "properties": {"id": {"type": "string"}, "total": {"type": "number"}},
+                        "required": ["id", "total"],
+                    },
+                    "source": "api",
+                    "owner": "acme",
+                    "visibility": "public",
+                    "is_active": True,
+                }
+            ]
+        }
+    )
+
     name: str = Field(examples=["order.paid"])
     description: str
     example_payload: dict[str, Any]
@@ -43,6 +64,27 @@ class EventTypeRead(BaseModel):
 
 
 class EventTypeList(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "data": [
+                        {
+                            "name": "order.paid",
+                            "description": "An order was paid",
+                            "example_payload": {"id": 1001, "status": "paid", "total": "99.50"},
+                            "schema": {"type": "object"},
+                            "source": "commerce-content",
+                            "owner": None,
+                            "visibility": "public",
+                            "is_active": True,
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+
     data: list[EventTypeRead]
 
 
