@@ -4,7 +4,6 @@ enforced on subscriptions and on `POST /webhooks/events`."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import httpx
@@ -13,17 +12,13 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.factories import Consumer, make_consumer
+from tests.factories import unique_type_name as unique
 
 INVOICE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"id": {"type": "string"}, "total": {"type": "number"}},
     "required": ["id", "total"],
 }
-
-
-def unique(name: str) -> str:
-    """Type names are global and the tests share one database."""
-    return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
 def invoice_type(name: str, **extra: Any) -> dict[str, Any]:
@@ -50,6 +45,20 @@ async def events_of_type(engine: AsyncEngine, event_type: str) -> int:
             text("SELECT count(*) FROM outbox_events WHERE type = :t"), {"t": event_type}
         )
     return int(count or 0)
+
+
+async def patch_type(
+    client: httpx.AsyncClient, caller: Consumer, name: str, changes: dict[str, Any]
+) -> httpx.Response:
+    return await client.patch(f"/webhooks/event-types/{name}", json=changes, headers=caller.headers)
+
+
+async def submit(
+    client: httpx.AsyncClient, caller: Consumer, name: str, data: dict[str, Any], **extra: Any
+) -> httpx.Response:
+    return await client.post(
+        "/webhooks/events", json={"type": name, "data": data, **extra}, headers=caller.headers
+    )
 
 
 async def subscribe_to(client: httpx.AsyncClient, owner: Consumer, name: str) -> httpx.Response:
@@ -138,11 +147,7 @@ async def test_a_type_without_a_schema_accepts_any_data(
 ) -> None:
     alice = await make_consumer(db_engine)
     name = await register(client, alice, unique("note.sent"), schema={}, example_payload={})
-    response = await client.post(
-        "/webhooks/events",
-        json={"type": name, "data": {"anything": [1, "x"]}},
-        headers=alice.headers,
-    )
+    response = await submit(client, alice, name, {"anything": [1, "x"]})
     assert response.status_code == 202
 
 
@@ -154,11 +159,7 @@ async def test_an_event_matching_the_schema_is_accepted(
 ) -> None:
     alice = await make_consumer(db_engine)
     name = await register(client, alice, unique("invoice.paid"))
-    response = await client.post(
-        "/webhooks/events",
-        json={"type": name, "data": {"id": "inv_2", "total": 3}},
-        headers=alice.headers,
-    )
+    response = await submit(client, alice, name, {"id": "inv_2", "total": 3})
     assert response.status_code == 202
     assert await events_of_type(db_engine, name) == 1
 
@@ -193,9 +194,7 @@ async def test_a_missing_required_member_is_named_at_data(
 ) -> None:
     alice = await make_consumer(db_engine)
     name = await register(client, alice, unique("invoice.paid"))
-    response = await client.post(
-        "/webhooks/events", json={"type": name, "data": {"id": "inv_3"}}, headers=alice.headers
-    )
+    response = await submit(client, alice, name, {"id": "inv_3"})
     assert response.status_code == 422
     assert response.json()["errors"] == ["data: 'total' is a required property"]
 
@@ -206,11 +205,7 @@ async def test_an_operators_event_of_a_registered_type_is_checked_too(
     alice = await make_consumer(db_engine)
     operator = await make_consumer(db_engine, "operator")
     name = await register(client, alice, unique("invoice.paid"))
-    response = await client.post(
-        "/webhooks/events",
-        json={"type": name, "data": {"id": 7, "total": 1}, "tenant": alice.owner},
-        headers=operator.headers,
-    )
+    response = await submit(client, operator, name, {"id": 7, "total": 1}, tenant=alice.owner)
     assert response.status_code == 422
     assert response.json()["errors"] == ["data.id: 7 is not of type 'string'"]
 
@@ -220,9 +215,7 @@ async def test_an_operators_event_of_an_unregistered_type_is_accepted_unchecked(
 ) -> None:
     operator = await make_consumer(db_engine, "operator")
     name = unique("uxtest.happened")
-    response = await client.post(
-        "/webhooks/events", json={"type": name, "data": {"any": "thing"}}, headers=operator.headers
-    )
+    response = await submit(client, operator, name, {"any": "thing"})
     assert response.status_code == 202
     assert await events_of_type(db_engine, name) == 1
 
@@ -236,17 +229,16 @@ async def test_the_owner_changes_description_schema_and_example(
     alice = await make_consumer(db_engine)
     name = await register(client, alice, unique("invoice.paid"))
     schema = {"type": "object", "properties": {"total": {"type": "integer"}}}
-    response = await client.patch(
-        f"/webhooks/event-types/{name}",
-        json={"description": "Paid in full", "schema": schema, "example_payload": {"total": 3}},
-        headers=alice.headers,
+    response = await patch_type(
+        client,
+        alice,
+        name,
+        {"description": "Paid in full", "schema": schema, "example_payload": {"total": 3}},
     )
     assert response.status_code == 200, response.text
     assert response.json()["description"] == "Paid in full"
     assert response.json()["schema"] == schema
-    submitted = await client.post(
-        "/webhooks/events", json={"type": name, "data": {"total": 3.5}}, headers=alice.headers
-    )
+    submitted = await submit(client, alice, name, {"total": 3.5})
     assert submitted.json()["errors"] == ["data.total: 3.5 is not of type 'integer'"]
 
 
@@ -255,10 +247,8 @@ async def test_a_new_schema_the_stored_example_breaks_is_422(
 ) -> None:
     alice = await make_consumer(db_engine)
     name = await register(client, alice, unique("invoice.paid"))
-    response = await client.patch(
-        f"/webhooks/event-types/{name}",
-        json={"schema": {"type": "object", "required": ["currency"]}},
-        headers=alice.headers,
+    response = await patch_type(
+        client, alice, name, {"schema": {"type": "object", "required": ["currency"]}}
     )
     assert response.status_code == 422
     assert response.json()["code"] == "example_payload_invalid"
@@ -269,11 +259,7 @@ async def test_a_patched_schema_that_is_not_a_schema_is_422(
 ) -> None:
     alice = await make_consumer(db_engine)
     name = await register(client, alice, unique("invoice.paid"))
-    response = await client.patch(
-        f"/webhooks/event-types/{name}",
-        json={"schema": {"type": "nope"}},
-        headers=alice.headers,
-    )
+    response = await patch_type(client, alice, name, {"schema": {"type": "nope"}})
     assert response.status_code == 422
     assert response.json()["code"] == "invalid_schema"
 
@@ -284,9 +270,7 @@ async def test_another_owners_type_is_404_to_patch(
     alice = await make_consumer(db_engine)
     bob = await make_consumer(db_engine)
     name = await register(client, bob, unique("invoice.paid"))
-    response = await client.patch(
-        f"/webhooks/event-types/{name}", json={"is_active": False}, headers=alice.headers
-    )
+    response = await patch_type(client, alice, name, {"is_active": False})
     assert response.status_code == 404
     assert response.json()["code"] == "event_type_not_found"
     still = await client.get("/webhooks/event-types", headers=bob.headers)
@@ -297,9 +281,7 @@ async def test_a_services_type_is_404_to_a_consumers_key(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     alice = await make_consumer(db_engine)
-    response = await client.patch(
-        "/webhooks/event-types/order.paid", json={"is_active": False}, headers=alice.headers
-    )
+    response = await patch_type(client, alice, "order.paid", {"is_active": False})
     assert response.status_code == 404
 
 
@@ -307,11 +289,7 @@ async def test_an_unknown_type_is_404_to_patch(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     alice = await make_consumer(db_engine)
-    response = await client.patch(
-        f"/webhooks/event-types/{unique('never.registered')}",
-        json={"is_active": False},
-        headers=alice.headers,
-    )
+    response = await patch_type(client, alice, unique("never.registered"), {"is_active": False})
     assert response.status_code == 404
 
 
@@ -321,9 +299,7 @@ async def test_patching_needs_the_admin_level(
     alice = await make_consumer(db_engine)
     name = await register(client, alice, unique("invoice.paid"))
     writer = await make_consumer(db_engine, "write", owner=alice.owner)
-    response = await client.patch(
-        f"/webhooks/event-types/{name}", json={"is_active": False}, headers=writer.headers
-    )
+    response = await patch_type(client, writer, name, {"is_active": False})
     assert response.status_code == 403
 
 
@@ -333,9 +309,7 @@ async def test_an_operator_deactivates_another_owners_type(
     alice = await make_consumer(db_engine)
     operator = await make_consumer(db_engine, "operator")
     name = await register(client, alice, unique("invoice.paid"))
-    response = await client.patch(
-        f"/webhooks/event-types/{name}", json={"is_active": False}, headers=operator.headers
-    )
+    response = await patch_type(client, operator, name, {"is_active": False})
     assert response.status_code == 200
     assert response.json()["is_active"] is False
 
@@ -345,15 +319,9 @@ async def test_an_operator_changes_only_is_active_of_a_services_type(
 ) -> None:
     operator = await make_consumer(db_engine, "operator")
     # `legacy.retired` is a seeded service type, inactive already: the state stays as it was.
-    toggled = await client.patch(
-        "/webhooks/event-types/legacy.retired", json={"is_active": False}, headers=operator.headers
-    )
+    toggled = await patch_type(client, operator, "legacy.retired", {"is_active": False})
     assert toggled.status_code == 200
-    described = await client.patch(
-        "/webhooks/event-types/legacy.retired",
-        json={"description": "mine now"},
-        headers=operator.headers,
-    )
+    described = await patch_type(client, operator, "legacy.retired", {"description": "mine now"})
     assert described.status_code == 409
     assert described.json()["code"] == "declared_by_service"
 
@@ -363,9 +331,7 @@ async def test_a_deactivated_type_can_no_longer_be_subscribed_to(
 ) -> None:
     alice = await make_consumer(db_engine)
     name = await register(client, alice, unique("invoice.paid"))
-    deactivated = await client.patch(
-        f"/webhooks/event-types/{name}", json={"is_active": False}, headers=alice.headers
-    )
+    deactivated = await patch_type(client, alice, name, {"is_active": False})
     assert deactivated.json()["is_active"] is False
     response = await subscribe_to(client, alice, name)
     assert response.status_code == 422
@@ -378,14 +344,8 @@ async def test_events_of_a_deactivated_type_are_refused_and_nothing_is_stored(
 ) -> None:
     alice = await make_consumer(db_engine)
     name = await register(client, alice, unique("invoice.paid"))
-    await client.patch(
-        f"/webhooks/event-types/{name}", json={"is_active": False}, headers=alice.headers
-    )
-    response = await client.post(
-        "/webhooks/events",
-        json={"type": name, "data": {"id": "inv_1", "total": 1}},
-        headers=alice.headers,
-    )
+    await patch_type(client, alice, name, {"is_active": False})
+    response = await submit(client, alice, name, {"id": "inv_1", "total": 1})
     assert response.status_code == 422
     assert response.json()["code"] == "event_type_inactive"
     assert await events_of_type(db_engine, name) == 0
@@ -395,9 +355,7 @@ async def test_an_operators_event_of_a_deactivated_type_is_refused_too(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     operator = await make_consumer(db_engine, "operator")
-    response = await client.post(
-        "/webhooks/events", json={"type": "legacy.retired", "data": {}}, headers=operator.headers
-    )
+    response = await submit(client, operator, "legacy.retired", {})
     assert response.status_code == 422
     assert response.json()["code"] == "event_type_inactive"
 
@@ -408,7 +366,5 @@ async def test_a_reactivated_type_can_be_subscribed_to_again(
     alice = await make_consumer(db_engine)
     name = await register(client, alice, unique("invoice.paid"))
     for active in (False, True):
-        await client.patch(
-            f"/webhooks/event-types/{name}", json={"is_active": active}, headers=alice.headers
-        )
+        await patch_type(client, alice, name, {"is_active": active})
     assert (await subscribe_to(client, alice, name)).status_code == 201

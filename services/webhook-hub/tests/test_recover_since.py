@@ -11,6 +11,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tests.factories import make_consumer, subscribe
 
 
+async def recover(
+    client: httpx.AsyncClient, engine: AsyncEngine, receiver: HttpReceiver, since: object
+) -> httpx.Response:
+    """Recover with `since` on a fresh subscription of a fresh consumer."""
+    consumer = await make_consumer(engine, "write")
+    created = await subscribe(client, consumer.headers, receiver.url)
+    return await client.post(
+        f"/webhooks/subscriptions/{created['id']}/recover",
+        json={"since": since},
+        headers=consumer.headers,
+    )
+
+
 @pytest.mark.parametrize(
     "since",
     ["yesterday", "2026-13-01T00:00:00Z", "22/11/2026 10:00", 1764000000, None],
@@ -18,13 +31,7 @@ from tests.factories import make_consumer, subscribe
 async def test_a_malformed_since_is_422_naming_the_format(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver, since: object
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    response = await client.post(
-        f"/webhooks/subscriptions/{created['id']}/recover",
-        json={"since": since},
-        headers=consumer.headers,
-    )
+    response = await recover(client, db_engine, http_receiver, since)
     assert response.status_code == 422
     assert "ISO 8601 date-time with a UTC offset" in response.json()["error"]
 
@@ -32,13 +39,7 @@ async def test_a_malformed_since_is_422_naming_the_format(
 async def test_a_since_without_an_offset_is_422(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    response = await client.post(
-        f"/webhooks/subscriptions/{created['id']}/recover",
-        json={"since": "2026-11-22T10:00:00"},
-        headers=consumer.headers,
-    )
+    response = await recover(client, db_engine, http_receiver, "2026-11-22T10:00:00")
     assert response.status_code == 422
     assert "add the offset" in response.json()["error"]
 
@@ -47,12 +48,6 @@ async def test_a_since_without_an_offset_is_422(
 async def test_a_since_with_an_offset_is_accepted(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver, since: str
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    response = await client.post(
-        f"/webhooks/subscriptions/{created['id']}/recover",
-        json={"since": since},
-        headers=consumer.headers,
-    )
+    response = await recover(client, db_engine, http_receiver, since)
     assert response.status_code == 202
     assert response.json() == {"recovered": 0}
