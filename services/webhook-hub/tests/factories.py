@@ -37,6 +37,11 @@ async def make_consumer(
     return Consumer(owner, key)
 
 
+def unique_type_name(name: str) -> str:
+    """`name` made unique: type names are global and the tests share one database."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
 def subscription_body(url: str, events: list[str] | None = None, **extra: Any) -> dict[str, Any]:
     return {"endpoint_url": url, "events": events or ["order.paid"], **extra}
 

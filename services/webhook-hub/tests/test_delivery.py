@@ -49,6 +49,18 @@ async def wait_for_posts(
     raise AssertionError(f"expected {count} deliveries, got {len(non_test(receiver.requests))}")
 
 
+async def wait_for_event_type(
+    client: httpx.AsyncClient, headers: dict[str, str], name: str, timeout: float = 10.0
+) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        listed = await client.get("/webhooks/event-types", headers=headers)
+        if name in {t["name"] for t in listed.json()["data"]}:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"event type {name!r} was not registered within {timeout} s")
+
+
 async def subscription_row(engine: AsyncEngine, sub_id: str) -> Any:
     async with engine.connect() as conn:
         return (
@@ -276,7 +288,9 @@ async def test_100_consecutive_failures_disable_mail_the_owner_and_publish_an_ev
     task = asyncio.create_task(run_worker(settings, stop))
     try:
         consumer = await make_consumer(db_engine, "write", email="owner@consumer.example")
-        # The worker registers its own `subscription.disabled` type as it starts.
+        # The worker registers its own `subscription.disabled` type as it starts: wait for it,
+        # or subscribing to it races the worker's first sync.
+        await wait_for_event_type(client, consumer.headers, "subscription.disabled")
         watcher = await subscribe(
             client, consumer.headers, f"{http_receiver.url}/watcher", ["subscription.disabled"]
         )

@@ -3,8 +3,6 @@ records its owner, so only that owner may submit events of it."""
 
 from __future__ import annotations
 
-import uuid
-
 import httpx
 import pytest
 from servicekit.cli import ServiceCLI
@@ -15,11 +13,7 @@ from webhook_hub.settings import Settings
 from webhook_hub.worker import run
 
 from tests.factories import make_consumer
-
-
-def unique(name: str) -> str:
-    """Type names are global and the tests share one database."""
-    return f"{name}-{uuid.uuid4().hex[:8]}"
+from tests.factories import unique_type_name as unique
 
 
 def declaration(name: str, **extra: object) -> dict[str, object]:

@@ -123,7 +123,7 @@ async def test_create_refuses_types_consumers_registered(
 ) -> None:
     name = f"consumer.thing{uuid.uuid4().hex[:6]}"
     async with create_session_factory(db_engine)() as session, session.begin():
-        registered = await EventTypeRepository(session).register("someone", name, "", {})
+        registered = await EventTypeRepository(session).register("someone", name, "", {}, {})
     assert registered is not None
     reply = await ask(
         nats_client,

@@ -10,8 +10,8 @@ from servicekit.cli import ExtraCommand, ServiceCLI
 from servicekit.db.engine import create_engine, create_session_factory
 
 from webhook_hub.app import create_app
+from webhook_hub.consumers.service import ConsumerService
 from webhook_hub.settings import Settings
-from webhook_hub.subscriptions.repository import SubscriptionRepository
 from webhook_hub.worker import run
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
@@ -34,9 +34,7 @@ def run_consumers(settings: Settings, args: argparse.Namespace) -> int:
         engine = create_engine(settings)
         try:
             async with create_session_factory(engine)() as session, session.begin():
-                await SubscriptionRepository(session).set_personal_data_approval(
-                    args.owner, approved
-                )
+                await ConsumerService(session).set_personal_data_approval(args.owner, approved)
         finally:
             await engine.dispose()
 

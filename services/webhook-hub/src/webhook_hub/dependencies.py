@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Annotated
 
 import aiohttp
@@ -11,6 +12,10 @@ from fastapi import Depends, FastAPI, Request
 from servicekit.runtime import ServiceRuntime
 from servicekit.web.session import SessionDep
 
+from webhook_hub.consumers.service import ConsumerService
+from webhook_hub.deliveries.service import DeliveryService
+from webhook_hub.event_types.service import EventTypeService
+from webhook_hub.producer_events.service import ProducerEventService
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 from webhook_hub.subscriptions.probe import EndpointProber
@@ -31,17 +36,39 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
 def get_prober(request: Request) -> EndpointProber:
     prober: EndpointProber = request.app.state.prober
     return prober
 
 
-def get_subscription_service(session: SessionDep, request: Request) -> SubscriptionService:
-    return SubscriptionService(
-        session, request.app.state.settings, request.app.state.endpoint_guard
-    )
+def get_subscription_service(
+    session: SessionDep, settings: SettingsDep, request: Request
+) -> SubscriptionService:
+    return SubscriptionService(session, settings, request.app.state.endpoint_guard)
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+def get_delivery_service(session: SessionDep) -> DeliveryService:
+    return DeliveryService(session)
+
+
+def get_event_type_service(session: SessionDep) -> EventTypeService:
+    return EventTypeService(session)
+
+
+def get_producer_event_service(session: SessionDep, settings: SettingsDep) -> ProducerEventService:
+    return ProducerEventService(session, timedelta(hours=settings.idempotency_window_hours))
+
+
+def get_consumer_service(session: SessionDep) -> ConsumerService:
+    return ConsumerService(session)
+
+
 ProberDep = Annotated[EndpointProber, Depends(get_prober)]
 SubscriptionServiceDep = Annotated[SubscriptionService, Depends(get_subscription_service)]
+DeliveryServiceDep = Annotated[DeliveryService, Depends(get_delivery_service)]
+EventTypeServiceDep = Annotated[EventTypeService, Depends(get_event_type_service)]
+ProducerEventServiceDep = Annotated[ProducerEventService, Depends(get_producer_event_service)]
+ConsumerServiceDep = Annotated[ConsumerService, Depends(get_consumer_service)]

@@ -1,8 +1,11 @@
-"""webhook-hub's errors: the servicekit kinds it raises and the OpenAPI responses they
-generate. The envelope is servicekit's flat one, `{"error": <text>, "code": <code>, ...}`: the
-spec fixes `error` as a string (its 422 adds `invalid_events`); `code` lets clients branch
-without parsing text."""
+"""webhook-hub's errors: every domain error it raises, as a subclass of a servicekit kind with
+its `code` and message, and the OpenAPI responses they generate (`declared(...)`). The envelope
+is servicekit's flat one, `{"error": <text>, "code": <code>, ...}`: the spec fixes `error` as a
+string (its 422 adds `invalid_events`); `code` lets clients branch without parsing text."""
 
+from __future__ import annotations
+
+from collections.abc import Iterable
 from typing import Any
 
 from servicekit.errors import (
@@ -18,15 +21,132 @@ from servicekit.errors import (
 )
 from servicekit.web.errors import FlatErrorBody, error_responses, flat_error_body
 
+# --- subscriptions ---------------------------------------------------------------------------
+
+
+class SubscriptionNotFound(NotFound):
+    code = "subscription_not_found"
+    default_message = "Subscription not found"
+
+
+class UnknownEventTypes(UnprocessableEntity):
+    """The spec's 422: names that are not active event types, listed in `invalid_events`."""
+
+    code = "unknown_event_types"
+    default_message = "Unknown event types: order.piad"
+
+    def __init__(self, names: Iterable[str] = ("order.piad",)) -> None:
+        invalid = sorted(set(names))
+        super().__init__(
+            f"Unknown event types: {', '.join(invalid)}", extra={"invalid_events": invalid}
+        )
+
+
+class EndpointNotAllowed(UnprocessableEntity):
+    code = "endpoint_not_allowed"
+    default_message = "endpoint_url is refused: it resolves to a private or reserved address"
+
+
+class PersonalDataNotApproved(Forbidden):
+    code = "personal_data_not_approved"
+    default_message = "Event types of personal data need an operator's approval"
+
+    def __init__(self, names: Iterable[str] = ("inquiry.created",)) -> None:
+        personal = sorted(set(names))
+        super().__init__(
+            f"Event types {', '.join(personal)} carry personal data; only owners an operator "
+            "approved may subscribe to them (ask your operator for approval)",
+            extra={"personal_events": personal},
+        )
+
+
+class SubscriptionLimitReached(Conflict):
+    code = "subscription_limit_reached"
+    default_message = "This owner has the most subscriptions allowed; delete one first"
+
+    def __init__(self, limit: int = 10_000) -> None:
+        super().__init__(
+            f"This owner has {limit} subscriptions, the most allowed; delete one first",
+            extra={"limit": limit},
+        )
+
+
+# --- deliveries ------------------------------------------------------------------------------
+
+
+class DeliveryNotFound(NotFound):
+    code = "delivery_not_found"
+    default_message = "Delivery not found"
+
+
+# --- event types -----------------------------------------------------------------------------
+
+
+class EventTypeNotFound(NotFound):
+    """Also another owner's type or a service's type for a consumer's key: never an oracle."""
+
+    code = "event_type_not_found"
+    default_message = "Event type not found"
+
+
+class EventTypeTaken(Conflict):
+    code = "event_type_taken"
+    default_message = "The event type belongs to a service or another consumer; choose another name"
+
+
+class DeclaredByService(Conflict):
+    code = "declared_by_service"
+    default_message = (
+        "A service declares this type in its code: only is_active may be changed over HTTP"
+    )
+
+
+class InvalidEventSchema(UnprocessableEntity):
+    code = "invalid_schema"
+    default_message = "schema.type: 'nope' is not valid under any of the given schemas"
+
+
+class ExampleDoesNotMatchSchema(UnprocessableEntity):
+    code = "example_payload_invalid"
+    default_message = "example_payload.total: 'x' is not of type 'number'"
+
+
+# --- producer events -------------------------------------------------------------------------
+
+
+class TenantNotAllowed(Forbidden):
+    code = "tenant_not_allowed"
+    default_message = (
+        "A consumer's key submits events only for its own owner; events for other tenants "
+        "need an operator key"
+    )
+
+
+class EventTypeNotOwned(Forbidden):
+    code = "event_type_not_owned"
+    default_message = (
+        "The event type is not one you registered (POST /webhooks/event-types); services' "
+        "types need an operator key"
+    )
+
+
+class EventTypeInactive(UnprocessableEntity):
+    code = "event_type_inactive"
+    default_message = "The event type is deactivated: events of it are refused"
+
+
+class EventDataInvalid(UnprocessableEntity):
+    code = "event_data_invalid"
+    default_message = "data.total: 'x' is not of type 'number'"
+
 
 def declared(*errors: type[ServiceError]) -> dict[int | str, dict[str, Any]]:
-    """The `responses=` of an operation that can raise `errors`, in this service's envelope."""
+    """The `responses=` of an operation that can raise `errors`, in this service's envelope:
+    one entry per status naming each error's code, with an example of each."""
     return error_responses(FlatErrorBody, *errors, example_of=flat_error_body)
 
 
-AUTH_ERRORS = declared(Unauthorized, Forbidden)
-NOT_FOUND = declared(NotFound)
-BAD_CURSOR = declared(InvalidCursor)
-BAD_REQUEST = declared(BadRequest)
-CONFLICT = declared(Conflict)
-INVALID = declared(PayloadTooLarge, UnprocessableEntity)
+# What every authenticated operation can answer; with a JSON body, also these.
+AUTH = (Unauthorized, Forbidden)
+BODY = (PayloadTooLarge, UnprocessableEntity)
+__all__ = ["AUTH", "BODY", "BadRequest", "InvalidCursor", "declared"]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
 from servicekit.db.models import ApiKey, MailMessage, OutboxEvent, ProcessedEvent, utcnow
+from servicekit.events.registry import Visibility
 from sqlalchemy.dialects import postgresql
 from sqlmodel import Field, SQLModel
 
@@ -17,6 +19,22 @@ metadata = SQLModel.metadata
 
 def _tz(**kwargs: Any) -> Any:
     return Field(sa_type=sa.DateTime(timezone=True), **kwargs)
+
+
+class DeliveryStatus(StrEnum):
+    """A delivery's state: `pending` until an attempt succeeds (`succeeded`) or the retry
+    schedule runs out or the endpoint answers 410 (`failed`)."""
+
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class AttemptOutcome(StrEnum):
+    """How one HTTP attempt ended (the worker's metric label)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
 
 
 class Consumer(SQLModel, table=True):
@@ -52,8 +70,11 @@ class EventType(SQLModel, table=True):
     # platform type). Only this owner may submit events of it with a consumer's key.
     owner: str | None = Field(default=None, max_length=200)
     # `public`, or `personal` (servicekit.events.Visibility): see the README.
-    visibility: str = Field(
-        default="public", max_length=16, sa_column_kwargs={"server_default": "public"}
+    # A string column (not a database enum): a StrEnum binds and compares as its value.
+    visibility: Visibility = Field(
+        default=Visibility.PUBLIC,
+        sa_type=sa.String(16),
+        sa_column_kwargs={"server_default": Visibility.PUBLIC.value},
     )
     is_active: bool = True
     updated_at: datetime = _tz(default_factory=utcnow)
@@ -97,7 +118,7 @@ class Delivery(SQLModel, table=True):
     event_type: str = Field(max_length=200)
     payload: dict[str, Any] = Field(sa_column=sa.Column(postgresql.JSONB(), nullable=False))
     event_time: datetime = _tz(default_factory=utcnow)
-    status: str = Field(default="pending", max_length=16)
+    status: DeliveryStatus = Field(default=DeliveryStatus.PENDING, sa_type=sa.String(16))
     attempts: int = 0
     next_attempt_at: datetime | None = _tz(default_factory=utcnow)
     lease_until: datetime | None = _tz(default=None)
@@ -136,9 +157,11 @@ class IdempotencyKey(SQLModel, table=True):
 
 __all__ = [
     "ApiKey",
+    "AttemptOutcome",
     "Consumer",
     "Delivery",
     "DeliveryAttempt",
+    "DeliveryStatus",
     "EventType",
     "IdempotencyKey",
     "MailMessage",

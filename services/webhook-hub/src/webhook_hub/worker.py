@@ -16,7 +16,7 @@ from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.dispatch.handler import Dispatcher
 from webhook_hub.dispatch.loop import DISPATCH_CONSUMER, DispatchLoop
-from webhook_hub.event_types.service import event_type_sync_loop
+from webhook_hub.event_types.sync import event_type_sync_loop
 from webhook_hub.events import registry
 from webhook_hub.nats_service.handlers import subscription_requests_loop
 from webhook_hub.settings import Settings

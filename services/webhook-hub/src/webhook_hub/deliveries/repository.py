@@ -11,7 +11,7 @@ from sqlalchemy import text, tuple_, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from webhook_hub.models import Delivery, DeliveryAttempt, Subscription
+from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus, Subscription
 
 DELIVERIES_CHANNEL = "webhook_deliveries"
 
@@ -69,7 +69,7 @@ class DeliveryRepository:
         *,
         limit: int,
         after: tuple[datetime, uuid.UUID] | None,
-        status: str | None,
+        status: DeliveryStatus | None,
         event_type: str | None,
     ) -> Sequence[Delivery]:
         statement = select(Delivery).where(Delivery.subscription_id == subscription_id)
@@ -88,7 +88,7 @@ class DeliveryRepository:
 
     async def schedule_now(self, delivery: Delivery) -> None:
         """Attempt again now, whatever its state; its attempt history stays."""
-        delivery.status = "pending"
+        delivery.status = DeliveryStatus.PENDING
         delivery.next_attempt_at = await self._now()
         delivery.lease_until = None
         delivery.completed_at = None
@@ -101,11 +101,14 @@ class DeliveryRepository:
             update(Delivery)
             .where(
                 col(Delivery.subscription_id) == subscription_id,
-                col(Delivery.status) == "failed",
+                col(Delivery.status) == DeliveryStatus.FAILED,
                 col(Delivery.created_at) >= since,
             )
             .values(
-                status="pending", next_attempt_at=text("now()"), lease_until=None, completed_at=None
+                status=DeliveryStatus.PENDING,
+                next_attempt_at=text("now()"),
+                lease_until=None,
+                completed_at=None,
             )
         )
         result = await self.session.exec(statement)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from servicekit.errors import NotFound
 from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor, page_of
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DeliveryRepository
-from webhook_hub.models import Delivery, DeliveryAttempt
+from webhook_hub.errors import DeliveryNotFound, SubscriptionNotFound
+from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus
 from webhook_hub.subscriptions.repository import SubscriptionRepository
 
 
@@ -21,7 +21,7 @@ class DeliveryService:
 
     async def _owned_subscription(self, owner: str, subscription_id: uuid.UUID) -> None:
         if await self.subscriptions.get_owned(subscription_id, owner) is None:
-            raise NotFound("Subscription not found")
+            raise SubscriptionNotFound()
 
     async def page(
         self,
@@ -30,7 +30,7 @@ class DeliveryService:
         *,
         limit: int,
         cursor: str | None,
-        status: str | None,
+        status: DeliveryStatus | None,
         event_type: str | None,
     ) -> Page[Delivery]:
         await self._owned_subscription(owner, subscription_id)
@@ -50,13 +50,13 @@ class DeliveryService:
     ) -> tuple[Delivery, list[DeliveryAttempt]]:
         delivery = await self.deliveries.get_owned(delivery_id, owner)
         if delivery is None:
-            raise NotFound("Delivery not found")
+            raise DeliveryNotFound()
         return delivery, list(await self.deliveries.attempts_of(delivery.id))
 
     async def retry(self, owner: str, delivery_id: uuid.UUID) -> Delivery:
         delivery = await self.deliveries.get_owned(delivery_id, owner)
         if delivery is None:
-            raise NotFound("Delivery not found")
+            raise DeliveryNotFound()
         await self.deliveries.schedule_now(delivery)
         return delivery
 

@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 from prometheus_client import Counter
 from servicekit.db.notify import NotifyListener
-from sqlalchemy import text
+from sqlalchemy import BindParameter, bindparam, text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -36,6 +36,7 @@ from webhook_hub.delivery_engine.jobs import DeliveryJob, EventTicket
 from webhook_hub.delivery_engine.outcomes import record_outcomes
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.delivery_engine.sender import AttemptResult, WebhookSender
+from webhook_hub.models import AttemptOutcome, DeliveryStatus
 from webhook_hub.settings import Settings
 
 logger = structlog.get_logger(__name__)
@@ -44,13 +45,18 @@ ATTEMPTS = Counter(
     "webhook_delivery_attempts", "Delivery attempts recorded by this worker", ["outcome"]
 )
 
+# The status reaches the server as a literal (rendered from the enum), not a bound parameter:
+# the due index is partial on `status = 'pending'`, and only a literal lets every plan use it.
+_PENDING: BindParameter[str] = bindparam(
+    "pending", DeliveryStatus.PENDING.value, literal_execute=True
+)
 _CLAIM = text(
     """
     WITH candidates AS (
         -- Bounded scan of the due index, so a deep backlog does not make every claim slower.
         SELECT d.id, d.subscription_id, d.next_attempt_at, s.owner
         FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id
-        WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+        WHERE d.status = :pending AND d.next_attempt_at <= now()
           AND (d.lease_until IS NULL OR d.lease_until < now())
           AND s.is_active
           AND NOT (d.subscription_id = ANY(CAST(:saturated AS uuid[])))
@@ -69,18 +75,18 @@ _CLAIM = text(
     UPDATE deliveries d
     SET lease_until = now() + make_interval(secs => s.timeout_seconds * 2 + :lease_extra)
     FROM picked, subscriptions s
-    WHERE d.id = picked.id AND s.id = d.subscription_id AND d.status = 'pending'
+    WHERE d.id = picked.id AND s.id = d.subscription_id AND d.status = :pending
       AND (d.lease_until IS NULL OR d.lease_until < now())
     RETURNING d.id, d.subscription_id, d.event_type, d.event_time, d.payload, d.attempts,
               s.endpoint_url, s.secret, s.secret_old, s.secret_rotated_at, s.headers,
               s.timeout_seconds, s.owner
     """
-)
+).bindparams(_PENDING)
 # Claimed deliveries that waited too long for a slot go back to the claim loops at once.
 _RELEASE = text(
     "UPDATE deliveries SET lease_until = NULL WHERE id = ANY(CAST(:ids AS uuid[]))"
-    " AND status = 'pending'"
-)
+    " AND status = :pending"
+).bindparams(_PENDING)
 # Outcomes are written (and events acknowledged) at most this often: each write has a fixed
 # cost, and nothing waits on it but the acknowledgement.
 FLUSH_INTERVAL_SECONDS = 0.2
@@ -388,7 +394,8 @@ class DeliveryEngine:
             self._set_aside = aside + self._set_aside
             raise
         for result in batch:  # counted once recorded, so a retried flush counts nothing twice
-            ATTEMPTS.labels("succeeded" if result.succeeded else "failed").inc()
+            outcome = AttemptOutcome.SUCCEEDED if result.succeeded else AttemptOutcome.FAILED
+            ATTEMPTS.labels(outcome.value).inc()
         for job in (*(result.job for result in batch), *aside):
             ticket = self._tickets.pop(job.delivery_id, None)
             if ticket is not None and ticket.settle_one():

@@ -30,7 +30,7 @@ from webhook_hub.delivery_engine.policy import (
 )
 from webhook_hub.delivery_engine.sender import AttemptResult
 from webhook_hub.events import SUBSCRIPTION_DISABLED, SubscriptionDisabled
-from webhook_hub.models import MailMessage
+from webhook_hub.models import DeliveryStatus, MailMessage
 from webhook_hub.settings import Settings
 
 # One statement per batch over arrays (unnest), not one per row: the worker's CPU, not the
@@ -166,7 +166,11 @@ class _SubscriptionTally:
 def _next_step(result: AttemptResult, settings: Settings) -> dict[str, Any]:
     attempts_made = result.job.attempts + 1
     if result.succeeded:
-        return {"status": "succeeded", "next_attempt_at": None, "completed_at": result.attempted_at}
+        return {
+            "status": DeliveryStatus.SUCCEEDED,
+            "next_attempt_at": None,
+            "completed_at": result.attempted_at,
+        }
     retry_after = None
     if result.status_code in RETRY_AFTER_STATUSES:
         retry_after = parse_retry_after(result.retry_after, result.attempted_at)
@@ -178,9 +182,13 @@ def _next_step(result: AttemptResult, settings: Settings) -> dict[str, Any]:
         retry_after_cap=settings.retry_after_cap_seconds,
     )
     if delay is None or result.status_code == 410:
-        return {"status": "failed", "next_attempt_at": None, "completed_at": result.attempted_at}
+        return {
+            "status": DeliveryStatus.FAILED,
+            "next_attempt_at": None,
+            "completed_at": result.attempted_at,
+        }
     return {
-        "status": "pending",
+        "status": DeliveryStatus.PENDING,
         "next_attempt_at": result.attempted_at + timedelta(seconds=delay),
         "completed_at": None,
     }
@@ -217,7 +225,7 @@ def _first_row(result: AttemptResult, step: dict[str, Any]) -> tuple[Any, ...]:
 
 def _pending_row(job: DeliveryJob, now: datetime) -> tuple[Any, ...]:
     """A delivery set aside before its first attempt: due now, for any worker's claim loop."""
-    return _delivery_row(job, ("pending", 0, now, None, None, None, now, None))
+    return _delivery_row(job, (DeliveryStatus.PENDING, 0, now, None, None, None, now, None))
 
 
 async def _copy(

@@ -19,14 +19,16 @@ _REGISTER = text(
     """
     INSERT INTO event_types
         (name, description, example_payload, schema, source, owner, is_active, updated_at)
-    VALUES (:name, :description, :example, '{}', 'api', :owner, true, now())
+    VALUES (:name, :description, :example, :schema, 'api', :owner, true, now())
     ON CONFLICT (name) DO UPDATE
         SET description = EXCLUDED.description, example_payload = EXCLUDED.example_payload,
-            updated_at = EXCLUDED.updated_at
+            schema = EXCLUDED.schema, updated_at = EXCLUDED.updated_at
         WHERE event_types.owner = EXCLUDED.owner
     RETURNING (xmax = 0) AS inserted
     """
-).bindparams(bindparam("example", type_=postgresql.JSONB))
+).bindparams(
+    bindparam("example", type_=postgresql.JSONB), bindparam("schema", type_=postgresql.JSONB)
+)
 
 
 class EventTypeRepository:
@@ -57,14 +59,25 @@ class EventTypeRepository:
         )
         return set((await self.session.exec(statement)).all())
 
-    async def is_active_type_of(self, name: str, owner: str) -> bool:
-        statement = select(EventType.name).where(
-            EventType.name == name, EventType.owner == owner, col(EventType.is_active)
-        )
-        return (await self.session.exec(statement)).first() is not None
+    async def get(self, name: str) -> EventType | None:
+        return await self.session.get(EventType, name)
+
+    async def get_for_update(self, name: str) -> EventType | None:
+        statement = select(EventType).where(EventType.name == name).with_for_update()
+        return (await self.session.exec(statement)).first()
+
+    async def save(self, event_type: EventType) -> EventType:
+        self.session.add(event_type)
+        await self.session.flush()
+        return event_type
 
     async def register(
-        self, owner: str, name: str, description: str, example: dict[str, Any]
+        self,
+        owner: str,
+        name: str,
+        description: str,
+        schema: dict[str, Any],
+        example: dict[str, Any],
     ) -> tuple[EventType, bool] | None:
         """Insert the owner's type, or refresh it when it is already theirs; the row and
         whether it is new, or None when the name belongs to someone else (or the platform).
@@ -73,13 +86,25 @@ class EventTypeRepository:
         row = (
             await connection.execute(
                 _REGISTER,
-                {"name": name, "owner": owner, "description": description, "example": example},
+                {
+                    "name": name,
+                    "owner": owner,
+                    "description": description,
+                    "schema": schema,
+                    "example": example,
+                },
             )
         ).first()
         if row is None:
             return None
-        record = await self.session.get(EventType, name, populate_existing=True)
-        assert record is not None
+        # The row exists: the statement above just wrote it.
+        record = (
+            await self.session.exec(
+                select(EventType)
+                .where(EventType.name == name)
+                .execution_options(populate_existing=True)
+            )
+        ).one()
         return record, bool(row.inserted)
 
     async def personal_names(self, names: Iterable[str]) -> set[str]:
@@ -88,7 +113,7 @@ class EventTypeRepository:
         if not wanted:
             return set()
         statement = select(EventType.name).where(
-            col(EventType.name).in_(wanted), EventType.visibility == Visibility.PERSONAL.value
+            col(EventType.name).in_(wanted), EventType.visibility == Visibility.PERSONAL
         )
         return set((await self.session.exec(statement)).all())
 
@@ -111,7 +136,7 @@ class EventTypeRepository:
                 "example_payload": doc.get("example_payload", {}),
                 "schema": doc.get("schema", {}),
                 "source": doc.get("source", ""),
-                "visibility": doc.get("visibility", "public"),
+                "visibility": doc.get("visibility", Visibility.PUBLIC),
                 "is_active": True,
                 "updated_at": datetime.now(UTC),
             }

@@ -12,6 +12,27 @@ from webhook_hub.models import EventType
 
 
 class EventTypeRead(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "invoice.paid",
+                    "description": "An invoice was paid",
+                    "example_payload": {"id": "inv_1001", "total": 99.5},
+                    "schema": {
+                        "type": "object",
+                        "properties": {"id": {"type": "string"}, "total": {"type": "number"}},
+                        "required": ["id", "total"],
+                    },
+                    "source": "api",
+                    "owner": "acme",
+                    "visibility": "public",
+                    "is_active": True,
+                }
+            ]
+        }
+    )
+
     name: str = Field(examples=["order.paid"])
     description: str
     example_payload: dict[str, Any]
@@ -43,14 +64,83 @@ class EventTypeRead(BaseModel):
 
 
 class EventTypeList(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "data": [
+                        {
+                            "name": "order.paid",
+                            "description": "An order was paid",
+                            "example_payload": {"id": 1001, "status": "paid", "total": "99.50"},
+                            "schema": {"type": "object"},
+                            "source": "commerce-content",
+                            "owner": None,
+                            "visibility": "public",
+                            "is_active": True,
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+
     data: list[EventTypeRead]
+
+
+INVOICE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"id": {"type": "string"}, "total": {"type": "number"}},
+    "required": ["id", "total"],
+}
+INVOICE_EXAMPLE: dict[str, Any] = {"id": "inv_1001", "total": 99.5}
 
 
 class EventTypeRegistration(BaseModel):
     """A type of the caller's own, for events it submits with `POST /webhooks/events`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "invoice.paid",
+                    "description": "An invoice was paid",
+                    "schema": INVOICE_SCHEMA,
+                    "example_payload": INVOICE_EXAMPLE,
+                }
+            ]
+        },
+    )
 
     name: str = Field(pattern=EVENT_TYPE_PATTERN, max_length=200, examples=["invoice.paid"])
     description: str = Field(default="", max_length=2000)
-    example_payload: dict[str, Any] = Field(default_factory=dict)
+    schema_: dict[str, Any] = Field(
+        default_factory=dict,
+        alias="schema",
+        description="A JSON Schema (2020-12 unless `$schema` names another draft) that every "
+        "event's `data` must match; empty: any object",
+    )
+    example_payload: dict[str, Any] = Field(
+        default_factory=dict, description="A sample `data`; must match `schema`"
+    )
+
+
+class EventTypeUpdate(BaseModel):
+    """What the type's owner (or an operator) may change; absent fields stay as they are."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={"examples": [{"is_active": False}, {"description": "Paid in full"}]},
+    )
+
+    description: str | None = Field(default=None, max_length=2000)
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    example_payload: dict[str, Any] | None = None
+    is_active: bool | None = Field(
+        default=None,
+        description="false deactivates: the type can no longer be subscribed to and its "
+        "events are refused; true reactivates it",
+    )

@@ -10,7 +10,12 @@ from servicekit.events.envelope import EVENT_TYPE_PATTERN
 
 
 class EventSubmission(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"type": "invoice.paid", "data": {"id": "inv_1001", "total": 99.5}}]
+        },
+    )
 
     type: str = Field(pattern=EVENT_TYPE_PATTERN, max_length=200, examples=["invoice.paid"])
     data: dict[str, Any]
@@ -23,4 +28,8 @@ class EventSubmission(BaseModel):
 
 
 class EventAccepted(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"id": "5d6e7f80-9a1b-4c2d-8e3f-4a5b6c7d8e9f"}]}
+    )
+
     id: uuid.UUID

@@ -2,7 +2,10 @@
 
 Who may submit what: a consumer's key submits only types its owner registered, and only for
 itself (the event's tenant is its owner, so nobody else receives it); an operator key (CLI
-only) submits any type for any tenant, or for everyone.
+only) submits any type for any tenant, or for everyone. Whoever submits it, an event of a
+registered type is refused while the type is deactivated and must match its schema (422,
+nothing recorded); an operator's event of a type nobody registered is accepted as it is and
+reaches `*` subscriptions only (nobody can subscribe to the name).
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ from datetime import UTC, datetime, timedelta
 
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import Principal
-from servicekit.errors import Forbidden
 from servicekit.events import record_event
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from webhook_hub.errors import EventTypeNotOwned, TenantNotAllowed
 from webhook_hub.event_types.repository import EventTypeRepository
+from webhook_hub.event_types.service import checked_event_data
 from webhook_hub.producer_events.schemas import EventSubmission
 
 _CLAIM_KEY = text(
@@ -33,37 +37,29 @@ _CLAIM_KEY = text(
 _EXISTING = text("SELECT event_id FROM idempotency_keys WHERE owner = :owner AND key = :key")
 
 
-class TenantNotAllowed(Forbidden):
-    code = "tenant_not_allowed"
-
-
-class EventTypeNotOwned(Forbidden):
-    code = "event_type_not_owned"
-
-
 class ProducerEventService:
     def __init__(self, session: AsyncSession, window: timedelta) -> None:
         self.session = session
         self.window = window
 
     async def authorize(self, principal: Principal, submission: EventSubmission) -> str | None:
-        """The tenant the event is recorded for; 403 when the caller may not send it."""
+        """The tenant the event is recorded for; 403 when the caller may not send it, 422
+        when its type is deactivated or its data breaks the type's schema."""
+        event_type = await EventTypeRepository(self.session).get(submission.type)
         if principal.level is AccessLevel.OPERATOR:
+            if event_type is not None:
+                checked_event_data(event_type, submission.data)
             return submission.tenant
         if submission.tenant is not None and submission.tenant != principal.owner:
-            raise TenantNotAllowed(
-                "A consumer's key submits events only for its own owner; events for other "
-                "tenants need an operator key"
-            )
+            raise TenantNotAllowed()
         # The same answer whether the name is unknown, a service's or another owner's: no
         # oracle for other owners' type names.
-        if not await EventTypeRepository(self.session).is_active_type_of(
-            submission.type, principal.owner
-        ):
+        if event_type is None or event_type.owner != principal.owner:
             raise EventTypeNotOwned(
-                f"Event type {submission.type!r} is not an active type you registered "
+                f"Event type {submission.type!r} is not a type you registered "
                 "(POST /webhooks/event-types); services' types need an operator key"
             )
+        checked_event_data(event_type, submission.data)
         return principal.owner
 
     async def submit(

@@ -10,7 +10,17 @@ from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePri
 from servicekit.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 from webhook_hub.dependencies import ProberDep, SubscriptionServiceDep
-from webhook_hub.errors import AUTH_ERRORS, BAD_CURSOR, CONFLICT, INVALID, NOT_FOUND
+from webhook_hub.errors import (
+    AUTH,
+    BODY,
+    EndpointNotAllowed,
+    InvalidCursor,
+    PersonalDataNotApproved,
+    SubscriptionLimitReached,
+    SubscriptionNotFound,
+    UnknownEventTypes,
+    declared,
+)
 from webhook_hub.subscriptions.schemas import (
     SecretRotated,
     SubscriptionCreate,
@@ -32,7 +42,15 @@ ROTATION_NOTE = (
     "",
     response_model=SubscriptionCreated,
     status_code=status.HTTP_201_CREATED,
-    responses={**AUTH_ERRORS, **INVALID, **CONFLICT},
+    responses=declared(
+        *AUTH,
+        *BODY,
+        UnknownEventTypes,
+        EndpointNotAllowed,
+        PersonalDataNotApproved,
+        SubscriptionLimitReached,
+    ),
+    summary="Create a subscription",
 )
 async def create_subscription(
     body: SubscriptionCreate,
@@ -40,7 +58,15 @@ async def create_subscription(
     service: SubscriptionServiceDep,
     prober: ProberDep,
 ) -> SubscriptionCreated:
+    """Subscribe `endpoint_url` to `events` (active event type names, or `*` for all). The
+    subscription gets a fresh 32-character signing `secret`, shown only here and on rotation,
+    and a `webhook.test` event is queued to it. The endpoint is probed (an HTTP HEAD; any
+    answer counts as reachable) after the subscription is committed: the result is reported
+    in `probe` and never prevents the creation."""
     subscription, _ = await service.create(principal.owner, principal.email, body)
+    # The probe may wait its whole timeout on a slow endpoint: commit first, so no database
+    # transaction (nor pooled connection) is held open meanwhile.
+    await service.commit()
     probe = await prober.probe(subscription.endpoint_url)
     return SubscriptionCreated(
         **SubscriptionRead.of(subscription).model_dump(),
@@ -50,7 +76,12 @@ async def create_subscription(
     )
 
 
-@router.get("", response_model=SubscriptionList, responses={**AUTH_ERRORS, **BAD_CURSOR})
+@router.get(
+    "",
+    response_model=SubscriptionList,
+    responses=declared(*AUTH, InvalidCursor),
+    summary="List your subscriptions",
+)
 async def list_subscriptions(
     principal: ReadPrincipal,
     service: SubscriptionServiceDep,
@@ -59,6 +90,9 @@ async def list_subscriptions(
     is_active: bool | None = None,
     event_type: Annotated[str | None, Query(max_length=200)] = None,
 ) -> SubscriptionList:
+    """The calling owner's subscriptions, newest first, `limit` per page; pass `next_cursor`
+    back as `cursor` for the next page. `is_active` and `event_type` (subscriptions that would
+    receive it, `*` included) filter."""
     page = await service.page(
         principal.owner, limit=limit, cursor=cursor, is_active=is_active, event_type=event_type
     )
@@ -68,18 +102,31 @@ async def list_subscriptions(
 
 
 @router.get(
-    "/{subscription_id}", response_model=SubscriptionRead, responses={**AUTH_ERRORS, **NOT_FOUND}
+    "/{subscription_id}",
+    response_model=SubscriptionRead,
+    responses=declared(*AUTH, SubscriptionNotFound),
+    summary="Get a subscription",
 )
 async def get_subscription(
     subscription_id: uuid.UUID, principal: ReadPrincipal, service: SubscriptionServiceDep
 ) -> SubscriptionRead:
+    """One of the caller's subscriptions (its secret is never shown again); another owner's
+    is a 404."""
     return SubscriptionRead.of(await service.get(principal.owner, subscription_id))
 
 
 @router.patch(
     "/{subscription_id}",
     response_model=SubscriptionRead,
-    responses={**AUTH_ERRORS, **NOT_FOUND, **INVALID},
+    responses=declared(
+        *AUTH,
+        *BODY,
+        SubscriptionNotFound,
+        UnknownEventTypes,
+        EndpointNotAllowed,
+        PersonalDataNotApproved,
+    ),
+    summary="Update a subscription",
 )
 async def update_subscription(
     subscription_id: uuid.UUID,
@@ -87,6 +134,9 @@ async def update_subscription(
     principal: WritePrincipal,
     service: SubscriptionServiceDep,
 ) -> SubscriptionRead:
+    """Change any of `endpoint_url`, `events`, `description`, `headers`, `timeout_seconds`;
+    absent fields stay. `is_active: false` disables it; `is_active: true` re-enables a
+    disabled one and resets its failure count. The same checks as creation apply."""
     return SubscriptionRead.of(await service.update(principal.owner, subscription_id, body))
 
 
@@ -94,11 +144,13 @@ async def update_subscription(
     "/{subscription_id}",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
-    responses={**AUTH_ERRORS, **NOT_FOUND},
+    responses=declared(*AUTH, SubscriptionNotFound),
+    summary="Delete a subscription",
 )
 async def delete_subscription(
     subscription_id: uuid.UUID, principal: AdminPrincipal, service: SubscriptionServiceDep
 ) -> None:
+    """Delete it with its delivery log (admin level); pending deliveries are dropped."""
     await service.delete(principal.owner, subscription_id)
 
 
@@ -106,11 +158,14 @@ async def delete_subscription(
     "/{subscription_id}/test",
     response_model=TestQueued,
     status_code=status.HTTP_202_ACCEPTED,
-    responses={**AUTH_ERRORS, **NOT_FOUND},
+    responses=declared(*AUTH, SubscriptionNotFound),
+    summary="Send a test event",
 )
 async def send_test_event(
     subscription_id: uuid.UUID, principal: WritePrincipal, service: SubscriptionServiceDep
 ) -> TestQueued:
+    """Queue a `webhook.test` event to the subscription; follow it in the delivery log with
+    `GET /webhooks/deliveries/{delivery_id}`."""
     subscription = await service.get(principal.owner, subscription_id)
     delivery = await service.queue_test(subscription)
     return TestQueued(delivery_id=delivery.id, test_sent=True)
@@ -119,11 +174,14 @@ async def send_test_event(
 @router.post(
     "/{subscription_id}/rotate-secret",
     response_model=SecretRotated,
-    responses={**AUTH_ERRORS, **NOT_FOUND},
+    responses=declared(*AUTH, SubscriptionNotFound),
+    summary="Rotate the signing secret",
 )
 async def rotate_secret(
     subscription_id: uuid.UUID, principal: WritePrincipal, service: SubscriptionServiceDep
 ) -> SecretRotated:
+    """Replace the secret. For 10 minutes (`valid_until`) every delivery is signed with both
+    the new and the previous secret, so receivers can switch without losing a delivery."""
     rotation = await service.rotate_secret(principal.owner, subscription_id)
     return SecretRotated(
         secret=rotation.secret, valid_until=rotation.valid_until, note=ROTATION_NOTE

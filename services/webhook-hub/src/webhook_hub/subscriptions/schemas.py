@@ -6,11 +6,39 @@ import uuid
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.config import JsonDict
 
 from webhook_hub.models import Subscription
 from webhook_hub.subscriptions.endpoint_policy import check_headers, check_url_form
 
 EventNames = list[str]
+
+# Examples shown in the OpenAPI document (and kept in step with the README's).
+_SUBSCRIPTION_ID = "3f0c9a4e-8d1b-4c55-a7e2-5b9d0e6f1a23"
+_CREATE_EXAMPLE: JsonDict = {
+    "endpoint_url": "https://example.com/webhooks",
+    "events": ["order.paid", "order.created"],
+    "description": "Orders for the warehouse",
+    "headers": {"X-Team": "warehouse"},
+    "timeout_seconds": 10,
+}
+_READ_EXAMPLE: JsonDict = {
+    "id": _SUBSCRIPTION_ID,
+    "consumer_id": "0b7f5f0e-1d1a-4c87-9a55-3c4f6b2d8e01",
+    "endpoint_url": "https://example.com/webhooks",
+    "description": "Orders for the warehouse",
+    "events": ["order.paid", "order.created"],
+    "is_active": True,
+    "headers": {"X-Team": "warehouse"},
+    "timeout_seconds": 10,
+    "created_at": "2026-11-22T10:00:00Z",
+    "updated_at": "2026-11-22T10:00:00Z",
+    "last_delivery_at": None,
+    "failure_count": 0,
+    "disabled_at": None,
+    "disabled_reason": None,
+    "secret_rotated_at": None,
+}
 
 
 def _check_event_names(events: list[str]) -> list[str]:
@@ -24,7 +52,7 @@ def _check_event_names(events: list[str]) -> list[str]:
 
 
 class SubscriptionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_CREATE_EXAMPLE]})
 
     endpoint_url: str = Field(max_length=2048, examples=["https://example.com/webhooks"])
     events: EventNames = Field(min_length=1, max_length=500, examples=[["order.paid"]])
@@ -38,7 +66,12 @@ class SubscriptionCreate(BaseModel):
 
 
 class SubscriptionUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"events": ["order.paid"], "timeout_seconds": 20}, {"is_active": True}]
+        },
+    )
 
     endpoint_url: str | None = Field(default=None, max_length=2048)
     events: EventNames | None = Field(default=None, min_length=1, max_length=500)
@@ -72,6 +105,8 @@ class Probe(BaseModel):
 
 
 class SubscriptionRead(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [_READ_EXAMPLE]})
+
     id: uuid.UUID
     consumer_id: uuid.UUID
     endpoint_url: str
@@ -94,22 +129,59 @@ class SubscriptionRead(BaseModel):
 
 
 class SubscriptionCreated(SubscriptionRead):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    **_READ_EXAMPLE,
+                    "secret": "mK3k9wq1cQy8W2kz0m7xT4hJ5bVn6dRe",
+                    "test_sent": True,
+                    "probe": {"reachable": True, "status_code": 200, "error": None},
+                }
+            ]
+        }
+    )
+
     secret: str = Field(description="Shown only here and in the rotation response")
     test_sent: bool
     probe: Probe
 
 
 class SubscriptionList(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"data": [_READ_EXAMPLE], "next_cursor": None}]}
+    )
+
     data: list[SubscriptionRead]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page")
 
 
 class SecretRotated(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "secret": "Zq8v1n3m5b7c9x2z4l6k8j0h1g3f5d7s",
+                    "valid_until": "2026-11-22T10:10:00Z",
+                    "note": "Until valid_until every delivery carries two v1 signatures, one "
+                    "per secret, so a receiver holding either verifies; afterwards only the "
+                    "new secret signs.",
+                }
+            ]
+        }
+    )
+
     secret: str
     valid_until: datetime = Field(description="Until then the previous secret also signs")
     note: str
 
 
 class TestQueued(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"delivery_id": "9a1e2b3c-4d5e-4f60-8a7b-1c2d3e4f5a6b", "test_sent": True}]
+        }
+    )
+
     delivery_id: uuid.UUID
     test_sent: bool

@@ -4,17 +4,22 @@ may point at, and how their secret rotates."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from servicekit.errors import Conflict, Forbidden, NotFound, UnprocessableEntity
 from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor, page_of
 from servicekit.signing import generate_secret
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DeliveryRepository
+from webhook_hub.errors import (
+    EndpointNotAllowed,
+    PersonalDataNotApproved,
+    SubscriptionLimitReached,
+    SubscriptionNotFound,
+    UnknownEventTypes,
+)
 from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.events import TEST_EVENT_TYPE
 from webhook_hub.models import Delivery, Subscription
@@ -24,42 +29,6 @@ from webhook_hub.subscriptions.repository import SubscriptionRepository
 from webhook_hub.subscriptions.schemas import SubscriptionCreate, SubscriptionUpdate
 
 WILDCARD = "*"
-
-
-class UnknownEventTypes(UnprocessableEntity):
-    code = "unknown_event_types"
-
-    def __init__(self, names: Iterable[str]) -> None:
-        invalid = sorted(set(names))
-        super().__init__(
-            f"Unknown event types: {', '.join(invalid)}", extra={"invalid_events": invalid}
-        )
-
-
-class EndpointNotAllowed(UnprocessableEntity):
-    code = "endpoint_not_allowed"
-
-
-class PersonalDataNotApproved(Forbidden):
-    code = "personal_data_not_approved"
-
-    def __init__(self, names: Iterable[str]) -> None:
-        personal = sorted(set(names))
-        super().__init__(
-            f"Event types {', '.join(personal)} carry personal data; only owners an operator "
-            "approved may subscribe to them (ask your operator for approval)",
-            extra={"personal_events": personal},
-        )
-
-
-class SubscriptionLimitReached(Conflict):
-    code = "subscription_limit_reached"
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(
-            f"This owner has {limit} subscriptions, the most allowed; delete one first",
-            extra={"limit": limit},
-        )
 
 
 @dataclass(frozen=True)
@@ -76,6 +45,11 @@ class SubscriptionService:
         self.subscriptions = SubscriptionRepository(session)
         self.deliveries = DeliveryRepository(session)
         self.event_types = EventTypeRepository(session)
+
+    async def commit(self) -> None:
+        """End the request's unit of work now, before an outbound call (the creation probe)
+        that must not hold a transaction open; the session is not used afterwards."""
+        await self.session.commit()
 
     async def check_events(
         self, events: list[str], *, owner: str, source: str | None = None
@@ -149,7 +123,7 @@ class SubscriptionService:
     async def get(self, owner: str, subscription_id: uuid.UUID) -> Subscription:
         subscription = await self.subscriptions.get_owned(subscription_id, owner)
         if subscription is None:
-            raise NotFound("Subscription not found")
+            raise SubscriptionNotFound()
         return subscription
 
     async def page(
@@ -179,7 +153,7 @@ class SubscriptionService:
     ) -> Subscription:
         subscription = await self.subscriptions.get_owned_for_update(subscription_id, owner)
         if subscription is None:
-            raise NotFound("Subscription not found")
+            raise SubscriptionNotFound()
         changes: dict[str, Any] = patch.model_dump(exclude_unset=True)
         if changes.get("events") is not None:
             await self.check_events(
@@ -207,13 +181,13 @@ class SubscriptionService:
     async def delete(self, owner: str, subscription_id: uuid.UUID) -> None:
         subscription = await self.subscriptions.get_owned_for_update(subscription_id, owner)
         if subscription is None:
-            raise NotFound("Subscription not found")
+            raise SubscriptionNotFound()
         await self.subscriptions.delete(subscription)
 
     async def rotate_secret(self, owner: str, subscription_id: uuid.UUID) -> Rotation:
         subscription = await self.subscriptions.get_owned_for_update(subscription_id, owner)
         if subscription is None:
-            raise NotFound("Subscription not found")
+            raise SubscriptionNotFound()
         now = datetime.now(UTC)
         subscription.secret_old = subscription.secret
         subscription.secret = generate_secret()
