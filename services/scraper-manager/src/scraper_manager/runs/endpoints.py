@@ -81,6 +81,7 @@ async def results(
     service: ScraperServiceDep,
     run_id: OptionalDbIdQuery = None,
     format: Literal["json", "jsonl", "csv"] = "json",
+    order: Literal["asc", "desc"] = "asc",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=20)] = None,
 ) -> ItemList | StreamingResponse:
@@ -99,7 +100,12 @@ async def results(
         return ItemList(run_id=None, data=[], next_cursor=None)
     if format == "json":
         rows = list(
-            await runs.items(run.id, after_id=decode_id_cursor(cursor) or 0, limit=limit + 1)
+            await runs.items(
+                run.id,
+                cursor=decode_id_cursor(cursor),
+                limit=limit + 1,
+                newest_first=order == "desc",
+            )
         )
         next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
         return ItemList(
