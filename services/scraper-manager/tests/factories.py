@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from scraper_manager.models import Item, Run, Scraper
+from scraper_manager.models import Item, Run, RunStatus, Scraper
 from servicekit.auth import AccessLevel
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import create_session_factory
@@ -44,13 +44,15 @@ async def make_scraper(engine: AsyncEngine, owner: str, **fields: Any) -> Scrape
 
 
 async def make_run(
-    engine: AsyncEngine, scraper: Scraper, *, status: str = "completed", items: int = 0
+    engine: AsyncEngine,
+    scraper: Scraper,
+    *,
+    status: RunStatus = RunStatus.COMPLETED,
+    items: int = 0,
 ) -> Run:
     """A run of `scraper` with `items` items collected in crawl order (page-0, page-1, ...)."""
     async with create_session_factory(engine)() as session, session.begin():
-        run = Run(
-            scraper_id=scraper.id, owner=scraper.owner, status=status, items_collected=items
-        )
+        run = Run(scraper_id=scraper.id, owner=scraper.owner, status=status, items_collected=items)
         session.add(run)
         await session.flush()
         session.add_all(

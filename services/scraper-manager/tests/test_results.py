@@ -14,9 +14,7 @@ from tests.factories import Client, make_client, make_run, make_scraper
 BASE = "/api/v1/scrapers"
 
 
-async def walk(
-    client: httpx.AsyncClient, who: Client, scraper_id: int, **params: Any
-) -> list[int]:
+async def walk(client: httpx.AsyncClient, who: Client, scraper_id: int, **params: Any) -> list[int]:
     """Every item's `n` over all pages, following next_cursor."""
     seen: list[int] = []
     cursor: str | None = None

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from scraper_manager.models import Item, Run
+from scraper_manager.models import Item, Run, RunStatus
 
 
 class RunRepository:
@@ -15,7 +15,7 @@ class RunRepository:
         self.session = session
 
     async def page(
-        self, scraper_id: int, *, limit: int, before_id: int | None, status: str | None
+        self, scraper_id: int, *, limit: int, before_id: int | None, status: RunStatus | None
     ) -> Sequence[Run]:
         statement = select(Run).where(Run.scraper_id == scraper_id)
         if before_id is not None:
@@ -31,7 +31,7 @@ class RunRepository:
     async def latest_with_items(self, scraper_id: int) -> Run | None:
         statement = (
             select(Run)
-            .where(Run.scraper_id == scraper_id, col(Run.status) != "skipped")
+            .where(Run.scraper_id == scraper_id, col(Run.status) != RunStatus.SKIPPED)
             .order_by(col(Run.id).desc())
             .limit(1)
         )
@@ -60,4 +60,4 @@ class RunRepository:
                 yield row
             if len(rows) < batch:
                 return
-            after = rows[-1].id or after
+            after = rows[-1].id

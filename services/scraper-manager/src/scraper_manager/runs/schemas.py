@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
-from scraper_manager.models import Item, Run
-
-RunStatus = Literal["pending", "running", "completed", "failed", "stopped", "skipped"]
+from scraper_manager.models import Item, Run, RunStatus, RunTrigger
 
 
 class RunStats(BaseModel):
@@ -26,7 +24,7 @@ class RunOut(BaseModel):
     id: int
     scraper_id: int
     status: RunStatus
-    trigger: Literal["manual", "schedule"]
+    trigger: RunTrigger
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -36,7 +34,6 @@ class RunOut(BaseModel):
 
     @classmethod
     def of(cls, run: Run) -> RunOut:
-        assert run.id is not None
         duration = (
             (run.finished_at - run.started_at).total_seconds()
             if run.started_at and run.finished_at
@@ -78,7 +75,6 @@ class ItemOut(BaseModel):
 
     @classmethod
     def of(cls, item: Item) -> ItemOut:
-        assert item.id is not None
         return cls(
             id=item.id, run_id=item.run_id, url=item.url, data=item.data, created_at=item.created_at
         )

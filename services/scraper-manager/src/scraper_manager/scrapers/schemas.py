@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from servicekit.net import refused_header
 
 from scraper_manager.crawler.patterns import compile_pattern
+from scraper_manager.models import ScraperStatus
 
-ScraperStatus = Literal["idle", "pending", "running", "completed", "failed", "stopped"]
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
 _PROBE = Selector(text="<html><body></body></html>")
 

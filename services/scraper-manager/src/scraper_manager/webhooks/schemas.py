@@ -1,0 +1,70 @@
+"""Wire shapes of run webhooks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from scraper_manager.events import RUN_EVENT_TYPES
+from scraper_manager.scrapers.schemas import check_url
+
+_EXAMPLE_ID = "0b8f4c7e-2d7a-4f53-9a51-8f2f3c1d9e10"
+
+
+class WebhookCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"url": "https://client.example/hooks", "events": ["run.completed", "run.failed"]}
+            ]
+        },
+    )
+
+    url: str = Field(max_length=2048, description="Where webhook-hub POSTs the events")
+    events: list[str] = Field(
+        min_length=1,
+        max_length=len(RUN_EVENT_TYPES),
+        description=f"Any of {', '.join(RUN_EVENT_TYPES)}",
+    )
+
+    _url = field_validator("url")(check_url)
+
+
+class WebhookOut(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": _EXAMPLE_ID,
+                    "url": "https://client.example/hooks",
+                    "events": ["run.completed", "run.failed"],
+                    "created_at": "2026-11-22T10:00:00Z",
+                }
+            ]
+        }
+    )
+
+    id: str = Field(description="webhook-hub's subscription id (its delivery log is keyed by it)")
+    url: str
+    events: list[str]
+    created_at: datetime
+
+
+class WebhookCreated(WebhookOut):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": _EXAMPLE_ID,
+                    "url": "https://client.example/hooks",
+                    "events": ["run.completed", "run.failed"],
+                    "created_at": "2026-11-22T10:00:00Z",
+                    "secret": "Q2hhbmdlIG1lOiBub3QgYSByZWFsIHNlY3JldA==",
+                }
+            ]
+        }
+    )
+
+    secret: str = Field(description="Verifies the signatures (Standard Webhooks); shown once")
