@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from scraper_manager.models import Item, Run, RunStatus, RunTrigger
 
-RUN_EXAMPLE = {
+RUN_EXAMPLE: dict[str, Any] = {
     "id": 17,
     "scraper_id": 4,
     "status": "completed",
@@ -29,7 +29,7 @@ RUN_EXAMPLE = {
         "duration_seconds": 89.0,
     },
 }
-ITEM_EXAMPLE = {
+ITEM_EXAMPLE: dict[str, Any] = {
     "id": 1001,
     "run_id": 17,
     "url": "https://shop.example/catalog?page=1",

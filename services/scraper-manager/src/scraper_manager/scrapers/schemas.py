@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -94,7 +94,7 @@ def check_selectors(selectors: dict[str, str]) -> dict[str, str]:
     return selectors
 
 
-CREATE_EXAMPLE = {
+CREATE_EXAMPLE: dict[str, Any] = {
     "name": "catalog",
     "url": "https://shop.example/catalog",
     "schedule": "0 6 * * *",
@@ -106,7 +106,7 @@ CREATE_EXAMPLE = {
     "item_selector": "div.product",
     "selectors": {"name": "h2::text", "price": "span.price::text", "link": "a::attr(href)"},
 }
-SCRAPER_EXAMPLE = {
+SCRAPER_EXAMPLE: dict[str, Any] = {
     "id": 4,
     **CREATE_EXAMPLE,
     "proxy_pool": None,
