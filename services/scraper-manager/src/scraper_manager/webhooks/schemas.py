@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.scrapers.schemas import check_url
 
-_EXAMPLE_ID = "0b8f4c7e-2d7a-4f53-9a51-8f2f3c1d9e10"
+WEBHOOK_EXAMPLE: dict[str, Any] = {
+    "id": "0b8f4c7e-2d7a-4f53-9a51-8f2f3c1d9e10",
+    "url": "https://client.example/hooks",
+    "events": ["run.completed", "run.failed"],
+    "created_at": "2026-11-22T10:00:00Z",
+}
 
 
 class WebhookCreate(BaseModel):
@@ -39,18 +45,7 @@ class WebhookCreate(BaseModel):
 
 
 class WebhookOut(BaseModel):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "id": _EXAMPLE_ID,
-                    "url": "https://client.example/hooks",
-                    "events": ["run.completed", "run.failed"],
-                    "created_at": "2026-11-22T10:00:00Z",
-                }
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra={"examples": [WEBHOOK_EXAMPLE]})
 
     id: str = Field(description="webhook-hub's subscription id (its delivery log is keyed by it)")
     url: str
@@ -61,15 +56,7 @@ class WebhookOut(BaseModel):
 class WebhookCreated(WebhookOut):
     model_config = ConfigDict(
         json_schema_extra={
-            "examples": [
-                {
-                    "id": _EXAMPLE_ID,
-                    "url": "https://client.example/hooks",
-                    "events": ["run.completed", "run.failed"],
-                    "created_at": "2026-11-22T10:00:00Z",
-                    "secret": "Q2hhbmdlIG1lOiBub3QgYSByZWFsIHNlY3JldA==",
-                }
-            ]
+            "examples": [{**WEBHOOK_EXAMPLE, "secret": "Q2hhbmdlIG1lOiBub3QgYSByZWFsIHNlY3JldA=="}]
         }
     )
 
