@@ -1,122 +1,257 @@
-"""Run webhooks: the request webhook-hub receives over NATS carries the client as owner and only
-run event types. (The full delivery path is tested end to end in tests-e2e.)"""
+"""Run webhooks against a real webhook-hub (its worker process, over NATS): registration makes
+a subscription owned by the client in the hub, deletion removes it, and no failure part way
+leaves a subscription in the hub that scraper-manager does not know of."""
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import nats
 import pytest
 from nats.aio.client import Client as NatsClient
-from nats.aio.msg import Msg
-from sqlalchemy.ext.asyncio import AsyncEngine
+from scraper_manager.app import create_app
+from scraper_manager.models import ScraperWebhook, WebhookStatus
+from scraper_manager.settings import Settings
+from scraper_manager.webhooks.service import SOURCE, WebhookService
+from servicekit.contracts.webhook_hub import HubSubscriptions
+from servicekit.db.engine import create_session_factory
+from servicekit.embedded.nats import EmbeddedNats
+from servicekit.testing import HttpReceiver, serve_app
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+from sqlmodel import select
 
-from tests.factories import make_client
+from tests.factories import Client, make_client
+from tests.hub import eventually_true, webhook_hub_worker
+
+EVENTS = ["run.completed", "run.failed"]
 
 
-class HubRequests:
-    """What webhook-hub would receive on `hub.subscriptions.*`, answered as it answers."""
+@dataclass
+class Link:
+    client: NatsClient
 
-    def __init__(self) -> None:
-        self.received: list[tuple[str, dict[str, Any]]] = []
 
-    async def handle(self, msg: Msg) -> None:
-        payload = json.loads(msg.data)
-        action = msg.subject.rsplit(".", 1)[-1]
-        self.received.append((action, payload))
-        if action == "create":
-            reply = {"ok": True, "subscription": {"id": str(uuid.uuid4()), "secret": "s" * 32}}
-        else:
-            reply = {"ok": True}
-        await msg.respond(json.dumps(reply).encode())
+@pytest.fixture(scope="module")
+def hub_database(postgres_server_url: str, nats_url: str) -> Iterator[str]:
+    with webhook_hub_worker(postgres_server_url, nats_url) as database_url:
+        yield database_url
 
 
 @pytest.fixture
-async def hub(nats_url: str) -> AsyncIterator[HubRequests]:
-    connection: NatsClient = await nats.connect(nats_url)
-    requests = HubRequests()
-    subscription = await connection.subscribe("hub.subscriptions.*", cb=requests.handle)
-    yield requests
-    await subscription.unsubscribe()
-    await connection.close()
+async def hub(
+    hub_database: str, nats_url: str, client: httpx.AsyncClient
+) -> AsyncIterator[HubSubscriptions]:
+    """The hub as scraper-manager asks it, once it knows scraper-manager's event types
+    (published by the app under test when it connects; the hub syncs them every 5 s)."""
+    from servicekit.db.engine import to_sqlalchemy_url
+
+    engine = create_async_engine(to_sqlalchemy_url(hub_database), poolclass=NullPool)
+
+    async def knows_run_events() -> bool:
+        async with engine.connect() as connection:
+            found = await connection.scalar(
+                text("SELECT count(*) FROM event_types WHERE name = 'run.completed'")
+            )
+        return bool(found)
+
+    connection = await nats.connect(nats_url)
+    try:
+        await eventually_true(knows_run_events, 30, "webhook-hub learning the run event types")
+        yield HubSubscriptions(Link(connection), source=SOURCE, timeout=5)
+    finally:
+        await connection.close()
+        await engine.dispose()
 
 
-async def test_registration_asks_webhook_hub_for_the_clients_run_events(
-    client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubRequests
+async def register(
+    client: httpx.AsyncClient, who: Client, url: str, events: list[str] = EVENTS
+) -> httpx.Response:
+    return await client.post(
+        "/api/v1/webhooks", json={"url": url, "events": events}, headers=who.headers
+    )
+
+
+async def local_rows(engine: AsyncEngine, owner: str) -> list[ScraperWebhook]:
+    async with create_session_factory(engine)() as session:
+        statement = select(ScraperWebhook).where(ScraperWebhook.owner == owner)
+        return list((await session.exec(statement)).all())
+
+
+async def test_registration_subscribes_the_url_in_webhook_hub_for_the_client_only(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
 ) -> None:
     who = await make_client(db_engine, "write")
-    response = await client.post(
-        "/api/v1/webhooks",
-        json={"url": "https://client.example/hooks", "events": ["run.completed", "run.failed"]},
-        headers=who.headers,
-    )
-    assert response.status_code == 201
+    response = await register(client, who, http_receiver.url)
+    assert response.status_code == 201, response.text
     body = response.json()
     assert set(body) == {"id", "url", "events", "secret", "created_at"}
     assert len(body["secret"]) == 32
-    action, request = hub.received[0]
-    assert action == "create"
-    assert request == {
-        "source": "scraper-manager",
-        "tenant": who.owner,
-        "endpoint_url": "https://client.example/hooks",
-        "events": ["run.completed", "run.failed"],
-        "email": None,
-    }
+    [subscription] = await hub.list(who.owner)
+    assert str(subscription.id) == body["id"]
+    assert subscription.events == EVENTS
+    assert subscription.endpoint_url == http_receiver.url
+    assert await hub.list(f"someone-else-{uuid.uuid4().hex[:6]}") == []
     listed = (await client.get("/api/v1/webhooks", headers=who.headers)).json()
     assert [w["id"] for w in listed] == [body["id"]]
     assert "secret" not in listed[0]
 
 
-async def test_unknown_event_names_are_422_and_nothing_is_asked(
-    client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubRequests
+async def test_unknown_event_names_are_422_and_nothing_is_registered(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
 ) -> None:
     who = await make_client(db_engine, "write")
-    response = await client.post(
-        "/api/v1/webhooks",
-        json={"url": "https://client.example/hooks", "events": ["order.paid"]},
-        headers=who.headers,
-    )
+    response = await register(client, who, "https://client.example/hooks", ["order.paid"])
     assert response.status_code == 422
+    assert response.json()["code"] == "unknown_event_types"
     assert response.json()["invalid_events"] == ["order.paid"]
-    assert hub.received == []
+    assert await hub.list(who.owner) == []
+    assert await local_rows(db_engine, who.owner) == []
 
 
-async def test_deleting_a_webhook_asks_the_hub_and_another_clients_is_404(
-    client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubRequests
+async def test_a_webhook_the_hub_refuses_is_422_and_leaves_no_record(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
+) -> None:
+    who = await make_client(db_engine, "write")
+    # Credentials in the URL: webhook-hub refuses them (headers carry secrets there).
+    response = await register(client, who, "https://user:pw@client.example/hooks")
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]
+    assert await hub.list(who.owner) == []
+    assert await local_rows(db_engine, who.owner) == []
+
+
+async def test_deleting_a_webhook_removes_the_subscription_and_another_clients_is_404(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
 ) -> None:
     owner = await make_client(db_engine, "admin")
     stranger = await make_client(db_engine, "admin")
-    created = (
-        await client.post(
-            "/api/v1/webhooks",
-            json={"url": "https://client.example/hooks", "events": ["run.completed"]},
-            headers=owner.headers,
+    created = (await register(client, owner, http_receiver.url)).json()
+    path = f"/api/v1/webhooks/{created['id']}"
+    assert (await client.delete(path, headers=stranger.headers)).status_code == 404
+    assert (await client.delete(path, headers=owner.headers)).status_code == 204
+    assert await hub.list(owner.owner) == []
+    assert (await client.get("/api/v1/webhooks", headers=owner.headers)).json() == []
+    assert (await client.delete(path, headers=owner.headers)).status_code == 404
+
+
+async def test_a_failure_after_the_hub_subscribed_leaves_no_orphan_and_says_so(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
+) -> None:
+    """A real failure between the two writes: a trigger makes the local write that records
+    the hub's subscription fail (only the first, `pending` record may be written)."""
+    who = await make_client(db_engine, "write")
+    trigger = f"fail_{uuid.uuid4().hex[:8]}"
+    async with db_engine.begin() as connection:
+        await connection.execute(
+            text(
+                f"""
+                CREATE FUNCTION {trigger}() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                  IF to_jsonb(NEW)->>'status' IS DISTINCT FROM 'pending' THEN
+                    RAISE EXCEPTION 'disk full (the test says)';
+                  END IF;
+                  RETURN NEW;
+                END $$
+                """
+            )
         )
-    ).json()
+        await connection.execute(
+            text(
+                f"CREATE TRIGGER {trigger} BEFORE INSERT OR UPDATE ON scraper_webhooks "
+                f"FOR EACH ROW WHEN (NEW.owner = '{who.owner}') EXECUTE FUNCTION {trigger}()"
+            )
+        )
+    try:
+        response = await register(client, who, http_receiver.url)
+    finally:
+        async with db_engine.begin() as connection:
+            await connection.execute(text(f"DROP TRIGGER {trigger} ON scraper_webhooks"))
+            await connection.execute(text(f"DROP FUNCTION {trigger}()"))
+    assert response.status_code == 503, response.text
+    assert response.json()["code"] == "registration_failed"
+    assert "nothing was registered" in response.json()["error"]
+    assert await hub.list(who.owner) == []
+    assert await local_rows(db_engine, who.owner) == []
+
+
+async def add_pending(engine: AsyncEngine, owner: str, age: timedelta) -> None:
+    async with create_session_factory(engine)() as session, session.begin():
+        session.add(
+            ScraperWebhook(
+                id=str(uuid.uuid4()),
+                owner=owner,
+                url="http://127.0.0.1:9/hooks",
+                events=EVENTS,
+                created_at=datetime.now(UTC) - age,
+            )
+        )
+
+
+async def test_the_reconciler_deletes_the_subscription_of_an_interrupted_registration(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
+    service_settings: Settings,
+) -> None:
+    """A process that died between the hub's answer and its own write left a pending row and
+    a subscription nobody here knows; the client's registered webhook stays."""
+    who = await make_client(db_engine, "write")
+    kept = (await register(client, who, http_receiver.url)).json()
+    await add_pending(db_engine, who.owner, age=timedelta(minutes=5))
+    orphan = await hub.create(who.owner, http_receiver.url, ["run.failed"])
+    service = WebhookService(create_session_factory(db_engine), hub)
+
     assert (
-        await client.delete(f"/api/v1/webhooks/{created['id']}", headers=stranger.headers)
-    ).status_code == 404
-    assert (
-        await client.delete(f"/api/v1/webhooks/{created['id']}", headers=owner.headers)
-    ).status_code == 204
-    assert hub.received[-1] == (
-        "delete",
-        {"source": "scraper-manager", "tenant": owner.owner, "id": created["id"]},
+        await service.reconcile(timedelta(seconds=service_settings.webhook_pending_grace_seconds))
+        == 1
     )
 
+    assert [str(s.id) for s in await hub.list(who.owner)] == [kept["id"]]
+    assert str(orphan.id) != kept["id"]
+    rows = await local_rows(db_engine, who.owner)
+    assert [(r.subscription_id, r.status) for r in rows] == [(kept["id"], WebhookStatus.ACTIVE)]
 
-async def test_without_webhook_hub_the_answer_is_503(
-    client: httpx.AsyncClient, db_engine: AsyncEngine
+
+async def test_the_reconciler_leaves_a_registration_in_progress_alone(
+    db_engine: AsyncEngine, hub: HubSubscriptions, http_receiver: HttpReceiver
 ) -> None:
     who = await make_client(db_engine, "write")
-    response = await client.post(
-        "/api/v1/webhooks",
-        json={"url": "https://client.example/hooks", "events": ["run.completed"]},
-        headers=who.headers,
-    )
+    await add_pending(db_engine, who.owner, age=timedelta(minutes=5))
+    await add_pending(db_engine, who.owner, age=timedelta(seconds=1))
+    in_progress = await hub.create(who.owner, http_receiver.url, ["run.failed"])
+    service = WebhookService(create_session_factory(db_engine), hub)
+
+    assert await service.reconcile(timedelta(seconds=60)) == 0
+
+    assert [s.id for s in await hub.list(who.owner)] == [in_progress.id]
+    assert len(await local_rows(db_engine, who.owner)) == 2
+
+
+async def test_without_webhook_hub_registration_is_503_and_nothing_is_listed(
+    db_engine: AsyncEngine, service_settings: Settings, restartable_nats: EmbeddedNats
+) -> None:
+    """On a NATS where no webhook-hub answers."""
+    who = await make_client(db_engine, "write")
+    settings = service_settings.model_copy(update={"nats_url": restartable_nats.url})
+    async with serve_app(create_app(settings)) as client:
+        response = await register(client, who, "https://client.example/hooks")
+        listed = (await client.get("/api/v1/webhooks", headers=who.headers)).json()
     assert response.status_code == 503
+    assert response.json()["code"] == "unavailable"
+    assert listed == []

@@ -1,21 +1,81 @@
-"""scraper-manager's errors: the servicekit kinds it raises and the OpenAPI responses they
-generate. The spec leaves the body of errors open; we use servicekit's flat envelope, as
-webhook-hub does, so a client of both parses one form: `{"error": <text>, "code": <code>}`."""
+"""scraper-manager's errors: the servicekit kinds it raises, one class per thing a client can
+run into, and the OpenAPI responses they generate. The spec leaves the body of errors open;
+we use servicekit's flat envelope, as webhook-hub does, so a client of both parses one form:
+`{"error": <text>, "code": <code>}`."""
 
 from typing import Any
 
 from servicekit.errors import (
-    BadRequest,
     Conflict,
     Forbidden,
     InvalidCursor,
     NotFound,
-    PayloadTooLarge,
     ServiceError,
+    ServiceUnavailable,
     Unauthorized,
     UnprocessableEntity,
 )
 from servicekit.web.errors import FlatErrorBody, error_responses, flat_error_body
+
+
+class ScraperNotFound(NotFound):
+    default_message = "Scraper not found"
+
+
+class RunNotFound(NotFound):
+    default_message = "Run not found"
+
+
+class WebhookNotFound(NotFound):
+    default_message = "Webhook not found"
+
+
+class AlreadyRunning(Conflict):
+    code = "already_running"
+    default_message = "The scraper is already running"
+
+
+class NotRunning(Conflict):
+    code = "not_running"
+    default_message = "The scraper is not running"
+
+
+class ScraperLimitReached(Conflict):
+    code = "scraper_limit_reached"
+    default_message = "The client has as many scrapers as it may"
+
+
+class UnknownProxyPool(UnprocessableEntity):
+    code = "unknown_proxy_pool"
+    default_message = "proxy_pool is not a pool the operator configured"
+
+
+class AddressNotAllowed(UnprocessableEntity):
+    code = "address_not_allowed"
+    default_message = "url points at an address crawls may not reach"
+
+
+class UnknownRunEvents(UnprocessableEntity):
+    code = "unknown_event_types"
+    default_message = "events names types that are not run events"
+
+
+class WebhookRefused(UnprocessableEntity):
+    default_message = "webhook-hub refused the webhook"
+
+
+class RegistrationFailed(ServiceUnavailable):
+    code = "registration_failed"
+    default_message = (
+        "The webhook could not be recorded; nothing was registered (its subscription in "
+        "webhook-hub was removed). Try again."
+    )
+
+
+class RequestInvalid(UnprocessableEntity):
+    """What FastAPI's request validation answers (rendered by servicekit), for the docs."""
+
+    default_message = "body.url: Field required"
 
 
 def declared(*errors: type[ServiceError]) -> dict[int | str, dict[str, Any]]:
@@ -23,9 +83,5 @@ def declared(*errors: type[ServiceError]) -> dict[int | str, dict[str, Any]]:
     return error_responses(FlatErrorBody, *errors, example_of=flat_error_body)
 
 
-AUTH_ERRORS = declared(Unauthorized, Forbidden)
-NOT_FOUND = declared(NotFound)
-BAD_CURSOR = declared(InvalidCursor)
-BAD_REQUEST = declared(BadRequest)
-CONFLICT = declared(Conflict)
-INVALID = declared(PayloadTooLarge, UnprocessableEntity)
+AUTH = (Unauthorized, Forbidden)
+__all__ = ["AUTH", "InvalidCursor", "declared"]

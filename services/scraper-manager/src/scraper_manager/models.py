@@ -2,6 +2,7 @@
 come from servicekit; these are created by the second migration."""
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,10 +21,42 @@ def _json(**kwargs: Any) -> Any:
     return Field(sa_column=sa.Column(postgresql.JSONB(), nullable=False, **kwargs))
 
 
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    # A firing that found the scraper still running: history, not the scraper's state.
+    SKIPPED = "skipped"
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.PENDING, RunStatus.RUNNING)
+FINAL_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.STOPPED)
+
+
+class ScraperStatus(StrEnum):
+    """A scraper's status is its latest run's (skipped ones aside), or `idle` without runs."""
+
+    IDLE = "idle"
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class RunTrigger(StrEnum):
+    MANUAL = "manual"
+    SCHEDULE = "schedule"
+
+
+# Ids are typed as present: a row read from the database has one, and one made here gets it
+# at its flush (the default None never reaches a caller that reads it).
 class Scraper(SQLModel, table=True):
     __tablename__ = "scrapers"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     owner: str = Field(max_length=200, index=True)
     name: str = Field(max_length=200)
     url: str = Field(max_length=2048)
@@ -48,11 +81,12 @@ class Scraper(SQLModel, table=True):
 class Run(SQLModel, table=True):
     __tablename__ = "runs"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = Field(default=None, primary_key=True)
     scraper_id: int = Field(foreign_key="scrapers.id", index=True, ondelete="CASCADE")
     owner: str = Field(max_length=200)
-    status: str = Field(default="pending", max_length=16)
-    trigger: str = Field(default="manual", max_length=16)
+    # Stored as text (varchar), compared and bound as the enums' values.
+    status: RunStatus = Field(default=RunStatus.PENDING, sa_type=sa.String(16))
+    trigger: RunTrigger = Field(default=RunTrigger.MANUAL, sa_type=sa.String(16))
     created_at: datetime = _tz(default_factory=utcnow)
     started_at: datetime | None = _tz(default=None)
     finished_at: datetime | None = _tz(default=None)
@@ -71,7 +105,7 @@ class Run(SQLModel, table=True):
 class Item(SQLModel, table=True):
     __tablename__ = "items"
 
-    id: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger, primary_key=True))
+    id: int = Field(default=None, sa_column=sa.Column(sa.BigInteger, primary_key=True))
     run_id: int = Field(foreign_key="runs.id", index=True, ondelete="CASCADE")
     scraper_id: int = Field(index=True)
     url: str
@@ -79,12 +113,21 @@ class Item(SQLModel, table=True):
     created_at: datetime = _tz(default_factory=utcnow)
 
 
+class WebhookStatus(StrEnum):
+    # Written (and committed) before webhook-hub is asked, so an interrupted registration
+    # leaves a trace the reconciler follows; `active` once the hub's subscription is recorded.
+    PENDING = "pending"
+    ACTIVE = "active"
+
+
 class ScraperWebhook(SQLModel, table=True):
-    """A client's webhook; webhook-hub stores and delivers it (`id` is the hub's)."""
+    """A client's webhook; webhook-hub stores and delivers it as `subscription_id`."""
 
     __tablename__ = "scraper_webhooks"
 
     id: str = Field(primary_key=True, max_length=64)
+    subscription_id: str | None = Field(default=None, max_length=64)
+    status: WebhookStatus = Field(default=WebhookStatus.PENDING, sa_type=sa.String(16))
     owner: str = Field(max_length=200, index=True)
     url: str = Field(max_length=2048)
     events: list[str] = Field(sa_column=sa.Column(postgresql.ARRAY(sa.String(200)), nullable=False))
@@ -105,13 +148,19 @@ class OAuthClient(SQLModel, table=True):
 
 
 __all__ = [
+    "ACTIVE_RUN_STATUSES",
+    "FINAL_RUN_STATUSES",
     "ApiKey",
     "Item",
     "OAuthClient",
     "OutboxEvent",
     "ProcessedEvent",
     "Run",
+    "RunStatus",
+    "RunTrigger",
     "Scraper",
+    "ScraperStatus",
     "ScraperWebhook",
+    "WebhookStatus",
     "metadata",
 ]

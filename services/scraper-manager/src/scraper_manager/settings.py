@@ -44,6 +44,11 @@ class Settings(ServiceSettings):
     requeue_after_seconds: float = 5.0
     # How long to wait for webhook-hub to answer a subscription request over NATS.
     hub_request_timeout_seconds: float = 5.0
+    # A webhook registration still pending after this long was interrupted: the reconciler
+    # deletes what the hub holds for it (well beyond the hub's answer time, so never one in
+    # progress), every `webhook_reconcile_seconds`.
+    webhook_pending_grace_seconds: float = 60.0
+    webhook_reconcile_seconds: float = 30.0
 
     # OAuth2: our own client-credentials tokens (HS256, short-lived) ...
     oauth_token_secret: SecretStr = SecretStr("dev-insecure-scraper-oauth-secret-0123456789")

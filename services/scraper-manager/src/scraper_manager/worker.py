@@ -1,4 +1,5 @@
-"""`scraper-manager worker`: the outbox relay and the service's background loops."""
+"""`scraper-manager worker`: the outbox relay and the service's background loops (runs,
+schedules, and the reconciliation of interrupted webhook registrations)."""
 
 import asyncio
 
@@ -8,6 +9,7 @@ from scraper_manager.crawler.runner import run_loop
 from scraper_manager.events import registry
 from scraper_manager.scheduling.scheduler import scheduler_loop
 from scraper_manager.settings import Settings
+from scraper_manager.webhooks.service import webhook_reconcile_loop
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
@@ -15,6 +17,6 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         settings,
         source="scraper-manager",
         registry=registry,
-        loops=[run_loop(settings), scheduler_loop(settings)],
+        loops=[run_loop(settings), scheduler_loop(settings), webhook_reconcile_loop(settings)],
         stop=stop,
     )

@@ -1,5 +1,5 @@
 """What a reader of an OpenAPI document needs from every operation: a summary, a description,
-an example of the request body it takes and of the success response it gives. One check for
+an example of the request body it takes and of every response with a body, errors included. One check for
 the three services' documents (and any later one)."""
 
 from __future__ import annotations
@@ -46,13 +46,11 @@ def undocumented_operations(document: dict[str, Any]) -> list[str]:
             if not operation.get("description"):
                 gaps.append(f"{name}: no description")
             body = operation.get("requestBody", {}).get("content", {})
-            json_body = body.get("application/json")
-            if json_body is not None and not _media_has_example(document, json_body):
-                gaps.append(f"{name}: no request example")
+            for media_type, media in body.items():
+                if not _media_has_example(document, media):
+                    gaps.append(f"{name}: no request example ({media_type})")
             for status, response in operation.get("responses", {}).items():
-                if not str(status).startswith("2"):
-                    continue
-                media = response.get("content", {}).get("application/json")
-                if media is not None and not _media_has_example(document, media):
-                    gaps.append(f"{name}: no example of its {status} response")
+                for media_type, media in response.get("content", {}).items():
+                    if not _media_has_example(document, media):
+                        gaps.append(f"{name}: no example of its {status} response ({media_type})")
     return gaps

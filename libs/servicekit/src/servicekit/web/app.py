@@ -93,6 +93,7 @@ def create_service_app(
     app.include_router(operations_router())
     _document_guards(
         app,
+        render_error,
         validation_status=validation_status,
         max_json_depth=max_json_depth,
         max_body_bytes=max_body_bytes or settings.max_request_body_bytes,
@@ -101,7 +102,12 @@ def create_service_app(
 
 
 def _document_guards(
-    app: FastAPI, *, validation_status: int, max_json_depth: int, max_body_bytes: int
+    app: FastAPI,
+    render: ErrorRenderer,
+    *,
+    validation_status: int,
+    max_json_depth: int,
+    max_body_bytes: int,
 ) -> None:
     """The OpenAPI document also says what the middleware answers (413, the input guard)."""
     generate = app.openapi
@@ -113,6 +119,7 @@ def _document_guards(
                 validation_status=validation_status,
                 max_json_depth=max_json_depth,
                 max_body_bytes=max_body_bytes,
+                render=render,
             )
         return app.openapi_schema
 

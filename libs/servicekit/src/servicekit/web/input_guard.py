@@ -10,6 +10,7 @@ and the app never sees it, so nothing is changed.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -243,15 +244,21 @@ GUARD_DESCRIPTION = (
 
 
 def document_input_limits(
-    openapi: dict[str, Any], *, validation_status: int, max_json_depth: int, max_body_bytes: int
+    openapi: dict[str, Any],
+    *,
+    validation_status: int,
+    max_json_depth: int,
+    max_body_bytes: int,
+    render: ErrorRenderer | None = None,
 ) -> dict[str, Any]:
     """Declare in an OpenAPI document what the guards answer: their refusals beside the
     validation status on every operation (a NUL in any query string is one), and 413 on every
     operation taking a body. Each response borrows the error schema the operation already
-    declares, so it is in the service's own envelope."""
+    declares, so it is in the service's own envelope (FastAPI's `HTTPValidationError` is not
+    what the service answers); with `render`, each gets an example rendered for its path."""
     status = str(validation_status)
     note = GUARD_DESCRIPTION.format(depth=max_json_depth)
-    for item in openapi.get("paths", {}).values():
+    for path, item in openapi.get("paths", {}).items():
         for method, operation in item.items():
             if not isinstance(operation, dict):
                 continue
@@ -264,14 +271,42 @@ def document_input_limits(
                     **envelope,
                 }
             validation = responses.setdefault(status, {"description": "Invalid input", **envelope})
+            if _is_fastapi_validation(validation) and envelope:
+                validation["content"] = envelope["content"]
             if note not in validation.get("description", ""):
                 described = validation.get("description", "")
                 validation["description"] = f"{described}. {note}" if described else note
+            if render is not None:
+                request = Request({"type": "http", "method": method.upper(), "path": path})
+                for code, error in (
+                    (status, UnprocessableEntity("body.name: Field required")),
+                    ("413", PayloadTooLarge()),
+                ):
+                    if code in responses:
+                        _add_example(responses[code], error.code, render(error, request))
     return openapi
 
 
+def _is_fastapi_validation(response: dict[str, Any]) -> bool:
+    schema = response.get("content", {}).get("application/json", {}).get("schema", {})
+    return bool(schema.get("$ref", "").endswith("/HTTPValidationError"))
+
+
+def _add_example(response: dict[str, Any], name: str, body: dict[str, Any]) -> None:
+    media = response.setdefault("content", {}).setdefault("application/json", {})
+    examples = media.setdefault("examples", {})
+    examples.setdefault(name, {"value": body})
+
+
 def _error_content(responses: dict[str, Any], preferred: str) -> dict[str, Any]:
+    """The envelope's schema alone (a copy: each response gets its own examples)."""
     for code in (preferred, *sorted(responses)):
-        if code.startswith("4") and "content" in responses.get(code, {}):
-            return {"content": responses[code]["content"]}
+        media = responses.get(code, {}).get("content", {}).get("application/json")
+        if (
+            code.startswith("4")
+            and media
+            and "schema" in media
+            and not _is_fastapi_validation(responses[code])
+        ):
+            return {"content": {"application/json": {"schema": copy.deepcopy(media["schema"])}}}
     return {}

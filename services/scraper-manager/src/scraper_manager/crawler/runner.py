@@ -42,7 +42,7 @@ from scraper_manager.events import (
     ItemsCollected,
     RunEvent,
 )
-from scraper_manager.models import Run, Scraper
+from scraper_manager.models import Run, RunStatus, Scraper
 from scraper_manager.settings import Settings
 
 logger = structlog.get_logger(__name__)
@@ -54,16 +54,16 @@ RUNS_CHANNEL = "scraper_runs"
 
 _CLAIM = text(
     """
-    UPDATE runs SET status = 'running', started_at = now(), heartbeat_at = now(),
+    UPDATE runs SET status = :running, started_at = now(), heartbeat_at = now(),
                     worker_id = :worker
-    WHERE id = :run_id AND status = 'pending'
+    WHERE id = :run_id AND status = :pending
     RETURNING id
     """
 )
 _WAITING = text(
     """
     SELECT id FROM runs
-    WHERE status = 'pending' AND created_at < now() - make_interval(secs => :after)
+    WHERE status = :pending AND created_at < now() - make_interval(secs => :after)
     ORDER BY id LIMIT 100
     """
 )
@@ -78,9 +78,9 @@ _HEARTBEAT = text(
 )
 _REAP = text(
     """
-    UPDATE runs SET status = 'failed', finished_at = now(),
+    UPDATE runs SET status = :failed, finished_at = now(),
         last_error = 'worker lost: no heartbeat for ' || CAST(:lease AS int) || ' s'
-    WHERE status = 'running' AND heartbeat_at < now() - make_interval(secs => :lease)
+    WHERE status = :running AND heartbeat_at < now() - make_interval(secs => :lease)
     RETURNING id
     """
 )
@@ -98,7 +98,6 @@ def worker_name() -> str:
 
 
 def event_of(run: Run) -> RunEvent:
-    assert run.id is not None
     return RunEvent(
         scraper_id=run.scraper_id,
         run_id=run.id,
@@ -134,7 +133,15 @@ class RunExecutor:
         been first)."""
         async with self.runtime.session_factory() as session, session.begin():
             connection = await session.connection()
-            run_id = await connection.scalar(_CLAIM, {"worker": self.worker, "run_id": wanted})
+            run_id = await connection.scalar(
+                _CLAIM,
+                {
+                    "worker": self.worker,
+                    "run_id": wanted,
+                    "running": RunStatus.RUNNING,
+                    "pending": RunStatus.PENDING,
+                },
+            )
             if run_id is None:
                 return None
             run = await session.get(Run, run_id)
@@ -147,7 +154,15 @@ class RunExecutor:
         async with self.runtime.session_factory() as session:
             connection = await session.connection()
             waiting = (
-                (await connection.execute(_WAITING, {"after": self.settings.requeue_after_seconds}))
+                (
+                    await connection.execute(
+                        _WAITING,
+                        {
+                            "after": self.settings.requeue_after_seconds,
+                            "pending": RunStatus.PENDING,
+                        },
+                    )
+                )
                 .scalars()
                 .all()
             )
@@ -160,7 +175,16 @@ class RunExecutor:
         async with self.runtime.session_factory() as session, session.begin():
             connection = await session.connection()
             lost = (
-                (await connection.execute(_REAP, {"lease": self.settings.run_lease_seconds}))
+                (
+                    await connection.execute(
+                        _REAP,
+                        {
+                            "lease": self.settings.run_lease_seconds,
+                            "running": RunStatus.RUNNING,
+                            "failed": RunStatus.FAILED,
+                        },
+                    )
+                )
                 .scalars()
                 .all()
             )
@@ -222,7 +246,7 @@ class RunExecutor:
                     s,
                     ITEMS_COLLECTED,
                     ItemsCollected(
-                        scraper_id=scraper.id or 0,
+                        scraper_id=scraper.id,
                         run_id=run_id,
                         count=len(batch),
                         items_collected=int(total or 0),
@@ -293,14 +317,14 @@ class RunExecutor:
     async def _finish(self, run_id: int, crawl: Crawl, stopped: bool, error: str | None) -> None:
         stats = crawl.stats
         if stopped:
-            status = "stopped"
+            status = RunStatus.STOPPED
         elif error is not None or (stats.pages_fetched == 0 and stats.requests_failed > 0):
-            status = "failed"
+            status = RunStatus.FAILED
         else:
-            status = "completed"
+            status = RunStatus.COMPLETED
         async with self.runtime.session_factory() as session, session.begin():
             run = await session.get(Run, run_id, with_for_update=True)
-            if run is None or run.status != "running":
+            if run is None or run.status != RunStatus.RUNNING:
                 return  # deleted, or reaped meanwhile
             run.status = status
             run.finished_at = datetime.now(UTC)
@@ -313,9 +337,11 @@ class RunExecutor:
             run.last_error = clean_text(last_error) if last_error else None
             session.add(run)
             await session.flush()
-            kind = {"completed": RUN_COMPLETED, "failed": RUN_FAILED, "stopped": RUN_STOPPED}[
-                status
-            ]
+            kind = {
+                RunStatus.COMPLETED: RUN_COMPLETED,
+                RunStatus.FAILED: RUN_FAILED,
+                RunStatus.STOPPED: RUN_STOPPED,
+            }[status]
             await record_event(session, kind, event_of(run), tenant=run.owner)
         RUNS_FINISHED.labels(status).inc()
         PAGES_FETCHED.inc(stats.pages_fetched)

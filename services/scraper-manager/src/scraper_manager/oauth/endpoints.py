@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, unquote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.web.session import SessionDep
 from sqlmodel import col, select
@@ -45,6 +45,19 @@ def _basic(header: str) -> tuple[str, str] | None:
 
 
 class TokenResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "access_token": "eyJhbGciOiJIUzI1NiJ9.eyJzY29wZSI6InJlYWQifQ.c2lnbmF0dXJl",
+                    "token_type": "Bearer",
+                    "expires_in": 900,
+                    "scope": "read",
+                }
+            ]
+        }
+    )
+
     access_token: str
     token_type: str
     expires_in: int
@@ -52,6 +65,16 @@ class TokenResponse(BaseModel):
 
 
 class OAuthError(BaseModel):
+    """RFC 6749's error body (not the API's flat envelope: OAuth clients parse this one)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"error": "invalid_client", "error_description": "unknown client or wrong secret"}
+            ]
+        }
+    )
+
     error: str
     error_description: str
 
@@ -59,6 +82,33 @@ class OAuthError(BaseModel):
 @router.post(
     "/token",
     response_model=TokenResponse,
+    summary="Get an access token (client credentials)",
+    description=(
+        "OAuth2 client-credentials grant (RFC 6749 section 4.4) for corporate clients. Form "
+        "body `grant_type=client_credentials` and optionally `scope=read|write|admin` (up to "
+        "the client's level); the client authenticates with HTTP Basic or with "
+        "`client_id`/`client_secret` in the form. The token is accepted wherever API keys are."
+    ),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/x-www-form-urlencoded": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["grant_type"],
+                        "properties": {
+                            "grant_type": {"type": "string", "enum": ["client_credentials"]},
+                            "scope": {"type": "string", "enum": ["read", "write", "admin"]},
+                            "client_id": {"type": "string"},
+                            "client_secret": {"type": "string"},
+                        },
+                    },
+                    "example": "grant_type=client_credentials&scope=read",
+                }
+            },
+        }
+    },
     responses={
         400: {"model": OAuthError, "description": "unsupported_grant_type or invalid_scope"},
         401: {"model": OAuthError, "description": "invalid_client"},

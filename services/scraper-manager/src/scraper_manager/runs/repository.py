@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from scraper_manager.models import Item, Run
+from scraper_manager.models import Item, Run, RunStatus
 
 
 class RunRepository:
@@ -15,7 +15,7 @@ class RunRepository:
         self.session = session
 
     async def page(
-        self, scraper_id: int, *, limit: int, before_id: int | None, status: str | None
+        self, scraper_id: int, *, limit: int, before_id: int | None, status: RunStatus | None
     ) -> Sequence[Run]:
         statement = select(Run).where(Run.scraper_id == scraper_id)
         if before_id is not None:
@@ -31,27 +31,33 @@ class RunRepository:
     async def latest_with_items(self, scraper_id: int) -> Run | None:
         statement = (
             select(Run)
-            .where(Run.scraper_id == scraper_id, col(Run.status) != "skipped")
+            .where(Run.scraper_id == scraper_id, col(Run.status) != RunStatus.SKIPPED)
             .order_by(col(Run.id).desc())
             .limit(1)
         )
         return (await self.session.exec(statement)).first()
 
-    async def items(self, run_id: int, *, after_id: int, limit: int) -> Sequence[Item]:
-        statement = (
-            select(Item)
-            .where(Item.run_id == run_id, col(Item.id) > after_id)
-            .order_by(col(Item.id))
-            .limit(limit)
-        )
-        return (await self.session.exec(statement)).all()
+    async def items(
+        self, run_id: int, *, cursor: int | None, limit: int, newest_first: bool = False
+    ) -> Sequence[Item]:
+        """Keyset by id, which is crawl order: a page never shifts while the crawl appends."""
+        statement = select(Item).where(Item.run_id == run_id)
+        if newest_first:
+            if cursor is not None:
+                statement = statement.where(col(Item.id) < cursor)
+            statement = statement.order_by(col(Item.id).desc())
+        else:
+            if cursor is not None:
+                statement = statement.where(col(Item.id) > cursor)
+            statement = statement.order_by(col(Item.id))
+        return (await self.session.exec(statement.limit(limit))).all()
 
     async def stream_items(self, run_id: int, batch: int = 1000) -> AsyncIterator[Item]:
-        after = 0
+        after: int | None = None
         while True:
-            rows = await self.items(run_id, after_id=after, limit=batch)
+            rows = await self.items(run_id, cursor=after, limit=batch)
             for row in rows:
                 yield row
             if len(rows) < batch:
                 return
-            after = rows[-1].id or after
+            after = rows[-1].id

@@ -3,13 +3,39 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
-from scraper_manager.models import Item, Run
+from scraper_manager.models import Item, Run, RunStatus, RunTrigger
 
-RunStatus = Literal["pending", "running", "completed", "failed", "stopped", "skipped"]
+RUN_EXAMPLE: dict[str, Any] = {
+    "id": 17,
+    "scraper_id": 4,
+    "status": "completed",
+    "trigger": "manual",
+    "created_at": "2026-11-22T10:00:00Z",
+    "started_at": "2026-11-22T10:00:01Z",
+    "finished_at": "2026-11-22T10:01:30Z",
+    "items_collected": 120,
+    "last_error": None,
+    "stats": {
+        "pages_fetched": 40,
+        "items_collected": 120,
+        "requests_failed": 1,
+        "retries": 2,
+        "bytes": 1843200,
+        "status_counts": {"200": 40, "503": 1},
+        "duration_seconds": 89.0,
+    },
+}
+ITEM_EXAMPLE: dict[str, Any] = {
+    "id": 1001,
+    "run_id": 17,
+    "url": "https://shop.example/catalog?page=1",
+    "data": {"name": "Mug", "price": "12.00", "link": "/p/mug"},
+    "created_at": "2026-11-22T10:00:02Z",
+}
 
 
 class RunStats(BaseModel):
@@ -23,10 +49,12 @@ class RunStats(BaseModel):
 
 
 class RunOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [RUN_EXAMPLE]})
+
     id: int
     scraper_id: int
     status: RunStatus
-    trigger: Literal["manual", "schedule"]
+    trigger: RunTrigger
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -36,7 +64,6 @@ class RunOut(BaseModel):
 
     @classmethod
     def of(cls, run: Run) -> RunOut:
-        assert run.id is not None
         duration = (
             (run.finished_at - run.started_at).total_seconds()
             if run.started_at and run.finished_at
@@ -65,11 +92,17 @@ class RunOut(BaseModel):
 
 
 class RunList(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"data": [RUN_EXAMPLE], "next_cursor": "17"}]}
+    )
+
     data: list[RunOut]
     next_cursor: str | None
 
 
 class ItemOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [ITEM_EXAMPLE]})
+
     id: int
     run_id: int
     url: str
@@ -78,13 +111,18 @@ class ItemOut(BaseModel):
 
     @classmethod
     def of(cls, item: Item) -> ItemOut:
-        assert item.id is not None
         return cls(
             id=item.id, run_id=item.run_id, url=item.url, data=item.data, created_at=item.created_at
         )
 
 
 class ItemList(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"run_id": 17, "data": [ITEM_EXAMPLE], "next_cursor": "1001"}]
+        }
+    )
+
     run_id: int | None
     data: list[ItemOut]
     next_cursor: str | None

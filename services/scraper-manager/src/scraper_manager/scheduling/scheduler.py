@@ -21,7 +21,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.crawler.queue import enqueue_run
-from scraper_manager.models import Run, Scraper
+from scraper_manager.models import ACTIVE_RUN_STATUSES, Run, RunStatus, RunTrigger, Scraper
 from scraper_manager.scrapers.service import next_fire
 from scraper_manager.settings import Settings
 
@@ -45,17 +45,16 @@ async def fire_due(
             )
         ).all()
         for scraper in due:
-            assert scraper.id is not None
             active = (
                 await session.exec(
                     select(Run).where(
-                        Run.scraper_id == scraper.id, col(Run.status).in_(("pending", "running"))
+                        Run.scraper_id == scraper.id, col(Run.status).in_(ACTIVE_RUN_STATUSES)
                     )
                 )
             ).first()
-            run = Run(scraper_id=scraper.id, owner=scraper.owner, trigger="schedule")
+            run = Run(scraper_id=scraper.id, owner=scraper.owner, trigger=RunTrigger.SCHEDULE)
             if active is not None:
-                run.status = "skipped"
+                run.status = RunStatus.SKIPPED
                 run.finished_at = moment
                 run.last_error = f"schedule fired while run {active.id} was still {active.status}"
             session.add(run)
@@ -74,7 +73,7 @@ def scheduler_loop(settings: Settings) -> WorkerLoop:
         while not stop.is_set():
             try:
                 for run in await fire_due(runtime.session_factory):
-                    if run.status == "pending" and run.id is not None:
+                    if run.status == RunStatus.PENDING:
                         await enqueue_run(runtime, run.id)
             except Exception as exc:
                 logger.warning("scheduler tick failed", error=repr(exc))

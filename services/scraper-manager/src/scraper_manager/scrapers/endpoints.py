@@ -6,13 +6,24 @@ from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePrincipal
-from servicekit.paging import decode_id_cursor
 from servicekit.web.params import DbId
 
 from scraper_manager.crawler.queue import enqueue_run
 from scraper_manager.crawler.signals import signal_stop
 from scraper_manager.dependencies import ScraperServiceDep
-from scraper_manager.errors import AUTH_ERRORS, BAD_CURSOR, CONFLICT, INVALID, NOT_FOUND
+from scraper_manager.errors import (
+    AUTH,
+    AddressNotAllowed,
+    AlreadyRunning,
+    InvalidCursor,
+    NotRunning,
+    RequestInvalid,
+    ScraperLimitReached,
+    ScraperNotFound,
+    UnknownProxyPool,
+    declared,
+)
+from scraper_manager.models import RunStatus, ScraperStatus
 from scraper_manager.scrapers.schemas import (
     RunStarted,
     RunStopping,
@@ -20,27 +31,43 @@ from scraper_manager.scrapers.schemas import (
     ScraperList,
     ScraperOut,
     ScraperPatch,
-    ScraperStatus,
     StatusView,
 )
 
 router = APIRouter(prefix="/scrapers", tags=["scrapers"])
+CONFIG_ERRORS = (RequestInvalid, UnknownProxyPool, AddressNotAllowed)
 
 
 @router.post(
     "",
     response_model=ScraperOut,
     status_code=status.HTTP_201_CREATED,
-    responses={**AUTH_ERRORS, **CONFLICT, **INVALID},
+    summary="Create a scraper",
+    description=(
+        "Registers a scraper: where it starts (`url`), what it collects (`selectors`, "
+        "`item_selector`), which links it follows (`follow`), how fast (`rate_limit`, "
+        "`concurrency`) and when (`schedule`, a cron expression in `timezone`; registered with "
+        "the scheduler at once). Only `name` and `url` are required. A client may have "
+        "`MAX_SCRAPERS_PER_CLIENT` (50) scrapers."
+    ),
+    responses=declared(*AUTH, ScraperLimitReached, *CONFIG_ERRORS),
 )
 async def create_scraper(
     body: ScraperConfig, principal: WritePrincipal, service: ScraperServiceDep
 ) -> ScraperOut:
-    scraper = await service.create(principal.owner, body)
-    return (await service.render_many([scraper]))[0]
+    return await service.render(await service.create(principal.owner, body))
 
 
-@router.get("", response_model=ScraperList, responses={**AUTH_ERRORS, **BAD_CURSOR})
+@router.get(
+    "",
+    response_model=ScraperList,
+    summary="List scrapers",
+    description=(
+        "The client's scrapers, newest first, `limit` per page; pass `next_cursor` back as "
+        "`cursor` for the next page. `status` keeps those whose current status is that."
+    ),
+    responses=declared(*AUTH, InvalidCursor, RequestInvalid),
+)
 async def list_scrapers(
     principal: ReadPrincipal,
     service: ScraperServiceDep,
@@ -48,37 +75,49 @@ async def list_scrapers(
     cursor: Annotated[str | None, Query(max_length=20)] = None,
     status: ScraperStatus | None = None,
 ) -> ScraperList:
-    rows = list(
-        await service.scrapers.page(
-            principal.owner, limit=limit + 1, before_id=decode_id_cursor(cursor), status=status
-        )
-    )
-    next_cursor = str(rows[limit - 1].id) if len(rows) > limit else None
-    return ScraperList(data=await service.render_many(rows[:limit]), next_cursor=next_cursor)
+    page = await service.page(principal.owner, limit=limit, cursor=cursor, status=status)
+    return ScraperList(data=page.items, next_cursor=page.next_cursor)
 
 
-@router.get("/{scraper_id}", response_model=ScraperOut, responses={**AUTH_ERRORS, **NOT_FOUND})
+@router.get(
+    "/{scraper_id}",
+    response_model=ScraperOut,
+    summary="Get a scraper",
+    description="The scraper's configuration, current status and next scheduled run.",
+    responses=declared(*AUTH, ScraperNotFound, RequestInvalid),
+)
 async def get_scraper(
     scraper_id: DbId, principal: ReadPrincipal, service: ScraperServiceDep
 ) -> ScraperOut:
-    return (await service.render_many([await service.get(principal.owner, scraper_id)]))[0]
+    return await service.render(await service.get(principal.owner, scraper_id))
 
 
 @router.patch(
-    "/{scraper_id}", response_model=ScraperOut, responses={**AUTH_ERRORS, **NOT_FOUND, **INVALID}
+    "/{scraper_id}",
+    response_model=ScraperOut,
+    summary="Update a scraper",
+    description=(
+        "Changes the given fields only, validated as at creation; `null` clears a nullable "
+        "field. The schedule is registered again, so `next_run_at` follows the new one."
+    ),
+    responses=declared(*AUTH, ScraperNotFound, *CONFIG_ERRORS),
 )
 async def update_scraper(
     scraper_id: DbId, body: ScraperPatch, principal: WritePrincipal, service: ScraperServiceDep
 ) -> ScraperOut:
-    scraper = await service.update(principal.owner, scraper_id, body)
-    return (await service.render_many([scraper]))[0]
+    return await service.render(await service.update(principal.owner, scraper_id, body))
 
 
 @router.delete(
     "/{scraper_id}",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
-    responses={**AUTH_ERRORS, **NOT_FOUND},
+    summary="Delete a scraper",
+    description=(
+        "Deletes the scraper with its runs and results; a run in progress is stopped first "
+        "and the schedule goes with it. Needs an admin key."
+    ),
+    responses=declared(*AUTH, ScraperNotFound, RequestInvalid),
 )
 async def delete_scraper(
     scraper_id: DbId, principal: AdminPrincipal, service: ScraperServiceDep
@@ -90,7 +129,13 @@ async def delete_scraper(
     "/{scraper_id}/run",
     response_model=RunStarted,
     status_code=status.HTTP_202_ACCEPTED,
-    responses={**AUTH_ERRORS, **NOT_FOUND, **CONFLICT},
+    summary="Run a scraper now",
+    description=(
+        "Creates a `pending` run and queues it for a worker; follow it with "
+        "`GET /scrapers/{id}/status` or `GET /scrapers/{id}/runs/{run_id}`. 409 while the "
+        "scraper is already running (no run is created)."
+    ),
+    responses=declared(*AUTH, ScraperNotFound, AlreadyRunning, RequestInvalid),
 )
 async def run_scraper(
     scraper_id: DbId,
@@ -100,7 +145,6 @@ async def run_scraper(
     background: BackgroundTasks,
 ) -> RunStarted:
     run = await service.start_run(principal.owner, scraper_id)
-    assert run.id is not None
     # After the commit: a worker that takes the message must find the run.
     background.add_task(enqueue_run, request.app.state.runtime, run.id)
     return RunStarted(run_id=run.id, status="started")
@@ -110,7 +154,12 @@ async def run_scraper(
     "/{scraper_id}/stop",
     response_model=RunStopping,
     status_code=status.HTTP_202_ACCEPTED,
-    responses={**AUTH_ERRORS, **NOT_FOUND, **CONFLICT},
+    summary="Stop a running scraper",
+    description=(
+        "A pending run is `stopped` at once; a running one is `stopping` until its worker "
+        "ends it as `stopped` (within about a second). 409 when nothing is running."
+    ),
+    responses=declared(*AUTH, ScraperNotFound, NotRunning, RequestInvalid),
 )
 async def stop_scraper(
     scraper_id: DbId,
@@ -120,16 +169,22 @@ async def stop_scraper(
     background: BackgroundTasks,
 ) -> RunStopping:
     run = await service.stop(principal.owner, scraper_id)
-    assert run is not None
-    assert run.id is not None
-    if run.status == "running":
+    if run.status == RunStatus.RUNNING:
         # Reaches whichever worker runs the crawl at once; the heartbeat is the fall-back.
         background.add_task(signal_stop, request.app.state.runtime, run.id)
-    return RunStopping(run_id=run.id, status="stopped" if run.status == "stopped" else "stopping")
+        return RunStopping(run_id=run.id, status="stopping")
+    return RunStopping(run_id=run.id, status="stopped")
 
 
 @router.get(
-    "/{scraper_id}/status", response_model=StatusView, responses={**AUTH_ERRORS, **NOT_FOUND}
+    "/{scraper_id}/status",
+    response_model=StatusView,
+    summary="Current status of a scraper",
+    description=(
+        "The latest run's status, start time and items collected; `idle`, null and 0 when "
+        "the scraper never ran. Skipped firings do not count."
+    ),
+    responses=declared(*AUTH, ScraperNotFound, RequestInvalid),
 )
 async def scraper_status(
     scraper_id: DbId, principal: ReadPrincipal, service: ScraperServiceDep

@@ -9,9 +9,7 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from scraper_manager.models import Run, Scraper
-
-ACTIVE = ("pending", "running")
+from scraper_manager.models import ACTIVE_RUN_STATUSES, Run, RunStatus, Scraper, ScraperStatus
 
 
 class ScraperRepository:
@@ -29,7 +27,7 @@ class ScraperRepository:
         return (await self.session.exec(statement)).first()
 
     async def page(
-        self, owner: str, *, limit: int, before_id: int | None, status: str | None
+        self, owner: str, *, limit: int, before_id: int | None, status: ScraperStatus | None
     ) -> Sequence[Scraper]:
         statement = select(Scraper).where(Scraper.owner == owner)
         if before_id is not None:
@@ -37,12 +35,12 @@ class ScraperRepository:
         if status is not None:
             latest = (
                 select(Run.status)
-                .where(Run.scraper_id == Scraper.id, Run.status != "skipped")
+                .where(Run.scraper_id == Scraper.id, Run.status != RunStatus.SKIPPED)
                 .order_by(col(Run.id).desc())
                 .limit(1)
                 .scalar_subquery()
             )
-            statement = statement.where(func.coalesce(latest, "idle") == status)
+            statement = statement.where(func.coalesce(latest, ScraperStatus.IDLE.value) == status)
         statement = statement.order_by(col(Scraper.id).desc()).limit(limit)
         return (await self.session.exec(statement)).all()
 
@@ -52,7 +50,7 @@ class ScraperRepository:
         statement = (
             select(Run)
             # A skipped firing is history, not the scraper's state.
-            .where(col(Run.scraper_id).in_(scraper_ids), Run.status != "skipped")
+            .where(col(Run.scraper_id).in_(scraper_ids), Run.status != RunStatus.SKIPPED)
             .ext(distinct_on(col(Run.scraper_id)))
             .order_by(col(Run.scraper_id), col(Run.id).desc())
         )
@@ -61,7 +59,7 @@ class ScraperRepository:
     async def active_run(self, scraper_id: int) -> Run | None:
         statement = (
             select(Run)
-            .where(Run.scraper_id == scraper_id, col(Run.status).in_(ACTIVE))
+            .where(Run.scraper_id == scraper_id, col(Run.status).in_(ACTIVE_RUN_STATUSES))
             .order_by(col(Run.id).desc())
             .with_for_update()
         )

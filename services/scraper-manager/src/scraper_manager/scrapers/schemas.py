@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from servicekit.net import refused_header
 
 from scraper_manager.crawler.patterns import compile_pattern
+from scraper_manager.models import ScraperStatus
 
-ScraperStatus = Literal["idle", "pending", "running", "completed", "failed", "stopped"]
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
 _PROBE = Selector(text="<html><body></body></html>")
 
@@ -94,6 +94,33 @@ def check_selectors(selectors: dict[str, str]) -> dict[str, str]:
     return selectors
 
 
+CREATE_EXAMPLE: dict[str, Any] = {
+    "name": "catalog",
+    "url": "https://shop.example/catalog",
+    "schedule": "0 6 * * *",
+    "timezone": "Europe/Oslo",
+    "rate_limit": 2,
+    "headers": {"Accept-Language": "en"},
+    "max_pages": 200,
+    "follow": "a.next, a.product",
+    "item_selector": "div.product",
+    "selectors": {"name": "h2::text", "price": "span.price::text", "link": "a::attr(href)"},
+}
+SCRAPER_EXAMPLE: dict[str, Any] = {
+    "id": 4,
+    **CREATE_EXAMPLE,
+    "proxy_pool": None,
+    "max_depth": None,
+    "obey_robots": True,
+    "concurrency": 4,
+    "timeout_seconds": 30,
+    "status": "completed",
+    "next_run_at": "2026-11-23T05:00:00Z",
+    "created_at": "2026-11-22T09:00:00Z",
+    "updated_at": "2026-11-22T09:00:00Z",
+}
+
+
 class ScraperFields(BaseModel):
     """The configuration's fields; `ScraperConfig` validates them on the way in. Output does
     not validate again: a scraper stored under older rules is still shown."""
@@ -120,7 +147,7 @@ class ScraperFields(BaseModel):
 
 
 class ScraperConfig(ScraperFields):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [CREATE_EXAMPLE]})
 
     _url = field_validator("url")(check_url)
     _schedule = field_validator("schedule")(check_schedule)
@@ -139,7 +166,10 @@ class ScraperConfig(ScraperFields):
 class ScraperPatch(BaseModel):
     """Only the fields given change; validated as on creation."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"rate_limit": 1, "schedule": None}]},
+    )
 
     name: str | None = Field(default=None, min_length=1, max_length=200)
     url: str | None = Field(default=None, max_length=2048)
@@ -187,7 +217,7 @@ class ScraperPatch(BaseModel):
 
 
 class ScraperOut(ScraperFields):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [SCRAPER_EXAMPLE]})
 
     id: int
     status: ScraperStatus
@@ -197,11 +227,28 @@ class ScraperOut(ScraperFields):
 
 
 class ScraperList(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"data": [SCRAPER_EXAMPLE], "next_cursor": "4"}]}
+    )
+
     data: list[ScraperOut]
     next_cursor: str | None
 
 
 class StatusView(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": 4,
+                    "status": "running",
+                    "last_run": "2026-11-22T10:00:00Z",
+                    "items_count": 120,
+                }
+            ]
+        }
+    )
+
     id: int
     status: ScraperStatus
     last_run: datetime | None
@@ -209,10 +256,16 @@ class StatusView(BaseModel):
 
 
 class RunStarted(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"run_id": 17, "status": "started"}]})
+
     run_id: int
     status: Literal["started"]
 
 
 class RunStopping(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"run_id": 17, "status": "stopping"}]}
+    )
+
     run_id: int
     status: Literal["stopping", "stopped"]

@@ -9,34 +9,22 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
-from servicekit.errors import Conflict, NotFound, UnprocessableEntity
 from servicekit.net import AddressPolicy, AddressRefused, check_url
+from servicekit.paging import Page, decode_id_cursor, page_of
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from scraper_manager.models import Run, Scraper
+from scraper_manager.errors import (
+    AddressNotAllowed,
+    AlreadyRunning,
+    NotRunning,
+    ScraperLimitReached,
+    ScraperNotFound,
+    UnknownProxyPool,
+)
+from scraper_manager.models import Run, RunStatus, RunTrigger, Scraper, ScraperStatus
 from scraper_manager.scrapers.repository import ScraperRepository
 from scraper_manager.scrapers.schemas import ScraperConfig, ScraperOut, ScraperPatch, StatusView
 from scraper_manager.settings import Settings
-
-
-class ScraperLimitReached(Conflict):
-    code = "scraper_limit_reached"
-
-
-class AlreadyRunning(Conflict):
-    code = "already_running"
-
-
-class NotRunning(Conflict):
-    code = "not_running"
-
-
-class UnknownProxyPool(UnprocessableEntity):
-    code = "unknown_proxy_pool"
-
-
-class AddressNotAllowed(UnprocessableEntity):
-    code = "address_not_allowed"
 
 
 def next_fire(schedule: str | None, timezone: str, after: datetime) -> datetime | None:
@@ -52,7 +40,7 @@ def render(scraper: Scraper, latest: Run | None) -> ScraperOut:
     return ScraperOut.model_validate(
         {
             **scraper.model_dump(),
-            "status": "idle" if latest is None else latest.status,
+            "status": ScraperStatus.IDLE if latest is None else latest.status,
             "next_run_at": scraper.next_fire_at,
         }
     )
@@ -81,7 +69,7 @@ class ScraperService:
     async def get(self, owner: str, scraper_id: int, *, lock: bool = False) -> Scraper:
         scraper = await self.scrapers.get_owned(scraper_id, owner, lock=lock)
         if scraper is None:
-            raise NotFound(f"Scraper {scraper_id} not found")
+            raise ScraperNotFound(f"Scraper {scraper_id} not found")
         return scraper
 
     async def create(self, owner: str, config: ScraperConfig) -> Scraper:
@@ -121,33 +109,37 @@ class ScraperService:
 
     async def delete(self, owner: str, scraper_id: int) -> None:
         scraper = await self.get(owner, scraper_id, lock=True)
-        assert scraper.id is not None
-        await self.stop(owner, scraper.id, missing_ok=True)
+        await self._stop_active(scraper)
         await self.session.delete(scraper)
         await self.session.flush()
 
-    async def start_run(self, owner: str, scraper_id: int, trigger: str = "manual") -> Run:
+    async def start_run(
+        self, owner: str, scraper_id: int, trigger: RunTrigger = RunTrigger.MANUAL
+    ) -> Run:
         scraper = await self.get(owner, scraper_id, lock=True)
-        assert scraper.id is not None
         if await self.scrapers.active_run(scraper.id) is not None:
             raise AlreadyRunning(f"Scraper {scraper_id} is already running")
-        run = Run(scraper_id=scraper.id, owner=owner, status="pending", trigger=trigger)
+        run = Run(scraper_id=scraper.id, owner=owner, status=RunStatus.PENDING, trigger=trigger)
         self.session.add(run)
         await self.session.flush()
         await self.scrapers.notify_runs()
         return run
 
-    async def stop(self, owner: str, scraper_id: int, *, missing_ok: bool = False) -> Run | None:
-        scraper = await self.get(owner, scraper_id)
-        assert scraper.id is not None
+    async def stop(self, owner: str, scraper_id: int) -> Run:
+        """Stop the active run: a pending one at once, a running one by its worker (the
+        caller signals it when the run is `running`)."""
+        run = await self._stop_active(await self.get(owner, scraper_id))
+        if run is None:
+            raise NotRunning(f"Scraper {scraper_id} is not running")
+        return run
+
+    async def _stop_active(self, scraper: Scraper) -> Run | None:
         run = await self.scrapers.active_run(scraper.id)
         if run is None:
-            if missing_ok:
-                return None
-            raise NotRunning(f"Scraper {scraper_id} is not running")
-        if run.status == "pending":
+            return None
+        if run.status == RunStatus.PENDING:
             # Never started: stopped before it starts.
-            run.status = "stopped"
+            run.status = RunStatus.STOPPED
             run.finished_at = datetime.now(UTC)
             run.last_error = "stopped before it started"
         else:
@@ -159,17 +151,31 @@ class ScraperService:
 
     async def status(self, owner: str, scraper_id: int) -> StatusView:
         scraper = await self.get(owner, scraper_id)
-        assert scraper.id is not None
         latest = (await self.scrapers.latest_runs([scraper.id])).get(scraper.id)
         if latest is None:
-            return StatusView(id=scraper.id, status="idle", last_run=None, items_count=0)
+            return StatusView(
+                id=scraper.id, status=ScraperStatus.IDLE, last_run=None, items_count=0
+            )
         return StatusView(
             id=scraper.id,
-            status=latest.status,
+            status=ScraperStatus(latest.status),
             last_run=latest.started_at or latest.created_at,
             items_count=latest.items_collected,
         )
 
+    async def page(
+        self, owner: str, *, limit: int, cursor: str | None, status: ScraperStatus | None
+    ) -> Page[ScraperOut]:
+        """Newest first; `cursor` is the last id of the previous page."""
+        rows = await self.scrapers.page(
+            owner, limit=limit + 1, before_id=decode_id_cursor(cursor), status=status
+        )
+        page = page_of(rows, limit, lambda scraper: str(scraper.id))
+        return Page(await self.render_many(page.items), page.next_cursor)
+
     async def render_many(self, scrapers: Sequence[Scraper]) -> list[ScraperOut]:
-        latest = await self.scrapers.latest_runs([s.id for s in scrapers if s.id is not None])
-        return [render(s, latest.get(s.id or 0)) for s in scrapers]
+        latest = await self.scrapers.latest_runs([s.id for s in scrapers])
+        return [render(s, latest.get(s.id)) for s in scrapers]
+
+    async def render(self, scraper: Scraper) -> ScraperOut:
+        return (await self.render_many([scraper]))[0]

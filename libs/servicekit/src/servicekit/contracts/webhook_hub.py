@@ -1,0 +1,169 @@
+"""webhook-hub's NATS request/reply service, `hub.subscriptions.{create,list,delete}`: the
+requests, the replies and a small client. webhook-hub answers with these models and
+scraper-manager asks with them, so the wire is written once.
+
+Every request names `source` (the asking service) and `tenant` (the subscription's owner).
+A reply is `{"ok": true, ...}` or `{"ok": false, "status", "code", "error", ...}`, where the
+error's extra members (e.g. `invalid_events`) sit beside the others.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any, Literal, Protocol, TypeVar
+
+import nats.errors
+from nats.aio.client import Client as NatsClient
+from pydantic import BaseModel, ConfigDict, Field
+
+from servicekit.errors import ServiceError, ServiceUnavailable
+
+SUBJECT_PREFIX = "hub.subscriptions."
+QUEUE_GROUP = "webhook-hub"
+Action = Literal["create", "list", "delete"]
+
+
+def subject(action: Action) -> str:
+    return SUBJECT_PREFIX + action
+
+
+class TenantRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(min_length=1, max_length=200)
+    tenant: str = Field(min_length=1, max_length=200)
+
+
+class CreateSubscription(TenantRequest):
+    """Subscribe `endpoint_url` to `events` (types `source` emits) for `tenant`."""
+
+    endpoint_url: str
+    events: list[str]
+    description: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    email: str | None = Field(default=None, max_length=320)
+
+
+class ListSubscriptions(TenantRequest):
+    """The tenant's subscriptions made by that source."""
+
+
+class DeleteSubscription(TenantRequest):
+    id: uuid.UUID
+
+
+class SubscriptionRecord(BaseModel):
+    id: uuid.UUID
+    consumer_id: uuid.UUID
+    endpoint_url: str
+    description: str | None
+    events: list[str]
+    is_active: bool
+    headers: dict[str, str]
+    timeout_seconds: int
+    created_at: datetime
+    updated_at: datetime
+    last_delivery_at: datetime | None
+    failure_count: int
+    disabled_at: datetime | None
+    disabled_reason: str | None
+    secret_rotated_at: datetime | None
+
+
+class NewSubscriptionRecord(SubscriptionRecord):
+    secret: str = Field(description="Standard Webhooks secret; only in the create reply")
+
+
+class Created(BaseModel):
+    ok: Literal[True] = True
+    subscription: NewSubscriptionRecord
+
+
+class Listed(BaseModel):
+    ok: Literal[True] = True
+    subscriptions: list[SubscriptionRecord]
+
+
+class Deleted(BaseModel):
+    ok: Literal[True] = True
+
+
+class Refused(BaseModel):
+    """A request the hub did not carry out; `status` and `code` are its HTTP API's."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ok: Literal[False] = False
+    status: int
+    code: str
+    error: str
+
+    @classmethod
+    def of(cls, error: ServiceError) -> Refused:
+        return cls(status=error.status_code, code=error.code, error=error.message, **error.extra)
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class HubRefused(Exception):
+    def __init__(self, reply: Refused) -> None:
+        self.reply = reply
+        super().__init__(reply.error)
+
+
+class HubUnavailable(ServiceUnavailable):
+    default_message = "webhook-hub did not answer; try again shortly"
+
+
+Reply = TypeVar("Reply", Created, Listed, Deleted)
+
+
+class NatsLink(Protocol):
+    """Where the client comes from when a request is made (`servicekit.runtime.NatsConnection`
+    raises `ServiceUnavailable` while NATS is not reachable yet)."""
+
+    @property
+    def client(self) -> NatsClient: ...
+
+
+class HubSubscriptions:
+    """The asking side: one method per action, a typed reply or `HubRefused`/`HubUnavailable`."""
+
+    def __init__(self, nats: NatsLink, *, source: str, timeout: float) -> None:
+        self.nats = nats
+        self.source = source
+        self.timeout = timeout
+
+    async def create(
+        self, tenant: str, endpoint_url: str, events: list[str], *, email: str | None = None
+    ) -> NewSubscriptionRecord:
+        request = CreateSubscription(
+            source=self.source, tenant=tenant, endpoint_url=endpoint_url, events=events, email=email
+        )
+        return (await self._ask("create", request, Created)).subscription
+
+    async def list(self, tenant: str) -> list[SubscriptionRecord]:
+        request = ListSubscriptions(source=self.source, tenant=tenant)
+        return (await self._ask("list", request, Listed)).subscriptions
+
+    async def delete(self, tenant: str, subscription_id: uuid.UUID) -> None:
+        request = DeleteSubscription(source=self.source, tenant=tenant, id=subscription_id)
+        await self._ask("delete", request, Deleted)
+
+    async def _ask(self, action: Action, request: TenantRequest, reply: type[Reply]) -> Reply:
+        try:
+            message = await self.nats.client.request(
+                subject(action),
+                request.model_dump_json(exclude_unset=True).encode(),
+                timeout=self.timeout,
+            )
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
+            raise HubUnavailable() from exc
+        answer = json.loads(message.data)
+        if not answer.get("ok"):
+            raise HubRefused(Refused.model_validate(answer))
+        return reply.model_validate(answer)

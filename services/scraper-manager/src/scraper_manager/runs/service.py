@@ -1,0 +1,123 @@
+"""Run history, run details and results of a client's scraper."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal
+
+from servicekit.paging import Page, decode_id_cursor, page_of
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from scraper_manager.errors import RunNotFound, ScraperNotFound
+from scraper_manager.models import Item, Run, RunStatus, Scraper
+from scraper_manager.runs.export import csv_cell
+from scraper_manager.runs.repository import RunRepository
+from scraper_manager.scrapers.repository import ScraperRepository
+
+DEFAULT_FIELDS = ("url", "status", "title", "description")
+ExportFormat = Literal["jsonl", "csv"]
+
+
+@dataclass(frozen=True)
+class Export:
+    filename: str
+    media_type: str
+    body: AsyncIterator[bytes]
+
+
+def export_columns(scraper: Scraper) -> list[str]:
+    """CSV columns: `url`, then the scraper's selector names (or the default item's fields)."""
+    if not scraper.selectors:
+        return list(DEFAULT_FIELDS)
+    return ["url", *[name for name in scraper.selectors if name != "url"]]
+
+
+class RunService:
+    def __init__(
+        self, session: AsyncSession, session_factory: async_sessionmaker[AsyncSession]
+    ) -> None:
+        self.session = session
+        self.session_factory = session_factory
+        self.runs = RunRepository(session)
+        self.scrapers = ScraperRepository(session)
+
+    async def _scraper(self, owner: str, scraper_id: int) -> Scraper:
+        scraper = await self.scrapers.get_owned(scraper_id, owner)
+        if scraper is None:
+            raise ScraperNotFound(f"Scraper {scraper_id} not found")
+        return scraper
+
+    async def page(
+        self,
+        owner: str,
+        scraper_id: int,
+        *,
+        limit: int,
+        cursor: str | None,
+        status: RunStatus | None,
+    ) -> Page[Run]:
+        await self._scraper(owner, scraper_id)
+        rows = await self.runs.page(
+            scraper_id, limit=limit + 1, before_id=decode_id_cursor(cursor), status=status
+        )
+        return page_of(rows, limit, lambda run: str(run.id))
+
+    async def get(self, owner: str, scraper_id: int, run_id: int) -> Run:
+        await self._scraper(owner, scraper_id)
+        run = await self.runs.get(scraper_id, run_id)
+        if run is None:
+            raise RunNotFound(f"Run {run_id} not found")
+        return run
+
+    async def results_run(self, owner: str, scraper_id: int, run_id: int | None) -> Run | None:
+        """The named run, or the latest one (None when the scraper never ran)."""
+        await self._scraper(owner, scraper_id)
+        if run_id is None:
+            return await self.runs.latest_with_items(scraper_id)
+        return await self.get(owner, scraper_id, run_id)
+
+    async def items(
+        self, run: Run, *, limit: int, cursor: str | None, newest_first: bool
+    ) -> Page[Item]:
+        rows = await self.runs.items(
+            run.id, cursor=decode_id_cursor(cursor), limit=limit + 1, newest_first=newest_first
+        )
+        return page_of(rows, limit, lambda item: str(item.id))
+
+    async def export(self, owner: str, scraper_id: int, run: Run, format: ExportFormat) -> Export:
+        scraper = await self._scraper(owner, scraper_id)
+        filename = f"scraper-{scraper_id}-run-{run.id}.{format}"
+        if format == "jsonl":
+            return Export(filename, "application/x-ndjson", self._jsonl(run.id))
+        return Export(
+            filename, "text/csv; charset=utf-8", self._csv(run.id, export_columns(scraper))
+        )
+
+    async def _stream(self, run_id: int) -> AsyncIterator[Item]:
+        # The request's session closes before the body streams: a session of its own.
+        async with self.session_factory() as session:
+            async for item in RunRepository(session).stream_items(run_id):
+                yield item
+
+    async def _jsonl(self, run_id: int) -> AsyncIterator[bytes]:
+        async for item in self._stream(run_id):
+            line = {"url": item.url, **item.data}
+            yield (json.dumps(line, ensure_ascii=False, default=str) + "\n").encode()
+
+    async def _csv(self, run_id: int, columns: list[str]) -> AsyncIterator[bytes]:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(columns)
+        async for item in self._stream(run_id):
+            record = {"url": item.url, **item.data}
+            writer.writerow([csv_cell(record.get(c)) for c in columns])
+            if buffer.tell() > 64_000:
+                yield buffer.getvalue().encode()
+                buffer.seek(0)
+                buffer.truncate()
+        yield buffer.getvalue().encode()

@@ -1,0 +1,63 @@
+"""Wire shapes of run webhooks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from scraper_manager.events import RUN_EVENT_TYPES
+from scraper_manager.scrapers.schemas import check_url
+
+WEBHOOK_EXAMPLE: dict[str, Any] = {
+    "id": "0b8f4c7e-2d7a-4f53-9a51-8f2f3c1d9e10",
+    "url": "https://client.example/hooks",
+    "events": ["run.completed", "run.failed"],
+    "created_at": "2026-11-22T10:00:00Z",
+}
+
+
+class WebhookCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"url": "https://client.example/hooks", "events": ["run.completed", "run.failed"]}
+            ]
+        },
+    )
+
+    url: str = Field(max_length=2048, description="Where webhook-hub POSTs the events")
+    events: list[str] = Field(
+        min_length=1,
+        max_length=len(RUN_EVENT_TYPES),
+        description=f"Any of {', '.join(RUN_EVENT_TYPES)}",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        # webhook-hub refuses these too; refused here, they never make a round trip.
+        if any(ch.isspace() or ord(ch) < 32 or 0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+            raise ValueError("url must not contain white space or control characters")
+        return check_url(value)
+
+
+class WebhookOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [WEBHOOK_EXAMPLE]})
+
+    id: str = Field(description="webhook-hub's subscription id (its delivery log is keyed by it)")
+    url: str
+    events: list[str]
+    created_at: datetime
+
+
+class WebhookCreated(WebhookOut):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{**WEBHOOK_EXAMPLE, "secret": "Q2hhbmdlIG1lOiBub3QgYSByZWFsIHNlY3JldA=="}]
+        }
+    )
+
+    secret: str = Field(description="Verifies the signatures (Standard Webhooks); shown once")
