@@ -15,6 +15,13 @@ metadata = SQLModel.metadata
 MONEY = sa.Numeric(12, 2)
 
 
+def _serial_id() -> Any:
+    """A serial primary key, typed `int`: every row the code holds has been flushed or read
+    (services flush before they use an id), so readers never check for None. Before the
+    flush of a new row the attribute is None, as the database assigns it."""
+    return Field(default=None, primary_key=True)
+
+
 def _tz(**kwargs: Any) -> Any:
     return Field(sa_type=sa.DateTime(timezone=True), **kwargs)
 
@@ -22,7 +29,7 @@ def _tz(**kwargs: Any) -> Any:
 class User(SQLModel, table=True):
     __tablename__ = "users"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     email: str = Field(max_length=320, unique=True)
     name: str = Field(max_length=200)
     role: str = Field(default="user", max_length=16)
@@ -39,7 +46,7 @@ class ArticleTag(SQLModel, table=True):
 class Tag(SQLModel, table=True):
     __tablename__ = "tags"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     name: str = Field(max_length=100, unique=True)
     articles: list["Article"] = Relationship(back_populates="tags", link_model=ArticleTag)
 
@@ -47,7 +54,7 @@ class Tag(SQLModel, table=True):
 class Article(SQLModel, table=True):
     __tablename__ = "articles"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     title: str = Field(max_length=300)
     slug: str = Field(max_length=300, unique=True)
     body: str = ""
@@ -73,7 +80,7 @@ class Article(SQLModel, table=True):
 class Comment(SQLModel, table=True):
     __tablename__ = "comments"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     article_id: int = Field(foreign_key="articles.id", index=True, ondelete="CASCADE")
     author_name: str = Field(max_length=200)
     user_id: int | None = Field(default=None, foreign_key="users.id")
@@ -86,7 +93,7 @@ class Comment(SQLModel, table=True):
 class Category(SQLModel, table=True):
     __tablename__ = "categories"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     name: str = Field(max_length=200)
     slug: str = Field(max_length=200, unique=True)
 
@@ -104,7 +111,7 @@ class Product(SQLModel, table=True):
 
     __tablename__ = "products"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     name: str = Field(max_length=300)
     slug: str = Field(max_length=300, unique=True)
     description: str = ""
@@ -132,7 +139,7 @@ class Product(SQLModel, table=True):
 class ProductVariant(SQLModel, table=True):
     __tablename__ = "product_variants"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     product_id: int = Field(foreign_key="products.id", index=True, ondelete="CASCADE")
     sku: str = Field(max_length=100, unique=True)
     name: str = Field(max_length=200)
@@ -145,7 +152,7 @@ class ProductVariant(SQLModel, table=True):
 class Page(SQLModel, table=True):
     __tablename__ = "pages"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     title: str = Field(max_length=300)
     slug: str = Field(max_length=300, unique=True)
     description: str = ""
@@ -157,7 +164,7 @@ class Page(SQLModel, table=True):
 class Post(SQLModel, table=True):
     __tablename__ = "posts"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     title: str = Field(max_length=300)
     slug: str = Field(max_length=300, unique=True)
     description: str = ""
@@ -196,7 +203,7 @@ class Order(SQLModel, table=True):
 class OrderItem(SQLModel, table=True):
     __tablename__ = "order_items"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     order_id: uuid.UUID = Field(foreign_key="orders.id", index=True, ondelete="CASCADE")
     product_id: int = Field(foreign_key="products.id")
     name: str = Field(max_length=300)
@@ -220,7 +227,7 @@ class PaymentNotification(SQLModel, table=True):
 class Inquiry(SQLModel, table=True):
     __tablename__ = "inquiries"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     name: str = Field(max_length=200)
     email: str = Field(max_length=320)
     message: str
@@ -231,7 +238,7 @@ class Inquiry(SQLModel, table=True):
 class AuditLog(SQLModel, table=True):
     __tablename__ = "audit_logs"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     action: str = Field(max_length=200)
     user_id: str = Field(max_length=200)
     timestamp: str = Field(max_length=40, description="ISO 8601, as the spec records it")

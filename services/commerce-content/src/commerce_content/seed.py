@@ -91,9 +91,7 @@ async def _load(session: AsyncSession, settings: Settings) -> None:
         )
         session.add(product)
         await session.flush()
-        assert product.id is not None
         category = home if "home" in tags else kitchen
-        assert category.id is not None
         session.add(ProductCategory(product_id=product.id, category_id=category.id))
         for variant in ("small", "large"):
             session.add(
@@ -141,7 +139,6 @@ async def _load(session: AsyncSession, settings: Settings) -> None:
     session.add_all([news, guides])
     await session.flush()
     author = users[1]
-    assert author.id is not None
     first = Article(
         title="We are open",
         slug="we-are-open",
@@ -160,7 +157,6 @@ async def _load(session: AsyncSession, settings: Settings) -> None:
     second.tags = [guides]
     session.add_all([first, second])
     await session.flush()
-    assert first.id is not None
     session.add(
         Comment(
             article_id=first.id,

@@ -91,8 +91,14 @@ class ArticleRepository:
         )
         return (await self.session.exec(statement)).all()
 
-    async def get(self, article_id: int, include: Sequence[str] = ()) -> Article | None:
+    async def get(
+        self, article_id: int, include: Sequence[str] = (), *, fresh: bool = False
+    ) -> Article | None:
+        """`fresh` reloads an article this session already holds (after a change), its
+        relations included."""
         statement = self._with(select(Article).where(Article.id == article_id), include)
+        if fresh:
+            statement = statement.execution_options(populate_existing=True)
         return (await self.session.exec(statement)).first()
 
     async def slug_taken(self, slug: str, except_id: int | None = None) -> bool:

@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 from fastapi import Request
-from servicekit.errors import NotAcceptable
+
+from commerce_content.errors import UnknownVersion
 
 SUPPORTED_VERSIONS = (1, 2)
 _VENDOR = re.compile(r"application/vnd\.commerce\.v(\d+)\+json")
@@ -21,7 +22,7 @@ def negotiate_version(request: Request) -> int:
     for version in asked:
         if version in SUPPORTED_VERSIONS:
             return version
-    raise NotAcceptable(
+    raise UnknownVersion(
         f"Version {asked[0]} is not served; supported: "
         + ", ".join(f"application/vnd.commerce.v{v}+json" for v in SUPPORTED_VERSIONS)
     )

@@ -17,7 +17,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from pydantic_core import to_json
 from servicekit.db.engine import SessionDep
-from servicekit.errors import Unauthorized
 from servicekit.web.input_guard import DEFAULT_MAX_JSON_DEPTH, json_depth_exceeds
 from sqlmodel.ext.asyncio.session import AsyncSession
 from strawberry.exceptions import MissingQueryError
@@ -25,6 +24,7 @@ from strawberry.http.ides import get_graphql_ide_html
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
+from commerce_content.errors import NotAuthenticated
 from commerce_content.graphql_api.context import GraphQLContext
 from commerce_content.graphql_api.directives import Errors
 from commerce_content.graphql_api.errors import BAD_USER_INPUT
@@ -82,7 +82,7 @@ async def _caller(request: Request, session: AsyncSession) -> Caller | None:
         raise RequestRefused(401, "Use 'Authorization: Bearer <token>'", Errors.UNAUTHENTICATED)
     try:
         return await identify(token.strip(), request.app.state.settings, session)
-    except Unauthorized as exc:
+    except NotAuthenticated as exc:
         raise RequestRefused(
             401, exc.message, Errors.UNAUTHENTICATED, {"WWW-Authenticate": "Bearer"}
         ) from exc

@@ -131,7 +131,6 @@ class VariantsOnDemand:
         return self._load().__await__()
 
     async def _load(self) -> list[ProductVariant]:
-        assert self.product.id is not None
         rows = await self.loader.load(self.product.id)
         return ProductVariant.all_of(rows, self.product)
 
@@ -229,7 +228,6 @@ class User(Node):
     async def orders(
         self, info: Context, first: Annotated[int, strawberry.argument()] = 10
     ) -> list[Order] | None:
-        assert self.row.id is not None
         if not 0 <= first <= MAX_ORDERS:
             raise bad_input(f"first must be between 0 and {MAX_ORDERS}")
         async with info.context.db() as session:

@@ -33,6 +33,14 @@ class OrderRepository:
     async def get(self, order_id: uuid.UUID) -> Order | None:
         return await self.session.get(Order, order_id)
 
+    async def by_payment_session(self, payment_session_id: str) -> Order | None:
+        query = select(Order).where(Order.payment_session_id == payment_session_id)
+        return (await self.session.exec(query)).first()
+
+    async def items_of(self, order_id: uuid.UUID) -> list[OrderItem]:
+        query = select(OrderItem).where(OrderItem.order_id == order_id).order_by(col(OrderItem.id))
+        return list((await self.session.exec(query)).all())
+
     async def of_user(self, user_id: int, limit: int) -> list[Order]:
         query = (
             select(Order)

@@ -6,11 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
-from servicekit.db.engine import SessionDep
-from servicekit.errors import BadRequest
 
-from commerce_content.errors import PLAIN_ERRORS
-from commerce_content.search.service import COLLECTIONS, MIN_QUERY_LENGTH, search
+from commerce_content.dependencies import SearchServiceDep
+from commerce_content.errors import InvalidRequest, plain_errors
+from commerce_content.search.service import COLLECTIONS
 
 router = APIRouter(tags=["search"])
 
@@ -20,9 +19,9 @@ class SearchResult(BaseModel):
     totalDocs: int
 
 
-@router.get("/search", response_model=SearchResult, responses=PLAIN_ERRORS)
+@router.get("/search", response_model=SearchResult, responses=plain_errors(InvalidRequest))
 async def search_collections(
-    session: SessionDep,
+    service: SearchServiceDep,
     q: Annotated[str | None, Query(max_length=200)] = None,
     # Declared as an enum for clients; checked below so the refusal names the choices.
     type: Annotated[
@@ -33,9 +32,5 @@ async def search_collections(
         ),
     ] = "all",
 ) -> SearchResult:
-    if type != "all" and type not in COLLECTIONS:
-        raise BadRequest(f"Unknown type '{type}'; use all, {', '.join(COLLECTIONS)}")
-    if q is None or len(q.strip()) < MIN_QUERY_LENGTH:
-        return SearchResult(docs=[], totalDocs=0)
-    docs = await search(session, q.strip(), COLLECTIONS if type == "all" else (type,))
+    docs = await service.search(q, type)
     return SearchResult(docs=docs, totalDocs=len(docs))
