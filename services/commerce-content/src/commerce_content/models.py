@@ -4,6 +4,7 @@ from servicekit; these are created by the second migration."""
 import uuid
 from datetime import datetime
 from decimal import Decimal
+from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,6 +14,35 @@ from sqlmodel import Field, Relationship, SQLModel
 
 metadata = SQLModel.metadata
 MONEY = sa.Numeric(12, 2)
+
+
+class OrderStatus(StrEnum):
+    PENDING = "pending"
+    PAID = "paid"
+    EXPIRED = "expired"
+
+
+class InquiryStatus(StrEnum):
+    NEW = "new"
+
+
+class ArticleStatus(StrEnum):
+    DRAFT = "draft"
+    PUBLISHED = "published"
+    ARCHIVED = "archived"
+
+
+def _status(enum: type[StrEnum], default: StrEnum, **kwargs: Any) -> Any:
+    """A status column: VARCHAR(16) holding the value (as the migrations made it), read back
+    as the enum member; no CHECK constraint, so a new status needs no migration."""
+    column_type = sa.Enum(
+        enum,
+        native_enum=False,
+        create_constraint=False,
+        length=16,
+        values_callable=lambda members: [member.value for member in members],
+    )
+    return Field(default=default, sa_type=column_type, **kwargs)
 
 
 def _serial_id() -> Any:
@@ -58,7 +88,7 @@ class Article(SQLModel, table=True):
     title: str = Field(max_length=300)
     slug: str = Field(max_length=300, unique=True)
     body: str = ""
-    status: str = Field(default="draft", max_length=16, index=True)
+    status: ArticleStatus = _status(ArticleStatus, ArticleStatus.DRAFT, index=True)
     author_id: int = Field(foreign_key="users.id", index=True)
     created_at: datetime = _tz(default_factory=utcnow)
     updated_at: datetime = _tz(default_factory=utcnow)
@@ -177,7 +207,7 @@ class Order(SQLModel, table=True):
     __tablename__ = "orders"
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
-    status: str = Field(default="pending", max_length=16, index=True)
+    status: OrderStatus = _status(OrderStatus, OrderStatus.PENDING, index=True)
     total: Decimal = Field(sa_type=MONEY)
     currency: str = Field(max_length=3)
     customer_email: str | None = Field(default=None, max_length=320)
@@ -231,7 +261,7 @@ class Inquiry(SQLModel, table=True):
     name: str = Field(max_length=200)
     email: str = Field(max_length=320)
     message: str
-    status: str = Field(default="new", max_length=16)
+    status: InquiryStatus = _status(InquiryStatus, InquiryStatus.NEW)
     created_at: datetime = _tz(default_factory=utcnow)
 
 

@@ -11,6 +11,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.models import (
     Article,
+    ArticleStatus,
     Category,
     Comment,
     Page,
@@ -143,7 +144,7 @@ async def _load(session: AsyncSession, settings: Settings) -> None:
         title="We are open",
         slug="we-are-open",
         body="Our shop is open.",
-        status="published",
+        status=ArticleStatus.PUBLISHED,
         author_id=author.id,
     )
     first.tags = [news]
@@ -151,7 +152,7 @@ async def _load(session: AsyncSession, settings: Settings) -> None:
         title="How to season an oak board",
         slug="season-an-oak-board",
         body="Oil it monthly.",
-        status="draft",
+        status=ArticleStatus.DRAFT,
         author_id=author.id,
     )
     second.tags = [guides]

@@ -15,7 +15,6 @@ from commerce_content.articles.schemas import (
     SORTABLE,
     ArticleCreate,
     ArticleReplace,
-    ArticleStatus,
     ArticleUpdate,
     CommentCreate,
     ListEnvelope,
@@ -37,6 +36,7 @@ from commerce_content.errors import (
     resource_errors,
 )
 from commerce_content.identity.dependencies import AnyCaller, ManagerCaller, UserCaller
+from commerce_content.models import ArticleStatus
 from commerce_content.rate_limit.limiter import enforce_rate_limit
 
 router = APIRouter(

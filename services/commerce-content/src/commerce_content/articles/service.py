@@ -19,7 +19,6 @@ from commerce_content.articles.schemas import (
     SORTABLE,
     ArticleCreate,
     ArticleReplace,
-    ArticleStatus,
     ArticleUpdate,
     CommentCreate,
 )
@@ -36,7 +35,7 @@ from commerce_content.events import (
     ArticleChanged,
 )
 from commerce_content.identity.dependencies import Caller
-from commerce_content.models import Article, Comment
+from commerce_content.models import Article, ArticleStatus, Comment
 
 
 @dataclass(frozen=True)
@@ -160,7 +159,7 @@ class ArticleService:
             author_id=author_id,
             created_at=now,
             updated_at=now,
-            published_at=now if body.status == "published" else None,
+            published_at=now if body.status is ArticleStatus.PUBLISHED else None,
         )
         article.tags = await self.articles.tags_named(body.tags)
         self.session.add(article)
@@ -198,7 +197,7 @@ class ArticleService:
                 setattr(article, field, changes[field])
         if changes.get("tags") is not None:
             article.tags = await self.articles.tags_named(changes["tags"])
-        if article.status == "published" and article.published_at is None:
+        if article.status is ArticleStatus.PUBLISHED and article.published_at is None:
             article.published_at = datetime.now(UTC)
         article.updated_at = datetime.now(UTC)
         self.session.add(article)

@@ -26,6 +26,7 @@ from commerce_content.graphql_api.scalars import CurrencyCode
 from commerce_content.identity.roles import Role as IdentityRole
 from commerce_content.models import Order as OrderRow
 from commerce_content.models import OrderItem as OrderItemRow
+from commerce_content.models import OrderStatus as OrderRowStatus
 from commerce_content.models import Product as ProductRow
 from commerce_content.models import User as UserRow
 from commerce_content.orders.checkout import unit_price
@@ -207,7 +208,7 @@ class Order(Node):
             total=row.total,
             currency=CurrencyCode(row.currency),
             customer_email=row.customer_email,
-            payment_url=row.payment_url if row.status == "pending" else None,
+            payment_url=row.payment_url if row.status is OrderRowStatus.PENDING else None,
             created_at=row.created_at,
             paid_at=row.paid_at,
             row=row,

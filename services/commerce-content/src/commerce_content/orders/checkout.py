@@ -27,7 +27,7 @@ from commerce_content.errors import (
     ProductUnavailable,
 )
 from commerce_content.events import ORDER_CREATED, OrderSummary
-from commerce_content.models import Order, OrderItem, Product
+from commerce_content.models import Order, OrderItem, OrderStatus, Product
 from commerce_content.orders.stock import quantities, reserve
 from commerce_content.payments.provider import CheckoutRequest, LineItem, PaymentProvider
 from commerce_content.settings import Settings
@@ -128,7 +128,7 @@ class CheckoutService:
         expires_at = now + timedelta(minutes=self.settings.checkout_expiry_minutes)
         order = Order(
             id=uuid.uuid4(),
-            status="pending",
+            status=OrderStatus.PENDING,
             total=Decimal("0.00"),
             currency=self.settings.currency.upper(),
             customer_email=customer_email,

@@ -18,7 +18,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.errors import InvalidRequest, NoSuchThing
 from commerce_content.events import ORDER_PAID, OrderSummary
-from commerce_content.models import Order, OrderItem
+from commerce_content.models import Order, OrderItem, OrderStatus
 from commerce_content.orders.stock import release_reservations, take_stock
 from commerce_content.payments.provider import LineItem, minor_total
 from commerce_content.settings import Settings
@@ -135,7 +135,7 @@ async def handle_notification(
         ) from exc
     order = await _order_of(session, checkout)
     if event.type == EXPIRED:
-        if order.status == "pending" and checkout.id == order.payment_session_id:
+        if order.status is OrderStatus.PENDING and checkout.id == order.payment_session_id:
             await release_reservations(session, [order])
         return True
     items = list(
@@ -167,7 +167,7 @@ async def _order_of(session: AsyncSession, checkout: CheckoutSessionObject) -> O
 async def _mark_paid(
     session: AsyncSession, order: Order, items: list[OrderItem], checkout: CheckoutSessionObject
 ) -> None:
-    if order.status == "paid":
+    if order.status is OrderStatus.PAID:
         return
     # Without its reservation (given back when the order expired, or never made for orders
     # placed before reservations) the stock is taken now if it is still there, never below
@@ -184,7 +184,7 @@ async def _mark_paid(
             status=order.status,
         )
         return
-    order.status = "paid"
+    order.status = OrderStatus.PAID
     order.payment_id = checkout.payment_intent or ""
     order.paid_at = datetime.now(UTC)
     session.add(order)

@@ -12,7 +12,7 @@ from sqlalchemy import func
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from commerce_content.models import Order, OrderItem, Product
+from commerce_content.models import Order, OrderItem, OrderStatus, Product
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,10 @@ class OrderRepository:
             await self.session.exec(
                 select(
                     func.count(col(Order.id)),
-                    func.count(col(Order.id)).filter(col(Order.status) == "pending"),
-                    func.count(col(Order.id)).filter(col(Order.status) == "paid"),
+                    func.count(col(Order.id)).filter(col(Order.status) == OrderStatus.PENDING),
+                    func.count(col(Order.id)).filter(col(Order.status) == OrderStatus.PAID),
                     func.coalesce(
-                        func.sum(col(Order.total)).filter(col(Order.status) == "paid"), 0
+                        func.sum(col(Order.total)).filter(col(Order.status) == OrderStatus.PAID), 0
                     ),
                 )
             )

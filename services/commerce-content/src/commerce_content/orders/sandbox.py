@@ -16,7 +16,7 @@ from servicekit.signing import sign_stripe
 
 from commerce_content.dependencies import OrderRepositoryDep, SettingsDep
 from commerce_content.errors import AlreadyDone, NoSuchThing, UpstreamUnavailable
-from commerce_content.models import Order
+from commerce_content.models import Order, OrderStatus
 from commerce_content.orders.notifications import COMPLETED, expected_payment
 from commerce_content.orders.repository import OrderRepository
 
@@ -34,7 +34,7 @@ async def _sandbox_order(orders: OrderRepository, session_id: str) -> Order:
 
 def _expired(order: Order) -> bool:
     """As a provider's session: past its expiry, or its order no longer pending payment."""
-    if order.status == "expired":
+    if order.status is OrderStatus.EXPIRED:
         return True
     return order.expires_at is not None and order.expires_at <= datetime.now(UTC)
 
@@ -47,7 +47,7 @@ async def sandbox_page(session_id: str, orders: OrderRepositoryDep) -> HTMLRespo
         f"<tr><td>{html.escape(i.name)}</td><td>{i.quantity}</td><td>{i.price}</td></tr>"
         for i in items
     )
-    if order.status == "paid":
+    if order.status is OrderStatus.PAID:
         state = "<p>Paid. Thank you.</p>"
     elif _expired(order):
         state = "<p>This payment session has expired.</p>"
@@ -72,7 +72,7 @@ async def sandbox_pay(
     """Pay: send our own webhook a Stripe-signed `checkout.session.completed`, over HTTP, as
     the provider would; then go to the frontend's success address."""
     order = await _sandbox_order(orders, session_id)
-    if order.status != "paid" and _expired(order):
+    if order.status is not OrderStatus.PAID and _expired(order):
         raise AlreadyDone("This payment session has expired")
     items = await orders.items_of(order.id)
     expected = expected_payment(order, items)
