@@ -12,6 +12,7 @@ from commerce_content.dependencies import AuditServiceDep, SettingsDep
 from commerce_content.errors import InvalidRequest, NotAuthenticated, NotPermitted, plain_errors
 from commerce_content.identity.dependencies import caller_from_jwt
 from commerce_content.identity.roles import Role
+from commerce_content.openapi import documented, with_errors
 
 router = APIRouter(tags=["admin"])
 
@@ -23,7 +24,18 @@ class Success(BaseModel):
 @router.post(
     "/admin-action",
     response_model=Success,
-    responses=plain_errors(InvalidRequest, NotAuthenticated, NotPermitted),
+    **with_errors(
+        documented(
+            "Run an audited admin action",
+            "Any JSON body, by a user whose bearer JWT has the admin role (401 without one,"
+            " 403 for other roles). The audit log keeps the action (the body's `action`, else"
+            " `admin-action`), the user id, an ISO 8601 timestamp and the body.",
+            request={"action": "reindex", "reason": "new catalogue"},
+            request_schema={"type": "object"},
+            response={"success": True},
+        ),
+        plain_errors(InvalidRequest, NotAuthenticated, NotPermitted),
+    ),
 )
 async def admin_action(
     request: Request, settings: SettingsDep, service: AuditServiceDep

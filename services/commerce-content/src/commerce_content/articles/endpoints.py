@@ -46,6 +46,33 @@ router = APIRouter(
 )
 Version = Annotated[int, Depends(negotiate_version)]
 MAX_PER_PAGE = 100
+ARTICLE = {
+    "id": 12,
+    "title": "The spring collection",
+    "slug": "the-spring-collection",
+    "body": "Linen, in three colours.",
+    "status": "published",
+    "author_id": 3,
+    "created_at": "2026-03-01T09:00:00+00:00",
+    "updated_at": "2026-03-01T09:00:00+00:00",
+    "published_at": "2026-03-01T09:00:00+00:00",
+    "author": {"id": 3, "name": "Ada"},
+    "tags": [{"id": 1, "name": "news"}],
+}
+ONE = {"data": ARTICLE}
+ARTICLE_BODY = {
+    "title": "The spring collection",
+    "body": "Linen, in three colours.",
+    "status": "published",
+    "tags": ["news"],
+}
+COMMENT = {
+    "id": 7,
+    "article_id": 12,
+    "author_name": "Grace",
+    "body": "Is the blue one back?",
+    "created_at": "2026-03-02T10:00:00+00:00",
+}
 # What a written article's answer shows.
 SHOWN = ["author", "tags"]
 ONE_ERRORS = resource_errors(*VERSIONED_GUARDS, NoSuchThing)
@@ -73,7 +100,21 @@ def _parse_include(include: str | None) -> list[str]:
 @router.get(
     "",
     response_model=ListEnvelope,
-    responses={**versioned_content("ListEnvelope"), **resource_errors(*VERSIONED_GUARDS)},
+    summary="List articles",
+    description=(
+        "Filters `status`, `author_id`, `created_after` (YYYY-MM-DD); offset paging (`page`,"
+        " `per_page`, 20 by default, `sort`, `order`, with `meta.links`) or keyset paging"
+        " (`after_id`, `limit`, by id; `meta.next_after_id` is null on the last page);"
+        " `include=author,tags,comments`. `Accept: application/vnd.commerce.v2+json` asks for"
+        " version 2."
+    ),
+    responses={
+        **versioned_content(
+            "ListEnvelope",
+            example={"data": [ARTICLE], "meta": {"limit": 20, "next_after_id": None}},
+        ),
+        **resource_errors(*VERSIONED_GUARDS),
+    },
 )
 async def list_articles(
     request: Request,
@@ -139,8 +180,15 @@ def _offset_meta(request: Request, page: OffsetPage) -> dict[str, Any]:
     "",
     response_model=SingleEnvelope,
     status_code=status.HTTP_201_CREATED,
+    summary="Create an article",
+    description=(
+        "Managers and admins. `slug` is made from the title when absent; `author_id` defaults"
+        " to the calling user; `tags` are names, created as needed. Publishes"
+        " `article.created`."
+    ),
+    openapi_extra={"requestBody": {"content": {"application/json": {"example": ARTICLE_BODY}}}},
     responses={
-        **versioned_content("SingleEnvelope", 201),
+        **versioned_content("SingleEnvelope", 201, ONE),
         **resource_errors(*VERSIONED_GUARDS, SlugTaken, UnknownAuthor),
     },
 )
@@ -154,7 +202,9 @@ async def create_article(
 @router.get(
     "/{article_id}",
     response_model=SingleEnvelope,
-    responses={**versioned_content("SingleEnvelope"), **ONE_ERRORS},
+    summary="Get an article",
+    description="One article; `include=author,tags,comments` embeds its relations.",
+    responses={**versioned_content("SingleEnvelope", example=ONE), **ONE_ERRORS},
 )
 async def get_article(
     article_id: DbId,
@@ -171,7 +221,17 @@ async def get_article(
 @router.put(
     "/{article_id}",
     response_model=SingleEnvelope,
-    responses={**versioned_content("SingleEnvelope"), **WRITE_ERRORS},
+    summary="Replace an article",
+    description=(
+        "Managers and admins. Every field is required; the answer shows the author and tags."
+        " Publishes `article.updated`."
+    ),
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"example": {**ARTICLE_BODY, "slug": "spring"}}}
+        }
+    },
+    responses={**versioned_content("SingleEnvelope", example=ONE), **WRITE_ERRORS},
 )
 async def replace_article(
     article_id: DbId,
@@ -187,7 +247,12 @@ async def replace_article(
 @router.patch(
     "/{article_id}",
     response_model=SingleEnvelope,
-    responses={**versioned_content("SingleEnvelope"), **WRITE_ERRORS},
+    summary="Change an article",
+    description=("Managers and admins. Only the fields given change. Publishes `article.updated`."),
+    openapi_extra={
+        "requestBody": {"content": {"application/json": {"example": {"status": "archived"}}}}
+    },
+    responses={**versioned_content("SingleEnvelope", example=ONE), **WRITE_ERRORS},
 )
 async def update_article(
     article_id: DbId,
@@ -204,6 +269,8 @@ async def update_article(
     "/{article_id}",
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
+    summary="Delete an article",
+    description="Managers and admins; its comments go with it. Publishes `article.deleted`.",
     responses=ONE_ERRORS,
 )
 async def delete_article(
@@ -215,7 +282,12 @@ async def delete_article(
 @router.get(
     "/{article_id}/comments",
     response_model=ListEnvelope,
-    responses={**versioned_content("ListEnvelope"), **ONE_ERRORS},
+    summary="List an article's comments",
+    description="Oldest first, all of them (`meta.total`).",
+    responses={
+        **versioned_content("ListEnvelope", example={"data": [COMMENT], "meta": {"total": 1}}),
+        **ONE_ERRORS,
+    },
 )
 async def list_comments(
     article_id: DbId, caller: AnyCaller, service: ArticleServiceDep, version: Version
@@ -229,7 +301,17 @@ async def list_comments(
     "/{article_id}/comments",
     response_model=SingleEnvelope,
     status_code=status.HTTP_201_CREATED,
-    responses={**versioned_content("SingleEnvelope", 201), **ONE_ERRORS},
+    summary="Comment on an article",
+    description=(
+        "Any user. `author_name` defaults to the caller (the user id of a JWT, the owner of"
+        " an API key)."
+    ),
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"example": {"body": "Is the blue one back?"}}}
+        }
+    },
+    responses={**versioned_content("SingleEnvelope", 201, {"data": COMMENT}), **ONE_ERRORS},
 )
 async def add_comment(
     article_id: DbId,

@@ -32,7 +32,15 @@ def media_type(version: int) -> str:
     return f"application/vnd.commerce.v{version}+json"
 
 
-def versioned_content(schema_name: str, status: int = 200) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI: the success body is served as each vendor media type, same schema."""
-    schema = {"schema": {"$ref": f"#/components/schemas/{schema_name}"}}
-    return {status: {"content": {media_type(v): schema for v in SUPPORTED_VERSIONS}}}
+def versioned_content(
+    schema_name: str, status: int = 200, example: Any = None
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI: the success body is served as each vendor media type, same schema; `example`
+    (the v1 body) is shown for each of them and for plain JSON."""
+    schema: dict[str, Any] = {"schema": {"$ref": f"#/components/schemas/{schema_name}"}}
+    if example is not None:
+        schema["example"] = example
+    content = {media_type(v): schema for v in SUPPORTED_VERSIONS}
+    if example is not None:
+        content["application/json"] = {"example": example}
+    return {status: {"content": content}}

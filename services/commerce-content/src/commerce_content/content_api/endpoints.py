@@ -33,6 +33,7 @@ from commerce_content.errors import (
     plain_errors,
 )
 from commerce_content.identity.dependencies import Caller, ManagerCaller
+from commerce_content.openapi import documented, with_errors
 from commerce_content.products.service import SavedProduct
 from commerce_content.settings import Settings
 
@@ -42,6 +43,17 @@ MAX_LIMIT = 100
 NO_STORE = {"Cache-Control": "no-store"}
 JSON_UTF8 = "application/json; charset=utf-8"
 GUARDS = (InvalidRequest, NotAuthenticated, NotPermitted, TooManyRequests)
+
+
+CONTENT_ITEM = {
+    "name": "Ceramic mug",
+    "slug": "ceramic-mug",
+    "description": "Holds 350 ml.",
+    "base_price": "19.99",
+    "stock": 12,
+    "published": True,
+}
+SAVED = {"id": 21, "alias": "ceramic-mug", "published": True, "deleted": False}
 
 
 def _int(raw: str | None, default: int) -> int:
@@ -56,7 +68,32 @@ def _int(raw: str | None, default: int) -> int:
 @router.get(
     "/products/",
     response_model=ProductList | ProductOne,
-    responses=plain_errors(*GUARDS, ProductNotFound),
+    **with_errors(
+        documented(
+            "Read the published catalogue",
+            "`action` list (default; anything else than `get` is list) or get; `id` (get),"
+            " `limit` (20, at most 100), `offset` (0), `search` (title contains it; items then"
+            " carry id, title, price). `X-API-Key` or `Authorization: Bearer <JWT>`; not"
+            " cached.",
+            response={
+                "total": 1,
+                "limit": 20,
+                "offset": 0,
+                "items": [
+                    {
+                        "id": 21,
+                        "title": "Ceramic mug",
+                        "slug": "ceramic-mug",
+                        "description": "Holds 350 ml.",
+                        "price": 19.99,
+                        "image": "/media/mug.jpg",
+                        "url": "http://127.0.0.1:3000/products/ceramic-mug",
+                    }
+                ],
+            },
+        ),
+        plain_errors(*GUARDS, ProductNotFound),
+    ),
 )
 async def content_products(
     request: Request,
@@ -106,7 +143,17 @@ def _saved(
     "/content/products",
     response_model=ContentItemSaved,
     status_code=201,
-    responses=plain_errors(*GUARDS, InvalidProduct, UnknownCategory, DuplicateSlug),
+    **with_errors(
+        documented(
+            "Create a content item",
+            "Managers and admins. A product under the catalogue parent; a draft unless"
+            " `published`. The content-saved notification goes out after the commit.",
+            request=CONTENT_ITEM,
+            response=SAVED,
+            status=201,
+        ),
+        plain_errors(*GUARDS, InvalidProduct, UnknownCategory, DuplicateSlug),
+    ),
 )
 async def create_content_item(
     body: ContentItemWrite,
@@ -122,8 +169,15 @@ async def create_content_item(
 @router.patch(
     "/content/products/{item_id}",
     response_model=ContentItemSaved,
-    responses=plain_errors(
-        *GUARDS, InvalidProduct, UnknownCategory, ProductNotFound, DuplicateSlug
+    **with_errors(
+        documented(
+            "Change a content item",
+            "Managers and admins. Only the fields given change; `sale_price: null` clears the"
+            " sale price. The content-saved notification goes out after the commit.",
+            request={"base_price": "17.50", "published": True},
+            response=SAVED,
+        ),
+        plain_errors(*GUARDS, InvalidProduct, UnknownCategory, ProductNotFound, DuplicateSlug),
     ),
 )
 async def update_content_item(

@@ -64,8 +64,33 @@ class RequestRefused(Exception):
         return JSONResponse(body, status_code=self.status, headers={**VARY, **self.headers})
 
 
+QUERY_EXAMPLE = {
+    "query": "query($first: Int) { products(page: {first: $first}) { totalCount"
+    " edges { node { id name pricing { basePrice currency } } } } }",
+    "variables": {"first": 1},
+}
+DATA_EXAMPLE = {
+    "data": {
+        "products": {
+            "totalCount": 1,
+            "edges": [
+                {
+                    "node": {
+                        "id": "UHJvZHVjdDoyMQ==",
+                        "name": "Ceramic mug",
+                        "pricing": {"basePrice": "19.99", "currency": "USD"},
+                    }
+                }
+            ],
+        }
+    }
+}
 RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"model": GraphQLResponse, "description": "The operation ran: data and/or errors"},
+    200: {
+        "model": GraphQLResponse,
+        "description": "The operation ran: data and/or errors",
+        "content": {"application/json": {"example": DATA_EXAMPLE}},
+    },
     400: {"model": GraphQLResponse, "description": "Not a GraphQL request"},
     401: {"model": GraphQLResponse, "description": "Wrong or expired credentials"},
     405: {"model": GraphQLResponse, "description": "A mutation sent with GET"},
@@ -165,7 +190,37 @@ async def _execute(
     return Response(to_json(body), media_type="application/json", headers=headers)
 
 
-@router.post(PATH, response_model=GraphQLResponse, responses=RESPONSES)
+@router.post(
+    PATH,
+    response_model=GraphQLResponse,
+    responses=RESPONSES,
+    summary="Run a GraphQL operation",
+    description=(
+        "A query or mutation as JSON `{query, variables?, operationName?}`. Anonymous callers"
+        " are guests; `Authorization: Bearer <JWT>` (or `X-API-Key`) for more. Business"
+        " problems of mutations are in their payload's `userErrors`. The schema is at"
+        " `/graphql` (GraphiQL outside production) and in the service's schema.graphql."
+    ),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["query"],
+                        "properties": {
+                            "query": {"type": "string"},
+                            "variables": {"type": "object"},
+                            "operationName": {"type": "string"},
+                        },
+                    },
+                    "example": QUERY_EXAMPLE,
+                }
+            },
+        }
+    },
+)
 async def graphql_post(
     request: Request, session: SessionDep, background: BackgroundTasks
 ) -> Response:
@@ -184,7 +239,18 @@ async def graphql_post(
         return refused.response()
 
 
-@router.get(PATH, response_model=GraphQLResponse, responses=RESPONSES)
+@router.get(
+    PATH,
+    response_model=GraphQLResponse,
+    responses=RESPONSES,
+    summary="Run a GraphQL query from the address",
+    description=(
+        "A query (never a mutation) in the address: `query`, `variables` as JSON,"
+        " `operationName`; HTTP caches may keep the answer (`Cache-Control` from"
+        " `@cacheControl`). Browsers asking for HTML without `query` get GraphiQL outside"
+        " production."
+    ),
+)
 async def graphql_get(
     request: Request,
     session: SessionDep,

@@ -20,7 +20,8 @@ from commerce_content.errors import (
     TooManyRequests,
     plain_errors,
 )
-from commerce_content.orders.checkout import CartLine
+from commerce_content.openapi import documented, with_errors
+from commerce_content.orders.checkout import CartLine, ShippingAddress
 from commerce_content.rate_limit.limiter import enforce_rate_limit
 
 router = APIRouter(prefix="/orders", tags=["orders"])
@@ -33,6 +34,53 @@ class CheckoutCreated(BaseModel):
 
 class Received(BaseModel):
     received: bool
+
+
+CHECKOUT_EXAMPLE = {
+    "items": [{"productId": "21", "quantity": 2}],
+    "customerEmail": "ada@example.com",
+    "shippingAddress": {
+        "name": "Ada Lovelace",
+        "line1": "12 St James's Square",
+        "city": "London",
+        "postalCode": "SW1Y 4JH",
+        "country": "GB",
+    },
+}
+CHECKOUT_SCHEMA = {
+    "type": "object",
+    "required": ["items"],
+    "properties": {
+        "items": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["productId", "quantity"],
+                "properties": {
+                    "productId": {"type": "string", "pattern": "^[0-9]+$"},
+                    "quantity": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+                },
+            },
+        },
+        "customerEmail": {"type": "string", "format": "email"},
+        "shippingAddress": ShippingAddress.model_json_schema(by_alias=True),
+    },
+}
+NOTIFICATION_EXAMPLE = {
+    "id": "evt_1",
+    "type": "checkout.session.completed",
+    "data": {
+        "object": {
+            "id": "cs_sandbox_5f2a",
+            "payment_intent": "pi_3Nq",
+            "payment_status": "paid",
+            "amount_total": 3998,
+            "currency": "usd",
+            "metadata": {"order_id": "0b7f6c1e-8a51-4d5e-9a57-1f3e5c2b7d90"},
+        }
+    },
+}
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
@@ -48,14 +96,30 @@ async def _json_object(request: Request) -> dict[str, Any]:
 @router.post(
     "/checkout",
     response_model=CheckoutCreated,
-    responses=plain_errors(
-        InvalidRequest,
-        CheckoutError,
-        InsufficientStock,
-        InvalidAddress,
-        PaymentDeclined,
-        ProductUnavailable,
-        TooManyRequests,
+    **with_errors(
+        documented(
+            "Check out a cart",
+            "Prices and names come from the product records; the order is stored `pending`"
+            " and a payment session is created. Pay at `paymentUrl`: with the sandbox"
+            " provider, open it and press Pay (or `POST {paymentUrl}/pay`). Errors are 400"
+            " `{error: <text>}`, the text starting with the GraphQL OrderErrorCode when there"
+            " is one (`INSUFFICIENT_STOCK: items[0]: ...`).",
+            request=CHECKOUT_EXAMPLE,
+            request_schema=CHECKOUT_SCHEMA,
+            response={
+                "orderId": "0b7f6c1e-8a51-4d5e-9a57-1f3e5c2b7d90",
+                "paymentUrl": "http://127.0.0.1:8003/api/orders/sandbox/cs_sandbox_5f2a",
+            },
+        ),
+        plain_errors(
+            InvalidRequest,
+            CheckoutError,
+            InsufficientStock,
+            InvalidAddress,
+            PaymentDeclined,
+            ProductUnavailable,
+            TooManyRequests,
+        ),
     ),
     dependencies=[Depends(enforce_rate_limit)],
 )
@@ -80,7 +144,18 @@ async def checkout(request: Request, service: CheckoutServiceDep) -> CheckoutCre
 @router.post(
     "/webhook/{payment_provider}",
     response_model=Received,
-    responses=plain_errors(InvalidRequest, NoSuchThing),
+    **with_errors(
+        documented(
+            "Receive a payment notification",
+            "The provider's raw body, verified with `Stripe-Signature` (300 s tolerance)"
+            " against the configured secret; `checkout.session.completed` marks the order"
+            " `paid`, other types are acknowledged. Processed once per provider event id.",
+            request=NOTIFICATION_EXAMPLE,
+            request_schema={"type": "object"},
+            response={"received": True},
+        ),
+        plain_errors(InvalidRequest, NoSuchThing),
+    ),
 )
 async def payment_webhook(
     payment_provider: str, request: Request, service: PaymentNotificationServiceDep

@@ -15,6 +15,7 @@ from commerce_content.errors import RESOURCE_GUARDS, InvalidRequest, resource_er
 from commerce_content.identity.dependencies import AnyCaller
 from commerce_content.identity.roles import Role
 from commerce_content.models import Product
+from commerce_content.openapi import documented
 from commerce_content.orders.checkout import unit_price
 from commerce_content.products.repository import ProductCriteria, VariantRecord
 from commerce_content.rate_limit.limiter import enforce_rate_limit
@@ -59,7 +60,27 @@ def render(product: Product, variants: list[VariantRecord] | None) -> dict[str, 
     return body
 
 
-@router.get("", response_model=ListEnvelope)
+@router.get(
+    "",
+    response_model=ListEnvelope,
+    **documented(
+        "List products",
+        "Published products in id order, `limit` (20, at most 100) after `after_id`;"
+        " `meta.next_after_id` is null on the last page. Managers also see drafts."
+        " `include=variants` embeds each product's variants.",
+        response={
+            "data": [
+                {
+                    "id": 21,
+                    "name": "Ceramic mug",
+                    "slug": "ceramic-mug",
+                    "pricing": {"base_price": "19.99", "sale_price": None, "currency": "USD"},
+                }
+            ],
+            "meta": {"limit": 20, "next_after_id": None},
+        },
+    ),
+)
 async def list_products(
     caller: AnyCaller,
     service: ProductServiceDep,

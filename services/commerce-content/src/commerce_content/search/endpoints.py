@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from commerce_content.dependencies import SearchServiceDep
 from commerce_content.errors import InvalidRequest, plain_errors
+from commerce_content.openapi import documented, with_errors
 from commerce_content.search.service import COLLECTIONS
 
 router = APIRouter(tags=["search"])
@@ -19,7 +20,35 @@ class SearchResult(BaseModel):
     totalDocs: int
 
 
-@router.get("/search", response_model=SearchResult, responses=plain_errors(InvalidRequest))
+@router.get(
+    "/search",
+    response_model=SearchResult,
+    **with_errors(
+        documented(
+            "Search posts, products and pages",
+            "`q` of at least 2 characters (else nothing is found), matched case-insensitively"
+            " in title or description; `type` all (default), posts, products or pages; at most"
+            " 5 records per collection, each with `_collection`.",
+            response={
+                "docs": [
+                    {
+                        "id": 21,
+                        "title": "Ceramic mug",
+                        "slug": "ceramic-mug",
+                        "description": "Holds 350 ml.",
+                        "base_price": "19.99",
+                        "sale_price": None,
+                        "currency": "USD",
+                        "image": "/media/mug.jpg",
+                        "_collection": "products",
+                    }
+                ],
+                "totalDocs": 1,
+            },
+        ),
+        plain_errors(InvalidRequest),
+    ),
+)
 async def search_collections(
     service: SearchServiceDep,
     q: Annotated[str | None, Query(max_length=200)] = None,
