@@ -447,10 +447,12 @@ async def test_article_changes_are_recorded_as_events(
         types = (
             (
                 await conn.execute(
+                    # Other events' ids are UUIDs: compared as text, never cast.
                     text(
-                        "SELECT type FROM outbox_events WHERE (data->>'id')::int = :id ORDER BY seq"
+                        "SELECT type FROM outbox_events WHERE type LIKE 'article.%'"
+                        " AND data->>'id' = :id ORDER BY seq"
                     ),
-                    {"id": article["id"]},
+                    {"id": str(article["id"])},
                 )
             )
             .scalars()

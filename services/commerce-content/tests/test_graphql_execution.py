@@ -18,11 +18,15 @@ from typing import Any, cast
 import pytest
 import strawberry
 from commerce_content.app import create_app
-from commerce_content.graphql_api.execution import PlainFieldExecutionContext, executor_for
+from commerce_content.graphql_api.adapter import (
+    STOCK_EXECUTION_CONTEXT,
+    PlainFieldExecutionContext,
+    core_schema,
+    executor_for,
+)
 from commerce_content.settings import Settings
 from servicekit.testing import run_http_server
 from sqlalchemy.ext.asyncio import AsyncEngine
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from tests.factories import bearer_for, make_product, make_user, make_variant
 from tests.graphql_client import Answer, ask, global_id
@@ -140,8 +144,8 @@ SELECTION = """
 def schemas() -> tuple[strawberry.Schema, strawberry.Schema]:
     stock = strawberry.Schema(query=Query)
     fast = strawberry.Schema(query=Query)
-    fast.execution_context_class = executor_for(fast._schema)
-    assert stock.execution_context_class is StrawberryGraphQLCoreExecutionContext
+    fast.execution_context_class = executor_for(core_schema(fast))
+    assert stock.execution_context_class is STOCK_EXECUTION_CONTEXT
     return stock, fast
 
 
@@ -211,7 +215,7 @@ def test_plain_fields_are_the_ones_without_resolvers() -> None:
 @pytest.fixture(scope="session")
 async def stock_graphql_url(service_settings: Settings) -> AsyncIterator[str]:
     app = create_app(service_settings)
-    app.state.graphql_schema.execution_context_class = StrawberryGraphQLCoreExecutionContext
+    app.state.graphql_schema.execution_context_class = STOCK_EXECUTION_CONTEXT
     async with run_http_server(app) as base_url:
         yield f"{base_url}/graphql"
 

@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from commerce_content.orders.checkout import CheckoutProblem, ProblemCode
 from commerce_content.orders.notifications import (
     CheckoutSessionObject,
     ExpectedPayment,
@@ -70,14 +69,6 @@ def test_quantities_add_up_per_product() -> None:
 def test_reservations_are_given_back_a_grace_period_after_they_expire() -> None:
     now = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
     assert release_due_before(now, 600) == now - timedelta(minutes=10)
-
-
-def test_rest_texts_start_with_the_order_error_code_when_there_is_one() -> None:
-    short = CheckoutProblem(ProblemCode.INSUFFICIENT_STOCK, "items[0]: only 1 left")
-    assert short.text == "INSUFFICIENT_STOCK: items[0]: only 1 left"
-    assert CheckoutProblem(ProblemCode.INVALID_INPUT, "items must not be empty").text == (
-        "items must not be empty"
-    )
 
 
 @pytest.mark.parametrize("value", ["a\r\nBcc: x", "a\nb", "a\x00", "a\x7f", "a\x85", "a\u2028"])

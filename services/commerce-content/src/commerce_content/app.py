@@ -10,7 +10,7 @@ from commerce_content.articles.endpoints import router as articles_router
 from commerce_content.contact.endpoints import router as contact_router
 from commerce_content.content_api.endpoints import router as content_router
 from commerce_content.cors.middleware import ApiCorsMiddleware
-from commerce_content.errors import ResourceErrorBody, render_error
+from commerce_content.errors import ResourceErrorBody, render_error, resource_body
 from commerce_content.events import registry
 from commerce_content.graphql_api.directives import field_rate_limiter
 from commerce_content.graphql_api.endpoint import router as graphql_router
@@ -41,7 +41,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.add_middleware(ApiCorsMiddleware, origin=settings.frontend_origin)
     app.state.request_limiter = RequestLimiter(settings.rate_limit, settings.rate_limit_storage_url)
-    app.include_router(api_keys_router(ResourceErrorBody), prefix=API_PREFIX)
+    app.include_router(api_keys_router(ResourceErrorBody, resource_body), prefix=API_PREFIX)
     app.include_router(articles_router, prefix=API_PREFIX)
     app.include_router(products_router, prefix=API_PREFIX)
     app.include_router(orders_router, prefix="/api")

@@ -5,6 +5,8 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 from servicekit.events import EventTypeRegistry, Visibility
 
+from commerce_content.models import ArticleStatus, InquiryStatus, OrderStatus
+
 if TYPE_CHECKING:
     from commerce_content.models import Order
 
@@ -19,7 +21,7 @@ class ArticleChanged(BaseModel):
     id: int
     slug: str
     title: str
-    status: str
+    status: ArticleStatus
     author_id: int
 
 
@@ -46,7 +48,7 @@ class InquiryCreated(BaseModel):
     name: str
     email: str
     message: str
-    status: str
+    status: InquiryStatus
 
 
 registry.declare(
@@ -73,7 +75,7 @@ class OrderSummary(BaseModel):
     """The spec's sample order payload (`id`, `status`, `total`, `created_at`) and a little more."""
 
     id: str
-    status: str
+    status: OrderStatus
     total: str
     currency: str
     created_at: str

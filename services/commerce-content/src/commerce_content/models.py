@@ -4,6 +4,7 @@ from servicekit; these are created by the second migration."""
 import uuid
 from datetime import datetime
 from decimal import Decimal
+from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,6 +16,42 @@ metadata = SQLModel.metadata
 MONEY = sa.Numeric(12, 2)
 
 
+class OrderStatus(StrEnum):
+    PENDING = "pending"
+    PAID = "paid"
+    EXPIRED = "expired"
+
+
+class InquiryStatus(StrEnum):
+    NEW = "new"
+
+
+class ArticleStatus(StrEnum):
+    DRAFT = "draft"
+    PUBLISHED = "published"
+    ARCHIVED = "archived"
+
+
+def _status(enum: type[StrEnum], default: StrEnum, **kwargs: Any) -> Any:
+    """A status column: VARCHAR(16) holding the value (as the migrations made it), read back
+    as the enum member; no CHECK constraint, so a new status needs no migration."""
+    column_type = sa.Enum(
+        enum,
+        native_enum=False,
+        create_constraint=False,
+        length=16,
+        values_callable=lambda members: [member.value for member in members],
+    )
+    return Field(default=default, sa_type=column_type, **kwargs)
+
+
+def _serial_id() -> Any:
+    """A serial primary key, typed `int`: every row the code holds has been flushed or read
+    (services flush before they use an id), so readers never check for None. Before the
+    flush of a new row the attribute is None, as the database assigns it."""
+    return Field(default=None, primary_key=True)
+
+
 def _tz(**kwargs: Any) -> Any:
     return Field(sa_type=sa.DateTime(timezone=True), **kwargs)
 
@@ -22,7 +59,7 @@ def _tz(**kwargs: Any) -> Any:
 class User(SQLModel, table=True):
     __tablename__ = "users"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     email: str = Field(max_length=320, unique=True)
     name: str = Field(max_length=200)
     role: str = Field(default="user", max_length=16)
@@ -39,7 +76,7 @@ class ArticleTag(SQLModel, table=True):
 class Tag(SQLModel, table=True):
     __tablename__ = "tags"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     name: str = Field(max_length=100, unique=True)
     articles: list["Article"] = Relationship(back_populates="tags", link_model=ArticleTag)
 
@@ -47,11 +84,11 @@ class Tag(SQLModel, table=True):
 class Article(SQLModel, table=True):
     __tablename__ = "articles"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     title: str = Field(max_length=300)
     slug: str = Field(max_length=300, unique=True)
     body: str = ""
-    status: str = Field(default="draft", max_length=16, index=True)
+    status: ArticleStatus = _status(ArticleStatus, ArticleStatus.DRAFT, index=True)
     author_id: int = Field(foreign_key="users.id", index=True)
     created_at: datetime = _tz(default_factory=utcnow)
     updated_at: datetime = _tz(default_factory=utcnow)
@@ -73,7 +110,7 @@ class Article(SQLModel, table=True):
 class Comment(SQLModel, table=True):
     __tablename__ = "comments"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     article_id: int = Field(foreign_key="articles.id", index=True, ondelete="CASCADE")
     author_name: str = Field(max_length=200)
     user_id: int | None = Field(default=None, foreign_key="users.id")
@@ -86,7 +123,7 @@ class Comment(SQLModel, table=True):
 class Category(SQLModel, table=True):
     __tablename__ = "categories"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     name: str = Field(max_length=200)
     slug: str = Field(max_length=200, unique=True)
 
@@ -104,7 +141,7 @@ class Product(SQLModel, table=True):
 
     __tablename__ = "products"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     name: str = Field(max_length=300)
     slug: str = Field(max_length=300, unique=True)
     description: str = ""
@@ -132,7 +169,7 @@ class Product(SQLModel, table=True):
 class ProductVariant(SQLModel, table=True):
     __tablename__ = "product_variants"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     product_id: int = Field(foreign_key="products.id", index=True, ondelete="CASCADE")
     sku: str = Field(max_length=100, unique=True)
     name: str = Field(max_length=200)
@@ -145,7 +182,7 @@ class ProductVariant(SQLModel, table=True):
 class Page(SQLModel, table=True):
     __tablename__ = "pages"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     title: str = Field(max_length=300)
     slug: str = Field(max_length=300, unique=True)
     description: str = ""
@@ -157,7 +194,7 @@ class Page(SQLModel, table=True):
 class Post(SQLModel, table=True):
     __tablename__ = "posts"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     title: str = Field(max_length=300)
     slug: str = Field(max_length=300, unique=True)
     description: str = ""
@@ -170,7 +207,7 @@ class Order(SQLModel, table=True):
     __tablename__ = "orders"
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
-    status: str = Field(default="pending", max_length=16, index=True)
+    status: OrderStatus = _status(OrderStatus, OrderStatus.PENDING, index=True)
     total: Decimal = Field(sa_type=MONEY)
     currency: str = Field(max_length=3)
     customer_email: str | None = Field(default=None, max_length=320)
@@ -196,7 +233,7 @@ class Order(SQLModel, table=True):
 class OrderItem(SQLModel, table=True):
     __tablename__ = "order_items"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     order_id: uuid.UUID = Field(foreign_key="orders.id", index=True, ondelete="CASCADE")
     product_id: int = Field(foreign_key="products.id")
     name: str = Field(max_length=300)
@@ -220,18 +257,18 @@ class PaymentNotification(SQLModel, table=True):
 class Inquiry(SQLModel, table=True):
     __tablename__ = "inquiries"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     name: str = Field(max_length=200)
     email: str = Field(max_length=320)
     message: str
-    status: str = Field(default="new", max_length=16)
+    status: InquiryStatus = _status(InquiryStatus, InquiryStatus.NEW)
     created_at: datetime = _tz(default_factory=utcnow)
 
 
 class AuditLog(SQLModel, table=True):
     __tablename__ = "audit_logs"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int = _serial_id()
     action: str = Field(max_length=200)
     user_id: str = Field(max_length=200)
     timestamp: str = Field(max_length=40, description="ISO 8601, as the spec records it")

@@ -11,6 +11,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.models import (
     Article,
+    ArticleStatus,
     Category,
     Comment,
     Page,
@@ -91,9 +92,7 @@ async def _load(session: AsyncSession, settings: Settings) -> None:
         )
         session.add(product)
         await session.flush()
-        assert product.id is not None
         category = home if "home" in tags else kitchen
-        assert category.id is not None
         session.add(ProductCategory(product_id=product.id, category_id=category.id))
         for variant in ("small", "large"):
             session.add(
@@ -141,12 +140,11 @@ async def _load(session: AsyncSession, settings: Settings) -> None:
     session.add_all([news, guides])
     await session.flush()
     author = users[1]
-    assert author.id is not None
     first = Article(
         title="We are open",
         slug="we-are-open",
         body="Our shop is open.",
-        status="published",
+        status=ArticleStatus.PUBLISHED,
         author_id=author.id,
     )
     first.tags = [news]
@@ -154,13 +152,12 @@ async def _load(session: AsyncSession, settings: Settings) -> None:
         title="How to season an oak board",
         slug="season-an-oak-board",
         body="Oil it monthly.",
-        status="draft",
+        status=ArticleStatus.DRAFT,
         author_id=author.id,
     )
     second.tags = [guides]
     session.add_all([first, second])
     await session.flush()
-    assert first.id is not None
     session.add(
         Comment(
             article_id=first.id,

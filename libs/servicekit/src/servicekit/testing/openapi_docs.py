@@ -35,7 +35,7 @@ def _media_has_example(document: dict[str, Any], media: dict[str, Any]) -> bool:
 def undocumented_operations(document: dict[str, Any]) -> list[str]:
     """One line per gap, e.g. `POST /things: no request example`; empty when none."""
     gaps: list[str] = []
-    for path, item in document.get("paths", {}).items():
+    for path, item in document["paths"].items():
         for method in _METHODS:
             operation = item.get(method)
             if operation is None:

@@ -270,6 +270,9 @@ def document_input_limits(
                     "description": f"Request body larger than {max_body_bytes} bytes",
                     **envelope,
                 }
+            # A service that answers validation failures with 400 never answers FastAPI's 422.
+            if status != "422" and _is_fastapi_validation(responses.get("422", {})):
+                del responses["422"]
             validation = responses.setdefault(status, {"description": "Invalid input", **envelope})
             if _is_fastapi_validation(validation) and envelope:
                 validation["content"] = envelope["content"]
@@ -277,7 +280,7 @@ def document_input_limits(
                 described = validation.get("description", "")
                 validation["description"] = f"{described}. {note}" if described else note
             if render is not None:
-                request = Request({"type": "http", "method": method.upper(), "path": path})
+                request = _request_for(method, path)
                 for code, error in (
                     (status, UnprocessableEntity("body.name: Field required")),
                     ("413", PayloadTooLarge()),
@@ -285,6 +288,23 @@ def document_input_limits(
                     if code in responses:
                         _add_example(responses[code], error.code, render(error, request))
     return openapi
+
+
+def _request_for(method: str, path: str) -> Request:
+    """A request as the renderer would see one at `path`: envelopes may depend on the path."""
+    return Request(
+        {
+            "type": "http",
+            "method": method.upper(),
+            "scheme": "http",
+            "server": ("localhost", 80),
+            "root_path": "",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "headers": [],
+        }
+    )
 
 
 def _is_fastapi_validation(response: dict[str, Any]) -> bool:

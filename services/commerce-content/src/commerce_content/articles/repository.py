@@ -11,7 +11,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import SelectOfScalar
 
-from commerce_content.models import Article, Comment, Tag, User
+from commerce_content.models import Article, ArticleStatus, Comment, Tag, User
 
 
 class ArticleRepository:
@@ -19,7 +19,7 @@ class ArticleRepository:
         self.session = session
 
     def _filtered(
-        self, status: str | None, author_id: int | None, created_after: date | None
+        self, status: ArticleStatus | None, author_id: int | None, created_after: date | None
     ) -> SelectOfScalar[Article]:
         statement = select(Article)
         if status is not None:
@@ -45,7 +45,7 @@ class ArticleRepository:
         return statement
 
     async def count(
-        self, status: str | None, author_id: int | None, created_after: date | None
+        self, status: ArticleStatus | None, author_id: int | None, created_after: date | None
     ) -> int:
         statement = self._filtered(status, author_id, created_after)
         counted = select(func.count()).select_from(statement.subquery())
@@ -54,7 +54,7 @@ class ArticleRepository:
     async def page(
         self,
         *,
-        status: str | None,
+        status: ArticleStatus | None,
         author_id: int | None,
         created_after: date | None,
         sort: str,
@@ -76,7 +76,7 @@ class ArticleRepository:
     async def after(
         self,
         *,
-        status: str | None,
+        status: ArticleStatus | None,
         author_id: int | None,
         created_after: date | None,
         after_id: int,
@@ -91,8 +91,14 @@ class ArticleRepository:
         )
         return (await self.session.exec(statement)).all()
 
-    async def get(self, article_id: int, include: Sequence[str] = ()) -> Article | None:
+    async def get(
+        self, article_id: int, include: Sequence[str] = (), *, fresh: bool = False
+    ) -> Article | None:
+        """`fresh` reloads an article this session already holds (after a change), its
+        relations included."""
         statement = self._with(select(Article).where(Article.id == article_id), include)
+        if fresh:
+            statement = statement.execution_options(populate_existing=True)
         return (await self.session.exec(statement)).first()
 
     async def slug_taken(self, slug: str, except_id: int | None = None) -> bool:

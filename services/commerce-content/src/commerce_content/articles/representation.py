@@ -20,7 +20,6 @@ def comment_out(comment: Comment) -> CommentOut:
 
 
 def render(article: Article, version: int, include: Sequence[str]) -> dict[str, Any]:
-    assert article.id is not None
     comments = [comment_out(c) for c in article.comments] if "comments" in include else None
     if version == 2:
         return ArticleOutV2(
@@ -29,7 +28,7 @@ def render(article: Article, version: int, include: Sequence[str]) -> dict[str, 
             slug=article.slug,
             content=article.body,
             status=article.status,
-            author=AuthorOut(id=article.author.id or 0, name=article.author.name),
+            author=AuthorOut(id=article.author.id, name=article.author.name),
             tags=[tag.name for tag in article.tags],
             created_at=article.created_at,
             updated_at=article.updated_at,
@@ -46,12 +45,10 @@ def render(article: Article, version: int, include: Sequence[str]) -> dict[str, 
         created_at=article.created_at,
         updated_at=article.updated_at,
         published_at=article.published_at,
-        author=AuthorOut(id=article.author.id or 0, name=article.author.name)
+        author=AuthorOut(id=article.author.id, name=article.author.name)
         if "author" in include
         else None,
-        tags=[TagOut(id=t.id or 0, name=t.name) for t in article.tags]
-        if "tags" in include
-        else None,
+        tags=[TagOut(id=t.id, name=t.name) for t in article.tags] if "tags" in include else None,
         comments=comments,
     )
     return out.model_dump(mode="json", exclude_none=False, exclude=_absent(include))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from servicekit.web.params import MAX_DB_INT
 
-ArticleStatus = Literal["draft", "published", "archived"]
+from commerce_content.models import ArticleStatus
+
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 INCLUDABLE = ("author", "tags", "comments")
 SORTABLE = ("id", "title", "created_at", "updated_at", "published_at")
@@ -47,7 +48,7 @@ class ArticleCreate(BaseModel):
         default=None, max_length=300, description="Made from the title if absent"
     )
     body: str = Field(default="", max_length=200_000)
-    status: ArticleStatus = "draft"
+    status: ArticleStatus = ArticleStatus.DRAFT
     author_id: UserId | None = Field(default=None, description="Defaults to the calling user")
     tags: list[TagName] = Field(default_factory=list, max_length=20)
 

@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 from fastapi import Request
-from servicekit.errors import NotAcceptable
+
+from commerce_content.errors import UnknownVersion
 
 SUPPORTED_VERSIONS = (1, 2)
 _VENDOR = re.compile(r"application/vnd\.commerce\.v(\d+)\+json")
@@ -21,7 +22,7 @@ def negotiate_version(request: Request) -> int:
     for version in asked:
         if version in SUPPORTED_VERSIONS:
             return version
-    raise NotAcceptable(
+    raise UnknownVersion(
         f"Version {asked[0]} is not served; supported: "
         + ", ".join(f"application/vnd.commerce.v{v}+json" for v in SUPPORTED_VERSIONS)
     )
@@ -31,7 +32,15 @@ def media_type(version: int) -> str:
     return f"application/vnd.commerce.v{version}+json"
 
 
-def versioned_content(schema_name: str, status: int = 200) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI: the success body is served as each vendor media type, same schema."""
-    schema = {"schema": {"$ref": f"#/components/schemas/{schema_name}"}}
-    return {status: {"content": {media_type(v): schema for v in SUPPORTED_VERSIONS}}}
+def versioned_content(
+    schema_name: str, status: int = 200, example: Any = None
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI: the success body is served as each vendor media type, same schema; `example`
+    (the v1 body) is shown for each of them and for plain JSON."""
+    schema: dict[str, Any] = {"schema": {"$ref": f"#/components/schemas/{schema_name}"}}
+    if example is not None:
+        schema["example"] = example
+    content = {media_type(v): schema for v in SUPPORTED_VERSIONS}
+    if example is not None:
+        content["application/json"] = {"example": example}
+    return {status: {"content": content}}

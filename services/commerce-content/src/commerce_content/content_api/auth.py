@@ -7,8 +7,8 @@ import hmac
 
 from fastapi import Request
 from servicekit.auth.jwt import InvalidToken
-from servicekit.errors import BadRequest, Unauthorized
 
+from commerce_content.errors import InvalidRequest, NotAuthenticated
 from commerce_content.identity.dependencies import Caller, caller_from_jwt
 from commerce_content.identity.roles import Role
 from commerce_content.settings import Settings
@@ -18,18 +18,18 @@ QUERY_KEY_NAMES = frozenset({"api_key", "apikey", "key", "x-api-key", "token", "
 
 async def content_caller(request: Request) -> Caller:
     if QUERY_KEY_NAMES & {name.lower() for name in request.query_params}:
-        raise BadRequest("Credentials are not accepted in the query string; use X-API-Key")
+        raise InvalidRequest("Credentials are not accepted in the query string; use X-API-Key")
     settings: Settings = request.app.state.settings
     key = request.headers.get("x-api-key")
     if key is not None:
         expected = settings.content_api_key.get_secret_value()
         if hmac.compare_digest(key.encode(), expected.encode()):
             return Caller("content-api-key", Role.GUEST, None, "api_key")
-        raise Unauthorized("Unauthorized")
+        raise NotAuthenticated("Unauthorized")
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token:
-        raise Unauthorized("Unauthorized")
+        raise NotAuthenticated("Unauthorized")
     try:
         return caller_from_jwt(token, settings)
     except InvalidToken as exc:
-        raise Unauthorized("Invalid token") from exc
+        raise NotAuthenticated("Invalid token") from exc

@@ -1,16 +1,13 @@
-"""`GET /api/products/` (the content API) and `/api/content/products` (its admin side)."""
+"""`GET /api/products/` (the content API) and `/api/content/products` (its admin side): thin
+over ProductService."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Request
 from fastapi.responses import JSONResponse
-from servicekit.errors import BadRequest, Conflict, NotFound, ServiceError
 from servicekit.web.params import MAX_DB_INT, DbId
-from servicekit.web.session import SessionDep
-from sqlalchemy import func
-from sqlmodel import col, select
 
 from commerce_content.content_api.auth import content_caller
 from commerce_content.content_api.notifier import notify_content_saved
@@ -23,16 +20,21 @@ from commerce_content.content_api.schemas import (
     ProductOne,
     SearchItem,
 )
-from commerce_content.errors import PLAIN_CONFLICT, PLAIN_ERRORS, PLAIN_NOT_FOUND
-from commerce_content.identity.dependencies import Caller, ManagerCaller
-from commerce_content.models import Product
-from commerce_content.products.service import (
-    ProductProblem,
-    ProductProblemCode,
-    ProductService,
-    SavedProduct,
+from commerce_content.dependencies import ProductServiceDep, SettingsDep
+from commerce_content.errors import (
+    DuplicateSlug,
+    InvalidProduct,
+    InvalidRequest,
+    NotAuthenticated,
+    NotPermitted,
+    ProductNotFound,
+    TooManyRequests,
+    UnknownCategory,
+    plain_errors,
 )
-from commerce_content.search.service import like_pattern
+from commerce_content.identity.dependencies import Caller, ManagerCaller
+from commerce_content.openapi import documented, with_errors
+from commerce_content.products.service import SavedProduct
 from commerce_content.settings import Settings
 
 router = APIRouter(tags=["content"])
@@ -40,6 +42,18 @@ DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 NO_STORE = {"Cache-Control": "no-store"}
 JSON_UTF8 = "application/json; charset=utf-8"
+GUARDS = (InvalidRequest, NotAuthenticated, NotPermitted, TooManyRequests)
+
+
+CONTENT_ITEM = {
+    "name": "Ceramic mug",
+    "slug": "ceramic-mug",
+    "description": "Holds 350 ml.",
+    "base_price": "19.99",
+    "stock": 12,
+    "published": True,
+}
+SAVED = {"id": 21, "alias": "ceramic-mug", "published": True, "deleted": False}
 
 
 def _int(raw: str | None, default: int) -> int:
@@ -54,69 +68,68 @@ def _int(raw: str | None, default: int) -> int:
 @router.get(
     "/products/",
     response_model=ProductList | ProductOne,
-    responses={**PLAIN_ERRORS, **PLAIN_NOT_FOUND},
+    **with_errors(
+        documented(
+            "Read the published catalogue",
+            "`action` list (default; anything else than `get` is list) or get; `id` (get),"
+            " `limit` (20, at most 100), `offset` (0), `search` (title contains it; items then"
+            " carry id, title, price). `X-API-Key` or `Authorization: Bearer <JWT>`; not"
+            " cached.",
+            response={
+                "total": 1,
+                "limit": 20,
+                "offset": 0,
+                "items": [
+                    {
+                        "id": 21,
+                        "title": "Ceramic mug",
+                        "slug": "ceramic-mug",
+                        "description": "Holds 350 ml.",
+                        "price": 19.99,
+                        "image": "/media/mug.jpg",
+                        "url": "http://127.0.0.1:3000/products/ceramic-mug",
+                    }
+                ],
+            },
+        ),
+        plain_errors(*GUARDS, ProductNotFound),
+    ),
 )
 async def content_products(
     request: Request,
-    session: SessionDep,
+    service: ProductServiceDep,
+    settings: SettingsDep,
     caller: Annotated[Caller, Depends(content_caller)],
 ) -> JSONResponse:
     """`action` list (default; anything else than `get` is list) or get; `id` (get), `limit`
     (20, at most 100), `offset` (0), `search` (title contains it; items then carry id, title,
     price)."""
-    settings: Settings = request.app.state.settings
     params = request.query_params
-    action = params.get("action", "list")
-    catalog = select(Product).where(
-        Product.parent_id == settings.catalog_parent_id,
-        col(Product.published),
-        col(Product.deleted).is_(False),
-    )
-    if action == "get":
-        item_id = _int(params.get("id"), 0)
-        product = (await session.exec(catalog.where(Product.id == item_id))).first()
-        if product is None:
-            raise NotFound("Not found")
-        body: dict[str, Any] = ProductOne(
-            item=ProductItem.of(product, settings.frontend_url)
-        ).model_dump()
-        return JSONResponse(body, headers=NO_STORE, media_type=JSON_UTF8)
+    if params.get("action", "list") == "get":
+        product = await service.catalog_item(_int(params.get("id"), 0))
+        one = ProductOne(item=ProductItem.of(product, settings.frontend_url))
+        return JSONResponse(one.model_dump(), headers=NO_STORE, media_type=JSON_UTF8)
     limit = _int(params.get("limit"), DEFAULT_LIMIT)
     limit = DEFAULT_LIMIT if limit < 1 else min(limit, MAX_LIMIT)
     offset = max(0, _int(params.get("offset"), 0))
     search = params.get("search", "").strip()
-    if search:
-        catalog = catalog.where(col(Product.name).ilike(like_pattern(search), escape="\\"))
-    total = (await session.exec(select(func.count()).select_from(catalog.subquery()))).one()
-    rows = (
-        await session.exec(
-            catalog.order_by(col(Product.menu_index), col(Product.id)).offset(offset).limit(limit)
-        )
-    ).all()
+    page = await service.catalog(offset, limit, search)
     items: list[ProductItem] | list[SearchItem]
     if search:
         items = [
-            SearchItem(id=p.id or 0, title=p.name, price=ProductItem.of(p, "").price) for p in rows
+            SearchItem(id=p.id, title=p.name, price=ProductItem.of(p, "").price)
+            for p in page.products
         ]
     else:
-        items = [ProductItem.of(p, settings.frontend_url) for p in rows]
-    body = ProductList(total=int(total), limit=limit, offset=offset, items=items).model_dump()
+        items = [ProductItem.of(p, settings.frontend_url) for p in page.products]
+    body = ProductList(total=page.total, limit=limit, offset=offset, items=items).model_dump()
     return JSONResponse(body, headers=NO_STORE, media_type=JSON_UTF8)
-
-
-def _problem(problem: ProductProblem) -> ServiceError:
-    if problem.code == ProductProblemCode.NOT_FOUND:
-        return NotFound("Content item not found")
-    if problem.code == ProductProblemCode.DUPLICATE_SLUG:
-        return Conflict(problem.message)
-    return BadRequest(problem.message)
 
 
 def _saved(
     saved: SavedProduct, settings: Settings, background: BackgroundTasks
 ) -> ContentItemSaved:
     product = saved.product
-    assert product.id is not None
     # After the response (and so after the commit): a slow receiver never delays the editor.
     background.add_task(
         notify_content_saved, settings, saved.kind, product.id, product.slug, product.published
@@ -130,41 +143,50 @@ def _saved(
     "/content/products",
     response_model=ContentItemSaved,
     status_code=201,
-    responses={**PLAIN_ERRORS, **PLAIN_CONFLICT},
+    **with_errors(
+        documented(
+            "Create a content item",
+            "Managers and admins. A product under the catalogue parent; a draft unless"
+            " `published`. The content-saved notification goes out after the commit.",
+            request=CONTENT_ITEM,
+            response=SAVED,
+            status=201,
+        ),
+        plain_errors(*GUARDS, InvalidProduct, UnknownCategory, DuplicateSlug),
+    ),
 )
 async def create_content_item(
     body: ContentItemWrite,
     caller: ManagerCaller,
-    session: SessionDep,
-    request: Request,
+    service: ProductServiceDep,
+    settings: SettingsDep,
     background: BackgroundTasks,
 ) -> ContentItemSaved:
-    settings: Settings = request.app.state.settings
-    try:
-        saved = await ProductService(session, settings).create(body.model_dump())
-    except ProductProblem as problem:
-        raise _problem(problem) from problem
+    saved = await service.create(body.model_dump())
     return _saved(saved, settings, background)
 
 
 @router.patch(
     "/content/products/{item_id}",
     response_model=ContentItemSaved,
-    responses={**PLAIN_ERRORS, **PLAIN_NOT_FOUND, **PLAIN_CONFLICT},
+    **with_errors(
+        documented(
+            "Change a content item",
+            "Managers and admins. Only the fields given change; `sale_price: null` clears the"
+            " sale price. The content-saved notification goes out after the commit.",
+            request={"base_price": "17.50", "published": True},
+            response=SAVED,
+        ),
+        plain_errors(*GUARDS, InvalidProduct, UnknownCategory, ProductNotFound, DuplicateSlug),
+    ),
 )
 async def update_content_item(
     item_id: DbId,
     body: ContentItemPatch,
     caller: ManagerCaller,
-    session: SessionDep,
-    request: Request,
+    service: ProductServiceDep,
+    settings: SettingsDep,
     background: BackgroundTasks,
 ) -> ContentItemSaved:
-    settings: Settings = request.app.state.settings
-    try:
-        saved = await ProductService(session, settings).update(
-            item_id, body.model_dump(exclude_unset=True)
-        )
-    except ProductProblem as problem:
-        raise _problem(problem) from problem
+    saved = await service.update(item_id, body.model_dump(exclude_unset=True))
     return _saved(saved, settings, background)

@@ -24,7 +24,6 @@ class ProductItem(BaseModel):
 
     @classmethod
     def of(cls, product: Product, frontend_url: str) -> ProductItem:
-        assert product.id is not None
         return cls(
             id=product.id,
             title=product.name,

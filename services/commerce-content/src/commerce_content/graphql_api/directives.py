@@ -158,7 +158,8 @@ class RateLimitExtension(FieldExtension):
     async def resolve_async(
         self, next_: Callable[..., Awaitable[Any]], source: Any, info: Info, **kwargs: Any
     ) -> Any:
-        key = f"gql:{info._raw_info.parent_type.name}.{info.field_name}:{info.context.rate_key}"
+        # The parent type from the field's path (graphql-core's public Path).
+        key = f"gql:{info.path.typename}.{info.field_name}:{info.context.rate_key}"
         await info.context.field_limiter.hit(self.item, key)
         return await next_(source, info, **kwargs)
 

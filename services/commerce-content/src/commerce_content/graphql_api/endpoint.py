@@ -16,7 +16,6 @@ from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from pydantic_core import to_json
-from servicekit.errors import Unauthorized
 from servicekit.web.input_guard import DEFAULT_MAX_JSON_DEPTH, json_depth_exceeds
 from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -25,6 +24,7 @@ from strawberry.http.ides import get_graphql_ide_html
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
+from commerce_content.errors import NotAuthenticated
 from commerce_content.graphql_api.context import GraphQLContext
 from commerce_content.graphql_api.directives import Errors
 from commerce_content.graphql_api.errors import BAD_USER_INPUT
@@ -64,11 +64,49 @@ class RequestRefused(Exception):
         return JSONResponse(body, status_code=self.status, headers={**VARY, **self.headers})
 
 
+QUERY_EXAMPLE = {
+    "query": "query($first: Int) { products(page: {first: $first}) { totalCount"
+    " edges { node { id name pricing { basePrice currency } } } } }",
+    "variables": {"first": 1},
+}
+DATA_EXAMPLE = {
+    "data": {
+        "products": {
+            "totalCount": 1,
+            "edges": [
+                {
+                    "node": {
+                        "id": "UHJvZHVjdDoyMQ==",
+                        "name": "Ceramic mug",
+                        "pricing": {"basePrice": "19.99", "currency": "USD"},
+                    }
+                }
+            ],
+        }
+    }
+}
+
+
+def _refusal(description: str, message: str, code: str) -> dict[str, Any]:
+    example = {"errors": [{"message": message, "extensions": {"code": code}}]}
+    return {
+        "model": GraphQLResponse,
+        "description": description,
+        "content": {"application/json": {"example": example}},
+    }
+
+
 RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"model": GraphQLResponse, "description": "The operation ran: data and/or errors"},
-    400: {"model": GraphQLResponse, "description": "Not a GraphQL request"},
-    401: {"model": GraphQLResponse, "description": "Wrong or expired credentials"},
-    405: {"model": GraphQLResponse, "description": "A mutation sent with GET"},
+    200: {
+        "model": GraphQLResponse,
+        "description": "The operation ran: data and/or errors",
+        "content": {"application/json": {"example": DATA_EXAMPLE}},
+    },
+    400: _refusal("Not a GraphQL request", "Expected a JSON body with `query`", "BAD_USER_INPUT"),
+    401: _refusal(
+        "Wrong or expired credentials", "Use 'Authorization: Bearer <token>'", "UNAUTHENTICATED"
+    ),
+    405: _refusal("A mutation sent with GET", "Mutations must be sent with POST", "BAD_USER_INPUT"),
 }
 
 
@@ -82,7 +120,7 @@ async def _caller(request: Request, session: AsyncSession) -> Caller | None:
         raise RequestRefused(401, "Use 'Authorization: Bearer <token>'", Errors.UNAUTHENTICATED)
     try:
         return await identify(token.strip(), request.app.state.settings, session)
-    except Unauthorized as exc:
+    except NotAuthenticated as exc:
         raise RequestRefused(
             401, exc.message, Errors.UNAUTHENTICATED, {"WWW-Authenticate": "Bearer"}
         ) from exc
@@ -165,7 +203,37 @@ async def _execute(
     return Response(to_json(body), media_type="application/json", headers=headers)
 
 
-@router.post(PATH, response_model=GraphQLResponse, responses=RESPONSES)
+@router.post(
+    PATH,
+    response_model=GraphQLResponse,
+    responses=RESPONSES,
+    summary="Run a GraphQL operation",
+    description=(
+        "A query or mutation as JSON `{query, variables?, operationName?}`. Anonymous callers"
+        " are guests; `Authorization: Bearer <JWT>` (or `X-API-Key`) for more. Business"
+        " problems of mutations are in their payload's `userErrors`. The schema is at"
+        " `/graphql` (GraphiQL outside production) and in the service's schema.graphql."
+    ),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["query"],
+                        "properties": {
+                            "query": {"type": "string"},
+                            "variables": {"type": "object"},
+                            "operationName": {"type": "string"},
+                        },
+                    },
+                    "example": QUERY_EXAMPLE,
+                }
+            },
+        }
+    },
+)
 async def graphql_post(
     request: Request, session: SessionDep, background: BackgroundTasks
 ) -> Response:
@@ -184,7 +252,18 @@ async def graphql_post(
         return refused.response()
 
 
-@router.get(PATH, response_model=GraphQLResponse, responses=RESPONSES)
+@router.get(
+    PATH,
+    response_model=GraphQLResponse,
+    responses=RESPONSES,
+    summary="Run a GraphQL query from the address",
+    description=(
+        "A query (never a mutation) in the address: `query`, `variables` as JSON,"
+        " `operationName`; HTTP caches may keep the answer (`Cache-Control` from"
+        " `@cacheControl`). Browsers asking for HTML without `query` get GraphiQL outside"
+        " production."
+    ),
+)
 async def graphql_get(
     request: Request,
     session: SessionDep,

@@ -18,6 +18,7 @@ from graphql import (
 from servicekit.web.input_guard import bad_text_in, bad_text_reason
 from strawberry.extensions import MaskErrors, SchemaExtension
 
+from commerce_content.graphql_api.adapter import core_schema
 from commerce_content.graphql_api.analysis import OperationAnalyzer
 from commerce_content.graphql_api.errors import (
     BAD_USER_INPUT,
@@ -53,7 +54,7 @@ class OperationPolicy(SchemaExtension):
 
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
-        analyzer = OperationAnalyzer(context.schema._schema)
+        analyzer = OperationAnalyzer(core_schema(context.schema))
         document = context.graphql_document
         operation = analyzer.operation(document, context.operation_name) if document else None
         if reason := bad_text_in(context.variables, "variables"):

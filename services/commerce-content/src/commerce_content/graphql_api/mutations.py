@@ -13,6 +13,14 @@ from typing import Any
 import strawberry
 
 from commerce_content.content_api.notifier import notify_content_saved
+from commerce_content.errors import (
+    CheckoutError,
+    InvalidProduct,
+    ProductError,
+    ProductNotFound,
+    ProductUnavailable,
+    UnknownCategory,
+)
 from commerce_content.graphql_api.context import Context
 from commerce_content.graphql_api.directives import guarded_field
 from commerce_content.graphql_api.ids import InvalidIdentifier, category_key, decode_id
@@ -26,20 +34,9 @@ from commerce_content.graphql_api.inputs import (
 )
 from commerce_content.graphql_api.types import Order, Product
 from commerce_content.identity.roles import Role
-from commerce_content.orders.checkout import (
-    CartLine,
-    CheckoutProblem,
-    CheckoutService,
-    ProblemCode,
-)
+from commerce_content.orders.checkout import CartLine, CheckoutService
 from commerce_content.payments.provider import payment_provider
-from commerce_content.products.service import (
-    InvalidProduct,
-    ProductProblem,
-    ProductProblemCode,
-    ProductService,
-    SavedProduct,
-)
+from commerce_content.products.service import ProductService, SavedProduct
 
 MAX_ORDER_LINES = 100
 CREATE_ORDER_RATE = (5, "10s")
@@ -95,20 +92,15 @@ class DeleteProductPayload:
     user_errors: list[ProductUserError]
 
 
-ORDER_CODES = {
-    ProblemCode.INSUFFICIENT_STOCK: OrderErrorCode.INSUFFICIENT_STOCK,
-    ProblemCode.INVALID_ADDRESS: OrderErrorCode.INVALID_ADDRESS,
-    ProblemCode.PAYMENT_DECLINED: OrderErrorCode.PAYMENT_DECLINED,
-    ProblemCode.PRODUCT_UNAVAILABLE: OrderErrorCode.PRODUCT_UNAVAILABLE,
-}
 INPUT = "input"
 
 
-def _order_error(problem: CheckoutProblem) -> UserError:
+def order_user_error(error: CheckoutError) -> UserError:
+    """The same checkout errors REST answers with their status, as a `userErrors` entry."""
     return UserError(
-        field=[INPUT, *problem.field] if problem.field else None,
-        message=problem.message,
-        code=ORDER_CODES.get(problem.code),
+        field=[INPUT, *error.field] if error.field else None,
+        message=error.detail,
+        code=OrderErrorCode(error.order_code) if error.order_code else None,
     )
 
 
@@ -118,26 +110,19 @@ def _cart(items: list[OrderLineInput]) -> list[CartLine]:
         try:
             product_id = decode_id(item.product_id, "Product")
         except InvalidIdentifier as exc:
-            raise CheckoutProblem(
-                ProblemCode.PRODUCT_UNAVAILABLE,
+            raise ProductUnavailable(
                 f"items[{index}]: {item.product_id!r} is not a product id",
-                ("items", str(index), "productId"),
+                field=("items", str(index), "productId"),
             ) from exc
         lines.append(CartLine(str(product_id), item.quantity))
     return lines
 
 
-def _check_order_input(input: CreateOrderInput, email: str | None) -> None:
+def _check_order_input(input: CreateOrderInput) -> None:
     """What only GraphQL's input can get wrong; the checkout service checks the rest (an empty
-    cart included)."""
+    cart and the email included)."""
     if len(input.items) > MAX_ORDER_LINES:
-        raise CheckoutProblem(
-            ProblemCode.INVALID_INPUT, f"at most {MAX_ORDER_LINES} items", ("items",)
-        )
-    if email is not None and ("@" not in email or len(email) > 320):
-        raise CheckoutProblem(
-            ProblemCode.INVALID_INPUT, "customerEmail is not a valid address", ("customerEmail",)
-        )
+        raise CheckoutError(f"at most {MAX_ORDER_LINES} items", field=("items",))
 
 
 def _address(address: AddressInput | None) -> dict[str, Any] | None:
@@ -155,14 +140,15 @@ def _address(address: AddressInput | None) -> dict[str, Any] | None:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def _product_errors(problems: list[ProductProblem]) -> list[ProductUserError]:
+def product_user_errors(errors: list[ProductError]) -> list[ProductUserError]:
+    """The same product errors the content API answers with their status."""
     return [
         ProductUserError(
-            field=_error_path(p.field),
-            message=p.message,
-            code=ProductErrorCode(p.code.value),
+            field=_error_path(e.field),
+            message=e.message,
+            code=ProductErrorCode(e.product_code),
         )
-        for p in problems
+        for e in errors
     ]
 
 
@@ -188,11 +174,7 @@ def _categories(values: list[strawberry.ID] | None) -> list[int] | None:
         try:
             ids.append(category_key(value))
         except InvalidIdentifier as exc:
-            raise ProductProblem(
-                ProductProblemCode.UNKNOWN_CATEGORY,
-                f"not a category id: {value!r}",
-                ("category_ids",),
-            ) from exc
+            raise UnknownCategory(f"not a category id: {value!r}", field=("category_ids",)) from exc
     return ids
 
 
@@ -200,13 +182,12 @@ def _product_id(value: strawberry.ID) -> int:
     try:
         return decode_id(value, "Product")
     except InvalidIdentifier as exc:
-        raise ProductProblem(ProductProblemCode.NOT_FOUND, "No such product", ("id",)) from exc
+        raise ProductNotFound("No such product", field=("id",)) from exc
 
 
 def _announce(info: Context, saved: SavedProduct) -> None:
     """The content-saved notification, sent after the response and so after the commit."""
     product = saved.product
-    assert product.id is not None
     info.context.background_tasks.add_task(
         notify_content_saved,
         info.context.settings,
@@ -243,10 +224,10 @@ async def _save_product(info: Context, action: ProductAction) -> ProductPayload:
         try:
             async with session.begin_nested():
                 saved: SavedProduct = await action(ProductService(session, info.context.settings))
-        except ProductProblem as problem:
-            return ProductPayload(product=None, user_errors=_product_errors([problem]))
         except InvalidProduct as invalid:
-            return ProductPayload(product=None, user_errors=_product_errors(invalid.problems))
+            return ProductPayload(product=None, user_errors=product_user_errors(invalid.problems))
+        except ProductError as error:
+            return ProductPayload(product=None, user_errors=product_user_errors([error]))
     _announce(info, saved)
     product = Product.of(saved.product, info.context.variants_by_product)
     return ProductPayload(product=product, user_errors=[])
@@ -268,13 +249,13 @@ class Mutation:
         async with context.db() as session:
             service = CheckoutService(session, context.settings, payment_provider(context.settings))
             try:
-                _check_order_input(input, email)
+                _check_order_input(input)
                 async with session.begin_nested():
                     result = await service.checkout(
                         _cart(input.items), email, _address(given(input.shipping_address)), user_id
                     )
-            except CheckoutProblem as problem:
-                return CreateOrderPayload(order=None, user_errors=[_order_error(problem)])
+            except CheckoutError as error:
+                return CreateOrderPayload(order=None, user_errors=[order_user_error(error)])
         return CreateOrderPayload(order=Order.of(result.order), user_errors=[])
 
     @guarded_field(auth=Role.MANAGER, description="Create a product (a draft unless published).")

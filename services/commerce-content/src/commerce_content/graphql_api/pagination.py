@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import strawberry
-from graphql import FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode
+from strawberry.types.nodes import SelectedField, Selection
 
 from commerce_content.graphql_api.context import Context
 from commerce_content.graphql_api.directives import CacheControl, guarded_field
@@ -77,33 +77,23 @@ def _position(cursor: str | None, name: str) -> int | None:
 
 def selects_variants(info: Context) -> bool:
     """Whether the operation asks for `edges.node.variants` under this connection."""
-    fragments = info._raw_info.fragments
-    for node in info._raw_info.field_nodes:
-        for edges in _children(node, "edges", fragments):
-            for product in _children(edges, "node", fragments):
-                if _children(product, "variants", fragments):
-                    return True
-    return False
+    return any(
+        _children(product.selections, "variants")
+        for connection in info.selected_fields
+        for edges in _children(connection.selections, "edges")
+        for product in _children(edges.selections, "node")
+    )
 
 
-Selecting = FieldNode | InlineFragmentNode | FragmentDefinitionNode
-
-
-def _children(
-    node: Selecting, name: str, fragments: dict[str, FragmentDefinitionNode]
-) -> list[FieldNode]:
-    """The fields called `name` directly under `node`, looking into fragments."""
-    found: list[FieldNode] = []
-    for selection in node.selection_set.selections if node.selection_set else ():
-        if isinstance(selection, FieldNode):
-            if selection.name.value == name:
+def _children(selections: list[Selection], name: str) -> list[SelectedField]:
+    """The fields called `name` directly in `selections`, looking into fragments."""
+    found: list[SelectedField] = []
+    for selection in selections:
+        if isinstance(selection, SelectedField):
+            if selection.name == name:
                 found.append(selection)
-        elif isinstance(selection, InlineFragmentNode):
-            found.extend(_children(selection, name, fragments))
-        elif isinstance(selection, FragmentSpreadNode):
-            fragment = fragments.get(selection.name.value)
-            if fragment is not None:
-                found.extend(_children(fragment, name, fragments))
+        else:  # an inline fragment or a fragment spread: strawberry gives its selections
+            found.extend(_children(selection.selections, name))
     return found
 
 
@@ -128,15 +118,15 @@ async def product_connection(
             before_after = beyond_before = False
         # The whole page's variants in one query, before the fields resolve, when asked for.
         grouped = (
-            await repository.variants_of([row.id or 0 for row in rows])
+            await repository.variants_of([row.id for row in rows])
             if selects_variants(info)
             else None
         )
     loader = info.context.variants_by_product
     edges = [
         ProductEdge(
-            node=Product.of(row, grouped.get(row.id or 0, []) if grouped is not None else loader),
-            cursor=encode_cursor(row.id or 0),
+            node=Product.of(row, grouped.get(row.id, []) if grouped is not None else loader),
+            cursor=encode_cursor(row.id),
         )
         for row in rows
     ]

@@ -21,7 +21,7 @@ from strawberry.extensions import (
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 
-from commerce_content.graphql_api.execution import executor_for
+from commerce_content.graphql_api.adapter import core_schema, executor_for
 from commerce_content.graphql_api.extensions import (
     MaskUnexpectedErrors,
     OperationPolicy,
@@ -42,7 +42,7 @@ class CommerceSchema(strawberry.Schema):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Built from the finished schema, so it can only be set afterwards.
-        self.execution_context_class = executor_for(self._schema)
+        self.execution_context_class = executor_for(core_schema(self))
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None

@@ -26,6 +26,7 @@ from commerce_content.graphql_api.scalars import CurrencyCode
 from commerce_content.identity.roles import Role as IdentityRole
 from commerce_content.models import Order as OrderRow
 from commerce_content.models import OrderItem as OrderItemRow
+from commerce_content.models import OrderStatus as OrderRowStatus
 from commerce_content.models import Product as ProductRow
 from commerce_content.models import User as UserRow
 from commerce_content.orders.checkout import unit_price
@@ -131,7 +132,6 @@ class VariantsOnDemand:
         return self._load().__await__()
 
     async def _load(self) -> list[ProductVariant]:
-        assert self.product.id is not None
         rows = await self.loader.load(self.product.id)
         return ProductVariant.all_of(rows, self.product)
 
@@ -208,7 +208,7 @@ class Order(Node):
             total=row.total,
             currency=CurrencyCode(row.currency),
             customer_email=row.customer_email,
-            payment_url=row.payment_url if row.status == "pending" else None,
+            payment_url=row.payment_url if row.status is OrderRowStatus.PENDING else None,
             created_at=row.created_at,
             paid_at=row.paid_at,
             row=row,
@@ -229,7 +229,6 @@ class User(Node):
     async def orders(
         self, info: Context, first: Annotated[int, strawberry.argument()] = 10
     ) -> list[Order] | None:
-        assert self.row.id is not None
         if not 0 <= first <= MAX_ORDERS:
             raise bad_input(f"first must be between 0 and {MAX_ORDERS}")
         async with info.context.db() as session:

@@ -11,11 +11,11 @@ from fastapi import Depends, Request
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import BearerCredentials, principal_from_api_key
 from servicekit.auth.jwt import InvalidToken, JWTCodec
-from servicekit.errors import Forbidden, Unauthorized
 from servicekit.web.params import MAX_DB_INT
 from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from commerce_content.errors import NotAuthenticated, NotPermitted
 from commerce_content.identity.roles import Role
 from commerce_content.settings import Settings
 
@@ -35,7 +35,7 @@ class Caller:
 
     def require(self, role: Role) -> None:
         if not self.role.allows(role):
-            raise Forbidden(f"This operation needs the {role.value} role")
+            raise NotPermitted(f"This operation needs the {role.value} role")
 
 
 def jwt_codec(settings: Settings) -> JWTCodec:
@@ -77,10 +77,10 @@ async def identify(token: str, settings: Settings, session: AsyncSession) -> Cal
         try:
             return caller_from_jwt(token, settings)
         except InvalidToken as exc:
-            raise Unauthorized("Invalid token") from exc
+            raise NotAuthenticated("Invalid token") from exc
     principal = await principal_from_api_key(session, token)
     if principal is None:
-        raise Unauthorized("Invalid token")
+        raise NotAuthenticated("Invalid token")
     return Caller(principal.owner, LEVEL_ROLES[principal.level], None, "api_key")
 
 
@@ -88,7 +88,7 @@ async def authenticate(
     request: Request, session: SessionDep, credentials: BearerCredentials
 ) -> Caller:
     if credentials is None or not credentials.credentials:
-        raise Unauthorized("Missing bearer token")
+        raise NotAuthenticated("Missing bearer token")
     return await identify(credentials.credentials, request.app.state.settings, session)
 
 

@@ -1,7 +1,8 @@
 """Checkout: an order priced from the product records, and a payment session for it.
 
 Shared by the REST endpoint and GraphQL's `createOrder`: both call `CheckoutService` and map its
-`CheckoutProblem`s to their own error shapes.
+errors (`commerce_content.errors.CheckoutError` and its kinds) to their own shapes: REST
+answers their status, GraphQL's `createOrder` reports them in `userErrors`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -20,42 +20,18 @@ from servicekit.events import record_event
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from commerce_content.events import ORDER_CREATED, OrderSummary
-from commerce_content.models import Order, OrderItem, Product
-from commerce_content.orders.stock import quantities, reserve
-from commerce_content.payments.provider import (
-    CheckoutRequest,
-    LineItem,
-    PaymentDeclined,
-    PaymentProvider,
+from commerce_content.errors import (
+    CheckoutError,
+    InsufficientStock,
+    InvalidAddress,
+    ProductUnavailable,
 )
+from commerce_content.events import ORDER_CREATED, OrderSummary
+from commerce_content.models import Order, OrderItem, OrderStatus, Product
+from commerce_content.orders.stock import quantities, reserve
+from commerce_content.payments.provider import CheckoutRequest, LineItem, PaymentProvider
 from commerce_content.settings import Settings
 from commerce_content.text_rules import has_control_characters
-
-
-class ProblemCode(StrEnum):
-    """The same codes as GraphQL's OrderErrorCode, plus the REST-only input problems."""
-
-    INSUFFICIENT_STOCK = "INSUFFICIENT_STOCK"
-    INVALID_ADDRESS = "INVALID_ADDRESS"
-    PAYMENT_DECLINED = "PAYMENT_DECLINED"
-    PRODUCT_UNAVAILABLE = "PRODUCT_UNAVAILABLE"
-    INVALID_INPUT = "INVALID_INPUT"
-
-
-@dataclass(frozen=True)
-class CheckoutProblem(Exception):
-    code: ProblemCode
-    message: str
-    field: tuple[str, ...] = ()
-
-    @property
-    def text(self) -> str:
-        """The REST answer's text: the GraphQL code first when there is one, so clients can
-        tell e.g. INSUFFICIENT_STOCK apart without a second envelope."""
-        if self.code == ProblemCode.INVALID_INPUT:
-            return self.message
-        return f"{self.code.value}: {self.message}"
 
 
 def _as_spelled(loc: tuple[int | str, ...], raw: Any) -> str:
@@ -98,6 +74,7 @@ _PRODUCT_ID = re.compile(r"\s*[0-9]{1,20}\s*")
 MAX_PRODUCT_ID = 2**31 - 1
 # More than any one order of a shop holds; keeps sums within the stock column's range.
 MAX_QUANTITY = 1_000_000
+MAX_EMAIL_LENGTH = 320
 
 
 @dataclass(frozen=True)
@@ -127,18 +104,23 @@ class CheckoutService:
     async def checkout(
         self,
         lines: list[CartLine],
-        customer_email: str | None,
+        customer_email: Any,
         shipping_address: Any,
         user_id: int | None = None,
     ) -> CheckoutResult:
         if not lines:
-            raise CheckoutProblem(ProblemCode.INVALID_INPUT, "items must not be empty", ("items",))
+            raise CheckoutError("items must not be empty", field=("items",))
+        if customer_email is not None and (
+            not isinstance(customer_email, str)
+            or "@" not in customer_email
+            or len(customer_email) > MAX_EMAIL_LENGTH
+        ):
+            raise CheckoutError("customerEmail is not a valid address", field=("customerEmail",))
         if customer_email is not None and has_control_characters(customer_email):
             # REST and GraphQL alike: it would reach the provider and PostgreSQL (NUL).
-            raise CheckoutProblem(
-                ProblemCode.INVALID_INPUT,
+            raise CheckoutError(
                 "customerEmail must not contain control characters",
-                ("customerEmail",),
+                field=("customerEmail",),
             )
         address = self._address(shipping_address)
         products = await self._products(lines)
@@ -146,7 +128,7 @@ class CheckoutService:
         expires_at = now + timedelta(minutes=self.settings.checkout_expiry_minutes)
         order = Order(
             id=uuid.uuid4(),
-            status="pending",
+            status=OrderStatus.PENDING,
             total=Decimal("0.00"),
             currency=self.settings.currency.upper(),
             customer_email=customer_email,
@@ -159,7 +141,6 @@ class CheckoutService:
         for index, line in enumerate(lines):
             product = products[index]
             price = unit_price(product)
-            assert product.id is not None
             items.append(
                 OrderItem(
                     order_id=order.id,
@@ -171,30 +152,27 @@ class CheckoutService:
             )
         order.total = sum((item.price * item.quantity for item in items), Decimal("0.00"))
         base = self.settings.frontend_url.rstrip("/")
-        try:
-            session = await self.provider.create_session(
-                CheckoutRequest(
-                    order_id=str(order.id),
-                    currency=self.settings.currency.lower(),
-                    lines=[LineItem(i.name, i.price, i.quantity) for i in items],
-                    success_url=f"{base}/checkout/success?order={order.id}",
-                    cancel_url=f"{base}/checkout/cancel?order={order.id}",
-                    customer_email=customer_email,
-                    expires_at=expires_at,
-                )
+        # A decline is the provider's PaymentDeclined, a CheckoutError like the others.
+        session = await self.provider.create_session(
+            CheckoutRequest(
+                order_id=str(order.id),
+                currency=self.settings.currency.lower(),
+                lines=[LineItem(i.name, i.price, i.quantity) for i in items],
+                success_url=f"{base}/checkout/success?order={order.id}",
+                cancel_url=f"{base}/checkout/cancel?order={order.id}",
+                customer_email=customer_email,
+                expires_at=expires_at,
             )
-        except PaymentDeclined as exc:
-            raise CheckoutProblem(ProblemCode.PAYMENT_DECLINED, str(exc)) from exc
+        )
         # Checked above without a lock; taken here for real, so of two buyers of the last
         # items the second is told (and whatever was taken rolls back with the transaction).
         short = await reserve(self.session, quantities((i.product_id, i.quantity) for i in items))
         if short is not None:
             await self.provider.expire_session(session.id)
             index = next(n for n, p in enumerate(products) if p.id == short)
-            raise CheckoutProblem(
-                ProblemCode.INSUFFICIENT_STOCK,
+            raise InsufficientStock(
                 f"items[{index}]: not enough of '{products[index].name}' in stock any more",
-                ("items", str(index), "quantity"),
+                field=("items", str(index), "quantity"),
             )
         order.payment_session_id = session.id
         order.payment_url = session.url
@@ -212,10 +190,9 @@ class CheckoutService:
             return ShippingAddress.model_validate(raw).model_dump(exclude_none=True)
         except ValidationError as exc:
             fields = sorted({_as_spelled(e["loc"], raw) for e in exc.errors()})
-            raise CheckoutProblem(
-                ProblemCode.INVALID_ADDRESS,
+            raise InvalidAddress(
                 f"shippingAddress is invalid: {', '.join(fields) or 'not an object'}",
-                ("shippingAddress",),
+                field=("shippingAddress",),
             ) from exc
 
     async def _products(self, lines: list[CartLine]) -> list[Product]:
@@ -223,10 +200,9 @@ class CheckoutService:
         for index, line in enumerate(lines):
             where = ("items", str(index))
             if not isinstance(line.product_id, str) or not _PRODUCT_ID.fullmatch(line.product_id):
-                raise CheckoutProblem(
-                    ProblemCode.INVALID_INPUT,
+                raise CheckoutError(
                     f"items[{index}].productId must be a product id string (digits)",
-                    (*where, "productId"),
+                    field=(*where, "productId"),
                 )
             quantity = line.quantity
             if (
@@ -234,10 +210,9 @@ class CheckoutService:
                 or not isinstance(quantity, int)
                 or not 1 <= quantity <= MAX_QUANTITY
             ):
-                raise CheckoutProblem(
-                    ProblemCode.INVALID_INPUT,
+                raise CheckoutError(
                     f"items[{index}].quantity must be a whole number from 1 to {MAX_QUANTITY}",
-                    (*where, "quantity"),
+                    field=(*where, "quantity"),
                 )
             ids.append(int(line.product_id))
         known = [i for i in ids if i <= MAX_PRODUCT_ID]
@@ -252,17 +227,15 @@ class CheckoutService:
         for index, (line, product_id) in enumerate(zip(lines, ids, strict=True)):
             product = found.get(product_id)
             if product is None or not product.published or product.deleted:
-                raise CheckoutProblem(
-                    ProblemCode.PRODUCT_UNAVAILABLE,
+                raise ProductUnavailable(
                     f"items[{index}]: product {line.product_id} is not available",
-                    ("items", str(index), "productId"),
+                    field=("items", str(index), "productId"),
                 )
             wanted[product_id] = wanted.get(product_id, 0) + int(line.quantity)
             if wanted[product_id] > product.stock:
-                raise CheckoutProblem(
-                    ProblemCode.INSUFFICIENT_STOCK,
+                raise InsufficientStock(
                     f"items[{index}]: only {product.stock} of '{product.name}' in stock",
-                    ("items", str(index), "quantity"),
+                    field=("items", str(index), "quantity"),
                 )
             products.append(product)
         return products

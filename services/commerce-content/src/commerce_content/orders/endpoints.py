@@ -1,4 +1,5 @@
-"""Checkout and payment notifications."""
+"""Checkout and payment notifications: thin over CheckoutService and
+PaymentNotificationService."""
 
 from __future__ import annotations
 
@@ -6,18 +7,24 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
-from servicekit.errors import BadRequest, NotFound
-from servicekit.web.session import SessionDep
 
-from commerce_content.errors import PLAIN_ERRORS, PLAIN_NOT_FOUND
-from commerce_content.orders.checkout import CartLine, CheckoutProblem, CheckoutService
-from commerce_content.orders.notifications import handle_notification
-from commerce_content.payments.provider import payment_provider
+from commerce_content.dependencies import CheckoutServiceDep, PaymentNotificationServiceDep
+from commerce_content.errors import (
+    CheckoutError,
+    InsufficientStock,
+    InvalidAddress,
+    InvalidRequest,
+    NoSuchThing,
+    PaymentDeclined,
+    ProductUnavailable,
+    TooManyRequests,
+    plain_errors,
+)
+from commerce_content.openapi import documented, with_errors
+from commerce_content.orders.checkout import CartLine, ShippingAddress
 from commerce_content.rate_limit.limiter import enforce_rate_limit
-from commerce_content.settings import Settings
 
 router = APIRouter(prefix="/orders", tags=["orders"])
-PROVIDERS = ("stripe",)
 
 
 class CheckoutCreated(BaseModel):
@@ -29,61 +36,133 @@ class Received(BaseModel):
     received: bool
 
 
-def _settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+CHECKOUT_EXAMPLE = {
+    "items": [{"productId": "21", "quantity": 2}],
+    "customerEmail": "ada@example.com",
+    "shippingAddress": {
+        "name": "Ada Lovelace",
+        "line1": "12 St James's Square",
+        "city": "London",
+        "postalCode": "SW1Y 4JH",
+        "country": "GB",
+    },
+}
+CHECKOUT_SCHEMA = {
+    "type": "object",
+    "required": ["items"],
+    "properties": {
+        "items": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["productId", "quantity"],
+                "properties": {
+                    "productId": {"type": "string", "pattern": "^[0-9]+$"},
+                    "quantity": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+                },
+            },
+        },
+        "customerEmail": {"type": "string", "format": "email"},
+        "shippingAddress": ShippingAddress.model_json_schema(by_alias=True),
+    },
+}
+NOTIFICATION_EXAMPLE = {
+    "id": "evt_1",
+    "type": "checkout.session.completed",
+    "data": {
+        "object": {
+            "id": "cs_sandbox_5f2a",
+            "payment_intent": "pi_3Nq",
+            "payment_status": "paid",
+            "amount_total": 3998,
+            "currency": "usd",
+            "metadata": {"order_id": "0b7f6c1e-8a51-4d5e-9a57-1f3e5c2b7d90"},
+        }
+    },
+}
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    try:
+        body: Any = await request.json()
+    except ValueError as exc:
+        raise InvalidRequest("The body must be JSON") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequest("The body must be a JSON object")
+    return body
 
 
 @router.post(
     "/checkout",
     response_model=CheckoutCreated,
-    responses=PLAIN_ERRORS,
+    **with_errors(
+        documented(
+            "Check out a cart",
+            "Prices and names come from the product records; the order is stored `pending`"
+            " and a payment session is created. Pay at `paymentUrl`: with the sandbox"
+            " provider, open it and press Pay (or `POST {paymentUrl}/pay`). Errors are 400"
+            " `{error: <text>}`, the text starting with the GraphQL OrderErrorCode when there"
+            " is one (`INSUFFICIENT_STOCK: items[0]: ...`).",
+            request=CHECKOUT_EXAMPLE,
+            request_schema=CHECKOUT_SCHEMA,
+            response={
+                "orderId": "0b7f6c1e-8a51-4d5e-9a57-1f3e5c2b7d90",
+                "paymentUrl": "http://127.0.0.1:8003/api/orders/sandbox/cs_sandbox_5f2a",
+            },
+        ),
+        plain_errors(
+            InvalidRequest,
+            CheckoutError,
+            InsufficientStock,
+            InvalidAddress,
+            PaymentDeclined,
+            ProductUnavailable,
+            TooManyRequests,
+        ),
+    ),
     dependencies=[Depends(enforce_rate_limit)],
 )
-async def checkout(request: Request, session: SessionDep) -> CheckoutCreated:
+async def checkout(request: Request, service: CheckoutServiceDep) -> CheckoutCreated:
     """`items` (non-empty, `{productId, quantity}`), `customerEmail`, `shippingAddress`
     (`{name, line1, line2?, city, postalCode, state?, country}`, snake_case accepted too;
     country ISO 3166-1 alpha-2)."""
-    try:
-        body: Any = await request.json()
-    except ValueError as exc:
-        raise BadRequest("The body must be JSON") from exc
-    if not isinstance(body, dict):
-        raise BadRequest("The body must be a JSON object")
+    body = await _json_object(request)
     items = body.get("items")
     if not isinstance(items, list) or not items:
-        raise BadRequest("items is required and must not be empty")
+        raise InvalidRequest("items is required and must not be empty")
     if not all(isinstance(item, dict) for item in items):
-        raise BadRequest("every item is an object with productId and quantity")
-    email = body.get("customerEmail")
-    if email is not None and (not isinstance(email, str) or "@" not in email or len(email) > 320):
-        raise BadRequest("customerEmail is not a valid address")
-    settings = _settings(request)
-    service = CheckoutService(session, settings, payment_provider(settings))
-    try:
-        result = await service.checkout(
-            [CartLine(item.get("productId"), item.get("quantity")) for item in items],
-            email,
-            body.get("shippingAddress"),
-        )
-    except CheckoutProblem as problem:
-        raise BadRequest(problem.text) from problem
+        raise InvalidRequest("every item is an object with productId and quantity")
+    result = await service.checkout(
+        [CartLine(item.get("productId"), item.get("quantity")) for item in items],
+        body.get("customerEmail"),
+        body.get("shippingAddress"),
+    )
     return CheckoutCreated(orderId=str(result.order.id), paymentUrl=result.payment_url)
 
 
 @router.post(
     "/webhook/{payment_provider}",
     response_model=Received,
-    responses={**PLAIN_ERRORS, **PLAIN_NOT_FOUND},
+    **with_errors(
+        documented(
+            "Receive a payment notification",
+            "The provider's raw body, verified with `Stripe-Signature` (300 s tolerance)"
+            " against the configured secret; `checkout.session.completed` marks the order"
+            " `paid`, other types are acknowledged. Processed once per provider event id.",
+            request=NOTIFICATION_EXAMPLE,
+            request_schema={"type": "object"},
+            response={"received": True},
+        ),
+        plain_errors(InvalidRequest, NoSuchThing),
+    ),
 )
-async def payment_webhook(payment_provider: str, request: Request, session: SessionDep) -> Received:
+async def payment_webhook(
+    payment_provider: str, request: Request, service: PaymentNotificationServiceDep
+) -> Received:
     """Stripe-signed notifications (`Stripe-Signature`, 300 s tolerance); the sandbox signs
     the same way. Processed once per provider event id."""
-    if payment_provider not in PROVIDERS:
-        raise NotFound(f"No payment provider '{payment_provider}'")
-    raw = await request.body()
-    secret = _settings(request).payment_webhook_secret.get_secret_value()
-    await handle_notification(
-        session, payment_provider, raw, request.headers.get("stripe-signature"), secret
+    await service.receive(
+        payment_provider, await request.body(), request.headers.get("stripe-signature")
     )
     return Received(received=True)

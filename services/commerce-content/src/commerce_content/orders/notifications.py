@@ -10,17 +10,18 @@ from typing import Any
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
-from servicekit.errors import BadRequest
 from servicekit.events import record_event
 from servicekit.signing import SignatureError, verify_stripe
 from sqlalchemy import text
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from commerce_content.errors import InvalidRequest, NoSuchThing
 from commerce_content.events import ORDER_PAID, OrderSummary
-from commerce_content.models import Order, OrderItem
+from commerce_content.models import Order, OrderItem, OrderStatus
 from commerce_content.orders.stock import release_reservations, take_stock
 from commerce_content.payments.provider import LineItem, minor_total
+from commerce_content.settings import Settings
 
 logger = structlog.get_logger(__name__)
 
@@ -110,11 +111,11 @@ async def handle_notification(
     try:
         verify_stripe(raw_body, signature, secret)
     except SignatureError as exc:
-        raise BadRequest(f"Webhook signature verification failed: {exc}") from exc
+        raise InvalidRequest(f"Webhook signature verification failed: {exc}") from exc
     try:
         event = ProviderEvent.model_validate_json(raw_body)
     except ValidationError as exc:
-        raise BadRequest(
+        raise InvalidRequest(
             "The notification is not a provider event (id, type and a data.object object)"
         ) from exc
     connection = await session.connection()
@@ -129,12 +130,12 @@ async def handle_notification(
         checkout = CheckoutSessionObject.model_validate(event.data.object)
     except ValidationError as exc:
         fields = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})
-        raise BadRequest(
+        raise InvalidRequest(
             f"data.object is not a checkout session: {', '.join(fields)} missing or invalid"
         ) from exc
     order = await _order_of(session, checkout)
     if event.type == EXPIRED:
-        if order.status == "pending" and checkout.id == order.payment_session_id:
+        if order.status is OrderStatus.PENDING and checkout.id == order.payment_session_id:
             await release_reservations(session, [order])
         return True
     items = list(
@@ -145,7 +146,7 @@ async def handle_notification(
         # Refused, never paid: the transaction (and the event's idempotency row) rolls back,
         # so a corrected notification can still pay it.
         logger.warning("payment notification refused", order_id=str(order.id), problem=problem)
-        raise BadRequest(f"The notification does not match order {order.id}: {problem}")
+        raise InvalidRequest(f"The notification does not match order {order.id}: {problem}")
     if checkout.payment_status != "paid":
         return True  # acknowledged; a delayed payment pays later with ASYNC_SUCCEEDED
     await _mark_paid(session, order, items, checkout)
@@ -159,14 +160,14 @@ async def _order_of(session: AsyncSession, checkout: CheckoutSessionObject) -> O
     except ValueError:
         order = None
     if order is None:
-        raise BadRequest(f"No order {order_id!r} for this checkout session")
+        raise InvalidRequest(f"No order {order_id!r} for this checkout session")
     return order
 
 
 async def _mark_paid(
     session: AsyncSession, order: Order, items: list[OrderItem], checkout: CheckoutSessionObject
 ) -> None:
-    if order.status == "paid":
+    if order.status is OrderStatus.PAID:
         return
     # Without its reservation (given back when the order expired, or never made for orders
     # placed before reservations) the stock is taken now if it is still there, never below
@@ -183,9 +184,26 @@ async def _mark_paid(
             status=order.status,
         )
         return
-    order.status = "paid"
+    order.status = OrderStatus.PAID
     order.payment_id = checkout.payment_intent or ""
     order.paid_at = datetime.now(UTC)
     session.add(order)
     await session.flush()
     await record_event(session, ORDER_PAID, OrderSummary.of(order))
+
+
+PROVIDERS = ("stripe",)
+
+
+class PaymentNotificationService:
+    """The payment providers' notifications, verified with the configured secret."""
+
+    def __init__(self, session: AsyncSession, settings: Settings) -> None:
+        self.session = session
+        self.settings = settings
+
+    async def receive(self, provider: str, raw_body: bytes, signature: str | None) -> bool:
+        if provider not in PROVIDERS:
+            raise NoSuchThing(f"No payment provider '{provider}'")
+        secret = self.settings.payment_webhook_secret.get_secret_value()
+        return await handle_notification(self.session, provider, raw_body, signature, secret)

@@ -12,7 +12,7 @@ from sqlalchemy import func
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from commerce_content.models import Order, OrderItem, Product
+from commerce_content.models import Order, OrderItem, OrderStatus, Product
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,14 @@ class OrderRepository:
 
     async def get(self, order_id: uuid.UUID) -> Order | None:
         return await self.session.get(Order, order_id)
+
+    async def by_payment_session(self, payment_session_id: str) -> Order | None:
+        query = select(Order).where(Order.payment_session_id == payment_session_id)
+        return (await self.session.exec(query)).first()
+
+    async def items_of(self, order_id: uuid.UUID) -> list[OrderItem]:
+        query = select(OrderItem).where(OrderItem.order_id == order_id).order_by(col(OrderItem.id))
+        return list((await self.session.exec(query)).all())
 
     async def of_user(self, user_id: int, limit: int) -> list[Order]:
         query = (
@@ -68,10 +76,10 @@ class OrderRepository:
             await self.session.exec(
                 select(
                     func.count(col(Order.id)),
-                    func.count(col(Order.id)).filter(col(Order.status) == "pending"),
-                    func.count(col(Order.id)).filter(col(Order.status) == "paid"),
+                    func.count(col(Order.id)).filter(col(Order.status) == OrderStatus.PENDING),
+                    func.count(col(Order.id)).filter(col(Order.status) == OrderStatus.PAID),
                     func.coalesce(
-                        func.sum(col(Order.total)).filter(col(Order.status) == "paid"), 0
+                        func.sum(col(Order.total)).filter(col(Order.status) == OrderStatus.PAID), 0
                     ),
                 )
             )

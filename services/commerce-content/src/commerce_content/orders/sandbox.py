@@ -10,47 +10,44 @@ import time
 from datetime import UTC, datetime
 
 import httpx
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse
-from servicekit.errors import Conflict, NotFound, ServiceUnavailable
 from servicekit.signing import sign_stripe
-from servicekit.web.session import SessionDep
-from sqlmodel import select
 
-from commerce_content.models import Order, OrderItem
+from commerce_content.dependencies import OrderRepositoryDep, SettingsDep
+from commerce_content.errors import AlreadyDone, NoSuchThing, UpstreamUnavailable
+from commerce_content.models import Order, OrderStatus
 from commerce_content.orders.notifications import COMPLETED, expected_payment
-from commerce_content.settings import Settings
+from commerce_content.orders.repository import OrderRepository
 
 sandbox_router = APIRouter(prefix="/orders/sandbox", tags=["orders"], include_in_schema=False)
 
 
-async def _sandbox_order(session: SessionDep, session_id: str) -> Order:
+async def _sandbox_order(orders: OrderRepository, session_id: str) -> Order:
     if not session_id.startswith("cs_sandbox_"):
-        raise NotFound("No such sandbox payment")
-    order = (
-        await session.exec(select(Order).where(Order.payment_session_id == session_id))
-    ).first()
+        raise NoSuchThing("No such sandbox payment")
+    order = await orders.by_payment_session(session_id)
     if order is None:
-        raise NotFound("No such sandbox payment")
+        raise NoSuchThing("No such sandbox payment")
     return order
 
 
 def _expired(order: Order) -> bool:
     """As a provider's session: past its expiry, or its order no longer pending payment."""
-    if order.status == "expired":
+    if order.status is OrderStatus.EXPIRED:
         return True
     return order.expires_at is not None and order.expires_at <= datetime.now(UTC)
 
 
 @sandbox_router.get("/{session_id}", response_class=HTMLResponse)
-async def sandbox_page(session_id: str, session: SessionDep) -> HTMLResponse:
-    order = await _sandbox_order(session, session_id)
-    items = (await session.exec(select(OrderItem).where(OrderItem.order_id == order.id))).all()
+async def sandbox_page(session_id: str, orders: OrderRepositoryDep) -> HTMLResponse:
+    order = await _sandbox_order(orders, session_id)
+    items = await orders.items_of(order.id)
     rows = "".join(
         f"<tr><td>{html.escape(i.name)}</td><td>{i.quantity}</td><td>{i.price}</td></tr>"
         for i in items
     )
-    if order.status == "paid":
+    if order.status is OrderStatus.PAID:
         state = "<p>Paid. Thank you.</p>"
     elif _expired(order):
         state = "<p>This payment session has expired.</p>"
@@ -69,16 +66,15 @@ async def sandbox_page(session_id: str, session: SessionDep) -> HTMLResponse:
 
 
 @sandbox_router.post("/{session_id}/pay")
-async def sandbox_pay(session_id: str, request: Request, session: SessionDep) -> RedirectResponse:
+async def sandbox_pay(
+    session_id: str, orders: OrderRepositoryDep, settings: SettingsDep
+) -> RedirectResponse:
     """Pay: send our own webhook a Stripe-signed `checkout.session.completed`, over HTTP, as
     the provider would; then go to the frontend's success address."""
-    order = await _sandbox_order(session, session_id)
-    if order.status != "paid" and _expired(order):
-        raise Conflict("This payment session has expired")
-    settings: Settings = request.app.state.settings
-    items = list(
-        (await session.exec(select(OrderItem).where(OrderItem.order_id == order.id))).all()
-    )
+    order = await _sandbox_order(orders, session_id)
+    if order.status is not OrderStatus.PAID and _expired(order):
+        raise AlreadyDone("This payment session has expired")
+    items = await orders.items_of(order.id)
     expected = expected_payment(order, items)
     event = {
         "id": f"evt_sandbox_{secrets.token_hex(12)}",
@@ -108,8 +104,8 @@ async def sandbox_pay(session_id: str, request: Request, session: SessionDep) ->
                 headers={"Stripe-Signature": signature, "Content-Type": "application/json"},
             )
     except httpx.HTTPError as exc:
-        raise ServiceUnavailable(f"The sandbox could not reach {url}") from exc
+        raise UpstreamUnavailable(f"The sandbox could not reach {url}") from exc
     if response.status_code != 200:
-        raise ServiceUnavailable(f"The webhook answered {response.status_code}")
+        raise UpstreamUnavailable(f"The webhook answered {response.status_code}")
     base = settings.frontend_url.rstrip("/")
     return RedirectResponse(f"{base}/checkout/success?order={order.id}", status_code=303)

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from commerce_content.models import Order, OrderItem
+from commerce_content.models import Order, OrderItem, OrderStatus
 from commerce_content.settings import Settings
 
 logger = structlog.get_logger(__name__)
@@ -33,7 +33,7 @@ _GIVE_BACK = text("UPDATE products SET stock = stock + :n, updated_at = now() WH
 _DUE = text(
     """
     SELECT id FROM orders
-    WHERE status = 'pending' AND stock_reserved_at IS NOT NULL AND expires_at < :before
+    WHERE status = :pending AND stock_reserved_at IS NOT NULL AND expires_at < :before
     ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
     """
 )
@@ -96,7 +96,7 @@ async def release_reservations(session: AsyncSession, orders: Sequence[Order]) -
         for product_id in sorted(wanted):
             await connection.execute(_GIVE_BACK, {"id": product_id, "n": wanted[product_id]})
     for order in orders:
-        order.status = "expired"
+        order.status = OrderStatus.EXPIRED
         order.stock_reserved_at = None
         session.add(order)
     await session.flush()
@@ -107,7 +107,12 @@ async def expire_due_orders(session: AsyncSession, now: datetime, grace_seconds:
     connection = await session.connection()
     due = (
         await connection.execute(
-            _DUE, {"before": release_due_before(now, grace_seconds), "limit": EXPIRY_BATCH}
+            _DUE,
+            {
+                "before": release_due_before(now, grace_seconds),
+                "limit": EXPIRY_BATCH,
+                "pending": OrderStatus.PENDING,
+            },
         )
     ).all()
     if not due:

@@ -12,6 +12,7 @@ from typing import Protocol
 
 import structlog
 
+from commerce_content.errors import PaymentDeclined
 from commerce_content.settings import Settings
 
 logger = structlog.get_logger(__name__)
@@ -50,10 +51,6 @@ class CheckoutRequest:
 class CheckoutSession:
     id: str
     url: str
-
-
-class PaymentDeclined(Exception):
-    """The provider refused to start a payment."""
 
 
 class PaymentProvider(Protocol):

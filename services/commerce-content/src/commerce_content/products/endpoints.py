@@ -7,28 +7,23 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
-from servicekit.errors import BadRequest
 from servicekit.web.params import OptionalDbIdQuery
-from servicekit.web.session import SessionDep
 
 from commerce_content.articles.schemas import ListEnvelope
-from commerce_content.errors import RESOURCE_ERRORS
+from commerce_content.dependencies import ProductServiceDep
+from commerce_content.errors import RESOURCE_GUARDS, InvalidRequest, resource_errors
 from commerce_content.identity.dependencies import AnyCaller
 from commerce_content.identity.roles import Role
 from commerce_content.models import Product
+from commerce_content.openapi import documented
 from commerce_content.orders.checkout import unit_price
-from commerce_content.products.repository import (
-    KeysetWindow,
-    ProductCriteria,
-    ProductRepository,
-    VariantRecord,
-)
+from commerce_content.products.repository import ProductCriteria, VariantRecord
 from commerce_content.rate_limit.limiter import enforce_rate_limit
 
 router = APIRouter(
     prefix="/products",
     tags=["products"],
-    responses=RESOURCE_ERRORS,
+    responses=resource_errors(*RESOURCE_GUARDS),
     dependencies=[Depends(enforce_rate_limit)],
 )
 INCLUDABLE = ("variants",)
@@ -65,10 +60,30 @@ def render(product: Product, variants: list[VariantRecord] | None) -> dict[str, 
     return body
 
 
-@router.get("", response_model=ListEnvelope)
+@router.get(
+    "",
+    response_model=ListEnvelope,
+    **documented(
+        "List products",
+        "Published products in id order, `limit` (20, at most 100) after `after_id`;"
+        " `meta.next_after_id` is null on the last page. Managers also see drafts."
+        " `include=variants` embeds each product's variants.",
+        response={
+            "data": [
+                {
+                    "id": 21,
+                    "name": "Ceramic mug",
+                    "slug": "ceramic-mug",
+                    "pricing": {"base_price": "19.99", "sale_price": None, "currency": "USD"},
+                }
+            ],
+            "meta": {"limit": 20, "next_after_id": None},
+        },
+    ),
+)
 async def list_products(
     caller: AnyCaller,
-    session: SessionDep,
+    service: ProductServiceDep,
     after_id: OptionalDbIdQuery = None,
     limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT)] = None,
     include: Annotated[str | None, Query(description="variants")] = None,
@@ -78,14 +93,12 @@ async def list_products(
     names = [n.strip() for n in (include or "").split(",") if n.strip()]
     unknown = [n for n in names if n not in INCLUDABLE]
     if unknown:
-        raise BadRequest(f"Unknown include: {', '.join(unknown)}; allowed: {', '.join(INCLUDABLE)}")
+        raise InvalidRequest(
+            f"Unknown include: {', '.join(unknown)}; allowed: {', '.join(INCLUDABLE)}"
+        )
     size = limit or DEFAULT_LIMIT
-    repository = ProductRepository(session)
     criteria = ProductCriteria(include_unpublished=caller.role.allows(Role.MANAGER))
-    rows = (await repository.page(criteria, KeysetWindow(limit=size, after_id=after_id)))[:size]
-    grouped = (
-        await repository.variants_of([p.id or 0 for p in rows]) if "variants" in names else None
-    )
-    data = [render(p, grouped.get(p.id or 0, []) if grouped is not None else None) for p in rows]
-    next_after = rows[-1].id if len(rows) == size else None
+    page, grouped = await service.page(criteria, size, after_id, "variants" in names)
+    data = [render(p, grouped.get(p.id, []) if grouped is not None else None) for p in page.items]
+    next_after = int(page.next_cursor) if page.next_cursor is not None else None
     return JSONResponse({"data": data, "meta": {"limit": size, "next_after_id": next_after}})

@@ -13,6 +13,7 @@ from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlmodel.sql.expression import SelectOfScalar
 
 from commerce_content.models import Category, Product, ProductCategory, ProductVariant
 from commerce_content.search.service import like_pattern
@@ -143,7 +144,7 @@ class ProductRepository:
         query = select(Product).where(col(Product.id).in_(ids), col(Product.deleted).is_(False))
         if not include_unpublished:
             query = query.where(col(Product.published).is_(True))
-        return {p.id: p for p in (await self.session.exec(query)).all() if p.id is not None}
+        return {p.id: p for p in (await self.session.exec(query)).all()}
 
     async def variants_of(self, product_ids: Sequence[int]) -> dict[int, list[VariantRecord]]:
         query = (
@@ -189,3 +190,32 @@ class ProductRepository:
         query = select(Category.id).where(col(Category.id).in_(category_ids))
         found = set((await self.session.exec(query)).all())
         return [c for c in category_ids if c not in found]
+
+    def _catalog(self, parent_id: int, search: str) -> SelectOfScalar[Product]:
+        query = select(Product).where(
+            Product.parent_id == parent_id,
+            col(Product.published),
+            col(Product.deleted).is_(False),
+        )
+        if search:
+            query = query.where(col(Product.name).ilike(like_pattern(search), escape="\\"))
+        return query
+
+    async def catalog_count(self, parent_id: int, search: str) -> int:
+        query = select(func.count()).select_from(self._catalog(parent_id, search).subquery())
+        return int((await self.session.exec(query)).one())
+
+    async def catalog_page(
+        self, parent_id: int, search: str, offset: int, limit: int
+    ) -> list[Product]:
+        query = (
+            self._catalog(parent_id, search)
+            .order_by(col(Product.menu_index), col(Product.id))
+            .offset(offset)
+            .limit(limit)
+        )
+        return list((await self.session.exec(query)).all())
+
+    async def catalog_item(self, parent_id: int, product_id: int) -> Product | None:
+        query = self._catalog(parent_id, "").where(Product.id == product_id)
+        return (await self.session.exec(query)).first()

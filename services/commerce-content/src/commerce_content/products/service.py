@@ -8,34 +8,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import ValidationError
 from servicekit.events import record_event
+from servicekit.paging import Page, page_of
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.content_api.schemas import ContentItemPatch, ContentItemWrite
+from commerce_content.errors import (
+    DuplicateSlug,
+    InvalidProduct,
+    InvalidProductField,
+    ProductError,
+    ProductNotFound,
+    UnknownCategory,
+)
 from commerce_content.events import CONTENT_CREATED, CONTENT_UPDATED, ContentSaved
 from commerce_content.models import Product
-from commerce_content.products.repository import ProductRepository
+from commerce_content.products.repository import (
+    KeysetWindow,
+    ProductCriteria,
+    ProductRepository,
+    VariantRecord,
+)
 from commerce_content.settings import Settings
 
 SaveKind = Literal["created", "updated"]
-
-
-class ProductProblemCode(StrEnum):
-    NOT_FOUND = "NOT_FOUND"
-    DUPLICATE_SLUG = "DUPLICATE_SLUG"
-    INVALID = "INVALID"
-    UNKNOWN_CATEGORY = "UNKNOWN_CATEGORY"
-
-
-@dataclass(frozen=True)
-class ProductProblem(Exception):
-    code: ProductProblemCode
-    message: str
-    field: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -44,23 +43,17 @@ class SavedProduct:
     kind: SaveKind
 
 
-def problems_of(error: ValidationError) -> list[ProductProblem]:
+def problems_of(error: ValidationError) -> list[ProductError]:
     return [
-        ProductProblem(
-            ProductProblemCode.INVALID,
-            str(detail["msg"]),
-            tuple(str(part) for part in detail["loc"]),
-        )
+        InvalidProductField(str(detail["msg"]), field=tuple(str(part) for part in detail["loc"]))
         for detail in error.errors()
     ]
 
 
-class InvalidProduct(Exception):
-    """Several input problems at once, so a form can show them all."""
-
-    def __init__(self, problems: list[ProductProblem]) -> None:
-        super().__init__("; ".join(p.message for p in problems))
-        self.problems = problems
+@dataclass(frozen=True)
+class CatalogPage:
+    total: int
+    products: list[Product]
 
 
 class ProductService:
@@ -84,7 +77,6 @@ class ProductService:
         await self._check_categories(category_ids)
         saved = await self.save(product, "created")
         if category_ids is not None:
-            assert product.id is not None
             await self.products.set_categories(product.id, category_ids)
         return saved
 
@@ -104,6 +96,31 @@ class ProductService:
             await self.products.set_categories(product_id, category_ids)
         return await self.save(product, "updated")
 
+    async def catalog(self, offset: int, limit: int, search: str) -> CatalogPage:
+        """The content API's list: published children of the catalogue parent in menu order;
+        `search` narrows to titles containing it."""
+        parent = self.settings.catalog_parent_id
+        total = await self.products.catalog_count(parent, search)
+        rows = await self.products.catalog_page(parent, search, offset, limit)
+        return CatalogPage(total, rows)
+
+    async def catalog_item(self, product_id: int) -> Product:
+        product = await self.products.catalog_item(self.settings.catalog_parent_id, product_id)
+        if product is None:
+            raise ProductNotFound("Not found")
+        return product
+
+    async def page(
+        self, criteria: ProductCriteria, limit: int, after_id: int | None, with_variants: bool
+    ) -> tuple[Page[Product], dict[int, list[VariantRecord]] | None]:
+        """A keyset page by id for the resource API, with the variants when asked for."""
+        rows = await self.products.page(criteria, KeysetWindow(limit=limit, after_id=after_id))
+        page = page_of(rows, limit, lambda p: str(p.id))
+        variants = (
+            await self.products.variants_of([p.id for p in page.items]) if with_variants else None
+        )
+        return page, variants
+
     async def set_published(self, product_id: int, published: bool) -> SavedProduct:
         product = await self._existing(product_id)
         product.published = published
@@ -118,15 +135,10 @@ class ProductService:
 
     async def save(self, product: Product, kind: SaveKind) -> SavedProduct:
         if await self.products.slug_taken(product.slug, product.id):
-            raise ProductProblem(
-                ProductProblemCode.DUPLICATE_SLUG,
-                f"The alias '{product.slug}' is already used",
-                ("slug",),
-            )
+            raise DuplicateSlug(f"The alias '{product.slug}' is already used", field=("slug",))
         product.updated_at = datetime.now(UTC)
         self.session.add(product)
         await self.session.flush()
-        assert product.id is not None
         await record_event(
             self.session,
             CONTENT_CREATED if kind == "created" else CONTENT_UPDATED,
@@ -139,7 +151,7 @@ class ProductService:
     async def _existing(self, product_id: int) -> Product:
         product = await self.products.get(product_id)
         if product is None:
-            raise ProductProblem(ProductProblemCode.NOT_FOUND, "No such product", ("id",))
+            raise ProductNotFound("No such product", field=("id",))
         return product
 
     async def _check_categories(self, category_ids: list[int] | None) -> None:
@@ -147,8 +159,6 @@ class ProductService:
             return
         missing = await self.products.missing_categories(category_ids)
         if missing:
-            raise ProductProblem(
-                ProductProblemCode.UNKNOWN_CATEGORY,
-                f"Unknown categories: {', '.join(map(str, missing))}",
-                ("categoryIds",),
+            raise UnknownCategory(
+                f"Unknown categories: {', '.join(map(str, missing))}", field=("categoryIds",)
             )

@@ -14,10 +14,10 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 from servicekit.auth.dependencies import principal_from_api_key
 from servicekit.auth.jwt import InvalidToken
-from servicekit.errors import RateLimited
 from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from commerce_content.errors import TooManyRequests
 from commerce_content.identity.dependencies import jwt_codec
 from commerce_content.settings import Settings
 
@@ -40,7 +40,7 @@ class RequestLimiter:
             return
         stats = await self.limiter.get_window_stats(self.limit, key)
         retry_after = max(1, math.ceil(stats.reset_time - time.time()))
-        raise RateLimited(
+        raise TooManyRequests(
             f"Rate limit of {self.limit} exceeded; retry in {retry_after} s",
             headers={"Retry-After": str(retry_after)},
         )

@@ -6,11 +6,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
-from servicekit.errors import BadRequest
-from servicekit.web.session import SessionDep
 
-from commerce_content.errors import PLAIN_ERRORS
-from commerce_content.search.service import COLLECTIONS, MIN_QUERY_LENGTH, search
+from commerce_content.dependencies import SearchServiceDep
+from commerce_content.errors import InvalidRequest, plain_errors
+from commerce_content.openapi import documented, with_errors
+from commerce_content.search.service import COLLECTIONS
 
 router = APIRouter(tags=["search"])
 
@@ -20,9 +20,37 @@ class SearchResult(BaseModel):
     totalDocs: int
 
 
-@router.get("/search", response_model=SearchResult, responses=PLAIN_ERRORS)
+@router.get(
+    "/search",
+    response_model=SearchResult,
+    **with_errors(
+        documented(
+            "Search posts, products and pages",
+            "`q` of at least 2 characters (else nothing is found), matched case-insensitively"
+            " in title or description; `type` all (default), posts, products or pages; at most"
+            " 5 records per collection, each with `_collection`.",
+            response={
+                "docs": [
+                    {
+                        "id": 21,
+                        "title": "Ceramic mug",
+                        "slug": "ceramic-mug",
+                        "description": "Holds 350 ml.",
+                        "base_price": "19.99",
+                        "sale_price": None,
+                        "currency": "USD",
+                        "image": "/media/mug.jpg",
+                        "_collection": "products",
+                    }
+                ],
+                "totalDocs": 1,
+            },
+        ),
+        plain_errors(InvalidRequest),
+    ),
+)
 async def search_collections(
-    session: SessionDep,
+    service: SearchServiceDep,
     q: Annotated[str | None, Query(max_length=200)] = None,
     # Declared as an enum for clients; checked below so the refusal names the choices.
     type: Annotated[
@@ -33,9 +61,5 @@ async def search_collections(
         ),
     ] = "all",
 ) -> SearchResult:
-    if type != "all" and type not in COLLECTIONS:
-        raise BadRequest(f"Unknown type '{type}'; use all, {', '.join(COLLECTIONS)}")
-    if q is None or len(q.strip()) < MIN_QUERY_LENGTH:
-        return SearchResult(docs=[], totalDocs=0)
-    docs = await search(session, q.strip(), COLLECTIONS if type == "all" else (type,))
+    docs = await service.search(q, type)
     return SearchResult(docs=docs, totalDocs=len(docs))

@@ -9,6 +9,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from commerce_content.errors import InvalidRequest
+
 COLLECTIONS = ("posts", "products", "pages")
 PER_COLLECTION = 5
 MIN_QUERY_LENGTH = 2
@@ -64,3 +66,16 @@ async def search(
         )
         docs += [{**_json_safe(dict(row._mapping)), "_collection": collection} for row in rows]
     return docs
+
+
+class SearchService:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def search(self, query: str | None, kind: str) -> list[dict[str, Any]]:
+        """`kind` is `all` or one collection; a query under 2 characters finds nothing."""
+        if kind != "all" and kind not in COLLECTIONS:
+            raise InvalidRequest(f"Unknown type '{kind}'; use all, {', '.join(COLLECTIONS)}")
+        if query is None or len(query.strip()) < MIN_QUERY_LENGTH:
+            return []
+        return await search(self.session, query.strip(), COLLECTIONS if kind == "all" else (kind,))

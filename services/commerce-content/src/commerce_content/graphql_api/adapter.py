@@ -1,4 +1,24 @@
-"""A shorter path through graphql-core for fields that only read an attribute.
+"""The one place commerce-content reaches into strawberry's and graphql-core's internals.
+
+Both are pinned to one minor version each (pyproject.toml); `tests/test_graphql_adapter.py`
+is this module's contract: it fails when an upgrade renames, moves or changes what is used
+here, and `tests/test_graphql_execution.py` checks the executor answers exactly as the stock
+one does. Everything else in the service uses public APIs (`info.selected_fields`,
+`info.path`).
+
+What is reached into:
+
+- `core_schema`: strawberry's `Schema._schema`, the graphql-core schema it builds (the
+  operation analysis and the executor read its types; strawberry has no public accessor);
+- `STOCK_EXECUTION_CONTEXT`: strawberry's execution context class, which the executor below
+  subclasses, overriding graphql-core's `ExecutionContext.execute_fields` and calling its
+  `execute_field`, `collect_and_execute_subfields`, `handle_field_error`,
+  `get_stream_usage`, `settle_in_background`, `is_awaitable` and `middleware_manager`;
+- graphql-core's `execution.collect_fields` types and `pyutils.gather_with_cancel`;
+- strawberry's `strawberry-definition` extensions on graphql-core types and fields, and the
+  `_is_default` mark of its default resolver.
+
+A shorter path through graphql-core for fields that only read an attribute.
 
 Most of a product page is plain data: `id`, `sku`, prices (leaves), `node` and `pricing`
 (objects), `edges` and `variants` (lists of objects). None of them has a resolver: strawberry
@@ -33,9 +53,17 @@ from graphql import (
 from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
 from graphql.pyutils import AwaitableOrValue, Path, Undefined
 from graphql.pyutils.gather_with_cancel import gather_with_cancel
+from strawberry import Schema
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.base import StrawberryObjectDefinition
 from strawberry.types.field import StrawberryField
+
+STOCK_EXECUTION_CONTEXT = StrawberryGraphQLCoreExecutionContext
+
+
+def core_schema(schema: Schema) -> GraphQLSchema:
+    """The graphql-core schema strawberry built for `schema`."""
+    return schema._schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +147,7 @@ def plain_fields(schema: GraphQLSchema) -> PlainFields:
     return found
 
 
-class PlainFieldExecutionContext(StrawberryGraphQLCoreExecutionContext):
+class PlainFieldExecutionContext(STOCK_EXECUTION_CONTEXT):
     """Set `plain_fields` on a subclass per schema (see `executor_for`)."""
 
     plain_fields: PlainFields = {}
