@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 from servicekit.contracts.webhook_hub import HubSubscriptions
 from servicekit.web.session import SessionDep
 
+from scraper_manager.oauth.service import OAuthTokenService
 from scraper_manager.runs.service import RunService
 from scraper_manager.scrapers.service import ScraperService
 from scraper_manager.settings import Settings
@@ -41,6 +42,11 @@ def get_webhook_service(request: Request, settings: SettingsDep) -> WebhookServi
     return WebhookService(request.app.state.session_factory, hub_subscriptions(request, settings))
 
 
+def get_oauth_token_service(session: SessionDep, settings: SettingsDep) -> OAuthTokenService:
+    return OAuthTokenService(session, settings)
+
+
 ScraperServiceDep = Annotated[ScraperService, Depends(get_scraper_service)]
 RunServiceDep = Annotated[RunService, Depends(get_run_service)]
 WebhookServiceDep = Annotated[WebhookService, Depends(get_webhook_service)]
+OAuthTokenServiceDep = Annotated[OAuthTokenService, Depends(get_oauth_token_service)]

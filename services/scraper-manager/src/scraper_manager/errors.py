@@ -3,19 +3,16 @@ run into, and the OpenAPI responses they generate. The spec leaves the body of e
 we use servicekit's flat envelope, as webhook-hub does, so a client of both parses one form:
 `{"error": <text>, "code": <code>}`."""
 
-from typing import Any
-
 from servicekit.errors import (
     Conflict,
     Forbidden,
     InvalidCursor,
     NotFound,
-    ServiceError,
     ServiceUnavailable,
     Unauthorized,
     UnprocessableEntity,
 )
-from servicekit.web.errors import FlatErrorBody, error_responses, flat_error_body
+from servicekit.web.errors import flat_error_responses
 
 
 class ScraperNotFound(NotFound):
@@ -78,9 +75,8 @@ class RequestInvalid(UnprocessableEntity):
     default_message = "body.url: Field required"
 
 
-def declared(*errors: type[ServiceError]) -> dict[int | str, dict[str, Any]]:
-    """The `responses=` of an operation that can raise `errors`, in this service's envelope."""
-    return error_responses(FlatErrorBody, *errors, example_of=flat_error_body)
+# The `responses=` of an operation that can raise the errors named, in this service's envelope.
+declared = flat_error_responses
 
 
 AUTH = (Unauthorized, Forbidden)

@@ -6,7 +6,6 @@ string (its 422 adds `invalid_events`); `code` lets clients branch without parsi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from servicekit.errors import (
     BadRequest,
@@ -15,11 +14,10 @@ from servicekit.errors import (
     InvalidCursor,
     NotFound,
     PayloadTooLarge,
-    ServiceError,
     Unauthorized,
     UnprocessableEntity,
 )
-from servicekit.web.errors import FlatErrorBody, error_responses, flat_error_body
+from servicekit.web.errors import flat_error_responses
 
 # --- subscriptions ---------------------------------------------------------------------------
 
@@ -140,10 +138,8 @@ class EventDataInvalid(UnprocessableEntity):
     default_message = "data.total: 'x' is not of type 'number'"
 
 
-def declared(*errors: type[ServiceError]) -> dict[int | str, dict[str, Any]]:
-    """The `responses=` of an operation that can raise `errors`, in this service's envelope:
-    one entry per status naming each error's code, with an example of each."""
-    return error_responses(FlatErrorBody, *errors, example_of=flat_error_body)
+# The `responses=` of an operation that can raise the errors named, in this service's envelope.
+declared = flat_error_responses
 
 
 # What every authenticated operation can answer; with a JSON body, also these.

@@ -140,3 +140,8 @@ def error_responses(
             }
             declared[status]["content"] = {"application/json": {"examples": examples}}
     return declared
+
+
+def flat_error_responses(*errors: type[ServiceError]) -> dict[int | str, dict[str, Any]]:
+    """`error_responses` in the flat envelope, with an example of each error."""
+    return error_responses(FlatErrorBody, *errors, example_of=flat_error_body)

@@ -11,13 +11,9 @@ from urllib.parse import parse_qs, unquote
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
-from servicekit.auth.api_keys import AccessLevel
-from servicekit.web.session import SessionDep
-from sqlmodel import col, select
 
-from scraper_manager.models import OAuthClient
-from scraper_manager.oauth.tokens import codec, secret_matches
-from scraper_manager.settings import Settings
+from scraper_manager.dependencies import OAuthTokenServiceDep
+from scraper_manager.oauth.service import OAuthRefusal
 
 router = APIRouter(prefix="/oauth", tags=["oauth"])
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
@@ -114,46 +110,23 @@ class OAuthError(BaseModel):
         401: {"model": OAuthError, "description": "invalid_client"},
     },
 )
-async def token(request: Request, session: SessionDep) -> JSONResponse:
+async def token(request: Request, service: OAuthTokenServiceDep) -> JSONResponse:
     """Form body `grant_type=client_credentials` (and `scope`, optional); the client
     authenticates with HTTP Basic or `client_id`/`client_secret` in the form."""
     form = {k: v[0] for k, v in parse_qs((await request.body()).decode(errors="replace")).items()}
-    if form.get("grant_type") != "client_credentials":
-        return _oauth_error(400, "unsupported_grant_type", "only client_credentials is supported")
     credentials = _basic(request.headers.get("authorization", "")) or (
         (form["client_id"], form.get("client_secret", "")) if "client_id" in form else None
     )
-    if credentials is None:
-        return _oauth_error(401, "invalid_client", "client authentication is required")
-    client = (
-        await session.exec(
-            select(OAuthClient).where(
-                OAuthClient.client_id == credentials[0], col(OAuthClient.revoked_at).is_(None)
-            )
-        )
-    ).first()
-    if client is None or not secret_matches(credentials[1], client.secret_hash):
-        return _oauth_error(401, "invalid_client", "unknown client or wrong secret")
-    granted = AccessLevel(client.level)
-    asked = form.get("scope")
-    if asked:
-        try:
-            wanted = max((AccessLevel(s) for s in asked.split()), key=lambda lv: lv.rank)
-        except ValueError:
-            return _oauth_error(400, "invalid_scope", "scopes are read, write and admin")
-        if not granted.allows(wanted):
-            return _oauth_error(400, "invalid_scope", f"this client may have at most {granted}")
-        granted = wanted
-    settings: Settings = request.app.state.settings
-    access_token = codec(settings).issue(
-        client.client_id, {"scope": granted.value, "owner": client.owner}
-    )
+    try:
+        grant = await service.grant(form.get("grant_type"), credentials, form.get("scope"))
+    except OAuthRefusal as refusal:
+        return _oauth_error(refusal.status, refusal.error, refusal.description)
     return JSONResponse(
         {
-            "access_token": access_token,
+            "access_token": grant.access_token,
             "token_type": "Bearer",
-            "expires_in": settings.oauth_token_ttl_seconds,
-            "scope": granted.value,
+            "expires_in": grant.expires_in,
+            "scope": grant.scope.value,
         },
         headers=NO_STORE,
     )

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.config import JsonDict
+from servicekit.contracts.webhook_hub import SubscriptionRecord
 
 from webhook_hub.models import Subscription
 from webhook_hub.subscriptions.endpoint_policy import check_headers, check_url_form
@@ -104,24 +105,10 @@ class Probe(BaseModel):
     error: str | None = None
 
 
-class SubscriptionRead(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [_READ_EXAMPLE]})
+class SubscriptionRead(SubscriptionRecord):
+    """The API's subscription is the NATS contract's record: one shape on both transports."""
 
-    id: uuid.UUID
-    consumer_id: uuid.UUID
-    endpoint_url: str
-    description: str | None
-    events: list[str]
-    is_active: bool
-    headers: dict[str, str]
-    timeout_seconds: int
-    created_at: datetime
-    updated_at: datetime
-    last_delivery_at: datetime | None
-    failure_count: int
-    disabled_at: datetime | None
-    disabled_reason: str | None
-    secret_rotated_at: datetime | None
+    model_config = ConfigDict(json_schema_extra={"examples": [_READ_EXAMPLE]})
 
     @classmethod
     def of(cls, row: Subscription) -> SubscriptionRead:
