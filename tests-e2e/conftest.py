@@ -70,6 +70,9 @@ class Stack:
     pid: int
     postgres: EmbeddedPostgres
     nats: EmbeddedNats
+    # What the launcher wrote to its ready file and printed, as `make run` shows a person.
+    summary: dict[str, Any]
+    output: Path
 
     @property
     def hub(self) -> ServiceInfo:
@@ -179,7 +182,15 @@ def stack(
             for name, info in summary["services"].items()
         }
         _wait_for_event_types(services["webhook-hub"])
-        yield Stack(services, summary["nats_url"], process.pid, postgres, nats)
+        yield Stack(
+            services,
+            summary["nats_url"],
+            process.pid,
+            postgres,
+            nats,
+            summary,
+            work / "stack.log",
+        )
     finally:
         process.send_signal(signal.SIGTERM)
         try:
