@@ -83,6 +83,28 @@ async def test_a_type_is_registered_with_its_schema_and_example(
     assert mine["example_payload"] == {"id": "inv_1", "total": 10.5}
 
 
+async def test_a_type_may_be_registered_with_example_and_json_schema_as_the_words(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    alice = await make_consumer(db_engine)
+    name = unique("invoice.paid")
+    response = await client.post(
+        "/webhooks/event-types",
+        json={
+            "name": name,
+            "description": "An invoice was paid",
+            "json_schema": INVOICE_SCHEMA,
+            "example": {"id": "inv_2", "total": 3},
+        },
+        headers=alice.headers,
+    )
+    assert response.status_code == 201
+    assert response.json()["schema"] == INVOICE_SCHEMA
+    assert response.json()["example_payload"] == {"id": "inv_2", "total": 3}
+    refused = await submit(client, alice, name, {"id": "inv_3", "total": "x"})
+    assert refused.status_code == 422
+
+
 async def test_a_schema_that_is_not_a_json_schema_is_422_naming_where(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:

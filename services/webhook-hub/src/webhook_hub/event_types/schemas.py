@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from servicekit.events.envelope import EVENT_TYPE_PATTERN
 from servicekit.events.registry import Visibility
 
@@ -116,14 +116,18 @@ class EventTypeRegistration(BaseModel):
 
     name: str = Field(pattern=EVENT_TYPE_PATTERN, max_length=200, examples=["invoice.paid"])
     description: str = Field(default="", max_length=2000)
+    # `example` and `json_schema` too: the words other webhook services and the issue use.
     schema_: dict[str, Any] = Field(
         default_factory=dict,
-        alias="schema",
+        validation_alias=AliasChoices("schema", "json_schema"),
+        serialization_alias="schema",
         description="A JSON Schema (2020-12 unless `$schema` names another draft) that every "
         "event's `data` must match; empty: any object",
     )
     example_payload: dict[str, Any] = Field(
-        default_factory=dict, description="A sample `data`; must match `schema`"
+        default_factory=dict,
+        validation_alias=AliasChoices("example_payload", "example"),
+        description="A sample `data`; must match `schema`",
     )
 
 
@@ -137,8 +141,14 @@ class EventTypeUpdate(BaseModel):
     )
 
     description: str | None = Field(default=None, max_length=2000)
-    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
-    example_payload: dict[str, Any] | None = None
+    schema_: dict[str, Any] | None = Field(
+        default=None,
+        validation_alias=AliasChoices("schema", "json_schema"),
+        serialization_alias="schema",
+    )
+    example_payload: dict[str, Any] | None = Field(
+        default=None, validation_alias=AliasChoices("example_payload", "example")
+    )
     is_active: bool | None = Field(
         default=None,
         description="false deactivates: the type can no longer be subscribed to and its "
