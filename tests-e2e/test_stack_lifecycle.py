@@ -40,7 +40,9 @@ class RunningStack:
         return [int(info["url"].rsplit(":", 1)[1]) for info in self.summary["services"].values()]
 
 
-def start_stack(data_dir: Path, server_ports: dict[str, int], output: Path) -> RunningStack:
+def start_stack(
+    data_dir: Path, server_ports: dict[str, int], output: Path, started: list[psutil.Process]
+) -> RunningStack:
     """The launcher on servers of its own (no DATABASE_URL/NATS_URL/SMTP_URL), leader of a new
     process group as a shell's foreground job is; returns once it wrote its ready file."""
     ready = data_dir.parent / "ready.json"
@@ -75,6 +77,7 @@ def start_stack(data_dir: Path, server_ports: dict[str, int], output: Path) -> R
         cwd=ROOT,
         start_new_session=True,
     )
+    started.append(psutil.Process(process.pid))
     deadline = time.monotonic() + 240
     while not ready.exists():
         if process.poll() is not None:
@@ -89,11 +92,14 @@ def start_stack(data_dir: Path, server_ports: dict[str, int], output: Path) -> R
 
 @pytest.fixture
 def started() -> Iterator[list[psutil.Process]]:
-    """Every process a test's stacks started; whatever a failing test leaves is killed."""
+    """Every process a test's stacks started; whatever a failing test leaves is killed, with
+    the children it has by then (a stack that never got ready included)."""
     processes: list[psutil.Process] = []
     yield processes
     for process in processes:
         if process.is_running():  # same pid and start time: still the one we started
+            for child in process.children(recursive=True):
+                child.kill()
             process.kill()
 
 
@@ -110,9 +116,9 @@ def open_ports(ports: list[int]) -> list[int]:
 def test_two_ctrl_c_stop_every_process_within_15_s_without_a_traceback(
     tmp_path: Path, server_ports: dict[str, int], started: list[psutil.Process]
 ) -> None:
-    stack = start_stack(tmp_path / "data", server_ports, tmp_path / "stack.log")
+    stack = start_stack(tmp_path / "data", server_ports, tmp_path / "stack.log", started)
     children = stack.descendants()
-    started.extend([psutil.Process(stack.process.pid), *children])
+    started.extend(children)
     assert len(children) >= 8  # PostgreSQL, NATS, three APIs, three workers
 
     os.killpg(stack.process.pid, signal.SIGINT)
@@ -133,7 +139,7 @@ def test_a_stack_killed_with_sigkill_is_cleared_away_by_the_next_start(
     tmp_path: Path, server_ports: dict[str, int], started: list[psutil.Process]
 ) -> None:
     data = tmp_path / "data"
-    first = start_stack(data, server_ports, tmp_path / "first.log")
+    first = start_stack(data, server_ports, tmp_path / "first.log", started)
     left_behind = first.descendants()
     started.extend(left_behind)
     first.process.send_signal(signal.SIGKILL)
@@ -142,8 +148,8 @@ def test_a_stack_killed_with_sigkill_is_cleared_away_by_the_next_start(
     servers = [server_ports["postgres"], server_ports["nats"]]
     assert open_ports(servers) == servers
 
-    second = start_stack(data, server_ports, tmp_path / "second.log")
-    started.extend([psutil.Process(second.process.pid), *second.descendants()])
+    second = start_stack(data, server_ports, tmp_path / "second.log", started)
+    started.extend(second.descendants())
 
     for info in second.summary["services"].values():
         assert httpx.get(f"{info['url']}/readyz", timeout=5).status_code == 200
