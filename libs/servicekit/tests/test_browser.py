@@ -1,6 +1,7 @@
 """The pages, the API docs and the kit's layout in a real Chromium against a real server
 process, with the network limited to 127.0.0.1: accessible (axe-core: no serious or critical
-violation), within the CSP, keyboard operable, and screenshotted at 1280 and 390 px."""
+violation, in the light and the dark scheme), within the CSP, keyboard operable, and
+screenshotted at 1280 and 390 px."""
 
 from __future__ import annotations
 
@@ -35,10 +36,12 @@ async def server(kit_settings: ServiceSettings) -> AsyncIterator[str]:
 async def assert_clean(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
     """No serious accessibility violation at either width, nothing outside 127.0.0.1, no CSP
     or script error; the screenshots saved."""
-    for width in (1280, 390):
+    for width, scheme in ((1280, "light"), (390, "light"), (1280, "dark")):
         await watched.page.set_viewport_size({"width": width, "height": 900})
+        await watched.page.emulate_media(color_scheme=scheme)
         violations = await axe_violations(watched.page)
-        assert not violations, f"{name} at {width}px:\n{describe_violations(violations)}"
+        assert not violations, f"{name} at {width}px, {scheme}:\n{describe_violations(violations)}"
+    await watched.page.emulate_media(color_scheme="light")
     await screenshots(watched.page, screenshot_dir, name)
     assert watched.blocked_requests == []
     assert watched.csp_violations == []
