@@ -20,10 +20,10 @@ from servicekit.web.pages import (
     NavItem,
     OptionalPageSessionDep,
     PageEvent,
+    Pages,
     PagesDep,
     PageSessionDep,
     PageSettings,
-    enable_pages,
     event_stream,
 )
 
@@ -47,7 +47,7 @@ def build_pages_app(settings: PageSettings, clock: Callable[[], float] = time.ti
         version="0.0.1",
         render_error=render_flat_error,
     )
-    pages = enable_pages(
+    pages = Pages(
         app,
         settings,
         prefix=PREFIX,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from servicekit.settings import ServiceSettings
@@ -36,7 +37,12 @@ async def server(kit_settings: ServiceSettings) -> AsyncIterator[str]:
 async def assert_clean(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
     """No serious accessibility violation at either width, nothing outside 127.0.0.1, no CSP
     or script error; the screenshots saved."""
-    for width, scheme in ((1280, "light"), (390, "light"), (1280, "dark")):
+    schemes: tuple[tuple[int, Literal["light", "dark"]], ...] = (
+        (1280, "light"),
+        (390, "light"),
+        (1280, "dark"),
+    )
+    for width, scheme in schemes:
         await watched.page.set_viewport_size({"width": width, "height": 900})
         await watched.page.emulate_media(color_scheme=scheme)
         violations = await axe_violations(watched.page)

@@ -11,7 +11,6 @@ from servicekit.web.pages.site import (
     Pages,
     PagesDep,
     PageSessionDep,
-    enable_pages,
 )
 from servicekit.web.pages.sse import PageEvent, event_stream
 
@@ -30,6 +29,5 @@ __all__ = [
     "Pages",
     "PagesDep",
     "SessionState",
-    "enable_pages",
     "event_stream",
 ]

@@ -5,7 +5,9 @@ cross-site referrers."""
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from servicekit.web.middleware import Headers, editing_response_headers
 
 PAGE_CSP = "; ".join(
     (
@@ -55,16 +57,13 @@ class HtmlSecurityHeadersMiddleware:
             await self.app(scope, receive, send)
             return
 
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                names = {name.lower() for name, _ in headers}
-                content_type = dict(headers).get(b"content-type", b"")
-                if content_type.startswith(b"text/html"):
-                    if b"content-security-policy" not in names:
-                        headers.append((b"content-security-policy", PAGE_CSP.encode()))
-                    headers.extend(h for h in _HTML_HEADERS if h[0] not in names)
-                    message["headers"] = headers
-            await send(message)
+        await self.app(scope, receive, editing_response_headers(send, _add_html_headers))
 
-        await self.app(scope, receive, send_with_headers)
+
+def _add_html_headers(headers: Headers) -> None:
+    if not dict(headers).get(b"content-type", b"").startswith(b"text/html"):
+        return
+    names = {name.lower() for name, _ in headers}
+    if b"content-security-policy" not in names:
+        headers.append((b"content-security-policy", PAGE_CSP.encode()))
+    headers.extend(h for h in _HTML_HEADERS if h[0] not in names)

@@ -1,4 +1,4 @@
-"""A service's pages: `enable_pages(app, settings, ...)` gives a `Pages` that renders templates
+"""A service's pages: `Pages(app, settings, prefix=...)` renders templates
 through the shared layout, opens and reads page sessions, guards every change with CSRF and
 shows errors under its prefix as pages in the layout instead of JSON."""
 
@@ -79,10 +79,12 @@ class LoginRequired(Exception):
 
 
 class Pages:
+    """`Pages(app, settings, prefix=..., ...)`: the app's pages under `prefix`."""
+
     def __init__(
         self,
+        app: FastAPI,
         settings: PageSettings,
-        catalog: AssetCatalog,
         *,
         prefix: str,
         site_name: str,
@@ -98,6 +100,7 @@ class Pages:
         self.login_path = login_path
         self.logout_path = logout_path
         self.nav = tuple(nav)
+        catalog: AssetCatalog = app.state.assets
         self.templates = template_environment(catalog, template_dirs)
         self.clock = clock
         self.codec = SessionCodec(settings.session_secret)
@@ -111,6 +114,7 @@ class Pages:
         self.session_cookie = f"{host_prefix}{settings.service_name}-session"
         self.csrf_cookie = f"{host_prefix}{settings.service_name}-csrf"
         self.flash_cookie = f"{host_prefix}{settings.service_name}-flash"
+        _install(app, self)
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -318,30 +322,9 @@ class Pages:
         return self.render(request, "kit/error.html", context, status_code=status, headers=headers)
 
 
-def enable_pages(
-    app: FastAPI,
-    settings: PageSettings,
-    *,
-    prefix: str,
-    site_name: str,
-    login_path: str,
-    logout_path: str | None = None,
-    nav: Sequence[NavItem] = (),
-    template_dirs: Sequence[Path] = (),
-    clock: Callable[[], float] = time.time,
-) -> Pages:
-    """Pages for `app` under `prefix`; the app's error handlers answer pages there."""
-    pages = Pages(
-        settings,
-        app.state.assets,
-        prefix=prefix,
-        site_name=site_name,
-        login_path=login_path,
-        logout_path=logout_path,
-        nav=nav,
-        template_dirs=template_dirs,
-        clock=clock,
-    )
+def _install(app: FastAPI, pages: Pages) -> None:
+    """The app's error handlers answer pages under the prefix, and a missing session there
+    redirects to the login page."""
     app.state.pages = pages
     for error_class in (ServiceError, RequestValidationError, StarletteHTTPException, Exception):
         app.add_exception_handler(
@@ -353,7 +336,6 @@ def enable_pages(
         return pages.login_redirect(request, exc.next_path)
 
     app.add_exception_handler(LoginRequired, on_login_required)
-    return pages
 
 
 def _page_aware(pages: Pages, api_handler: Any) -> Handler:
