@@ -8,7 +8,7 @@ RUN := $(UV) run --frozen
 SERVICES := webhook-hub scraper-manager commerce-content
 PYTEST := $(RUN) pytest -p no:cacheprovider
 
-.PHONY: help install run test test-unit test-e2e lint check-deploy fmt migrate clean bench fuzz
+.PHONY: help install run test test-unit test-e2e lint check-deploy fmt migrate clean bench fuzz browser
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
@@ -68,7 +68,14 @@ test: lint check-deploy
 test-e2e: install
 	$(PYTEST) tests-e2e
 
-test-unit: install
+# Browser tests drive Debian's chromium through Playwright (whose own browser download cannot
+# work offline): installed here when missing (CI runs as root; elsewhere through sudo).
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
+test-unit: install browser
 	$(PYTEST) libs/servicekit/tests
 	@for s in $(SERVICES); do (cd services/$$s && $(PYTEST) tests) || exit 1; done
 

@@ -22,9 +22,13 @@ from servicekit.embedded.nats import EmbeddedNats
 from servicekit.embedded.smtp import SmtpServer
 from servicekit.settings import ServiceSettings
 from servicekit.testing.app import serve_app
+from servicekit.testing.browser import browser, browser_page, screenshot_dir
 from servicekit.testing.receiver import HttpReceiver
 from servicekit.testing.servers import nats_server, postgres_server
 from servicekit.testing.service import ServiceUnderTest
+
+# Browser fixtures (Playwright on Debian's chromium), for every service's tests.
+__all__ = ["browser", "browser_page", "screenshot_dir"]
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,10 @@ from servicekit.web.middleware import (
     MetricsMiddleware,
     RequestIdMiddleware,
 )
+from servicekit.web.pages.assets import default_catalog
+from servicekit.web.pages.docs import install_api_docs
+from servicekit.web.pages.security import HtmlSecurityHeadersMiddleware
+from servicekit.web.pages.templating import template_environment
 
 # Resources an app holds for its lifetime (an HTTP client pool, say): opened at startup,
 # closed at shutdown, in reverse order.
@@ -70,10 +74,15 @@ def create_service_app(
         description=description,
         version=version,
         lifespan=lifespan,
-        docs_url="/docs",
-        redoc_url="/redoc" if docs_enabled else None,
+        # Served below from the vendored assets: FastAPI's own pages load theirs from a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
+    app.state.assets = default_catalog()
+    app.state.page_templates = template_environment(app.state.assets)
+    app.router.routes.append(app.state.assets.route())
+    install_api_docs(app, redoc=docs_enabled)
     app.state.metrics_registry = CollectorRegistry()
     install_error_handlers(app, render_error, validation_status=validation_status)
     # Inside the size limit, so the guard reads bodies already bounded.
@@ -90,6 +99,7 @@ def create_service_app(
     )
     app.add_middleware(MetricsMiddleware, metrics=HttpMetrics(app.state.metrics_registry))
     app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(HtmlSecurityHeadersMiddleware)
     app.include_router(operations_router())
     _document_guards(
         app,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Callable
 
 import structlog
 from fastapi import Request
@@ -17,6 +18,22 @@ from servicekit.web.errors import ErrorRenderer
 
 REQUEST_ID_HEADER = b"x-request-id"
 _VALID_REQUEST_ID = re.compile(rb"^[A-Za-z0-9._\-]{1,128}$")
+
+
+Headers = list[tuple[bytes, bytes]]
+
+
+def editing_response_headers(send: Send, edit: Callable[[Headers], None]) -> Send:
+    """`send` with `edit` applied to the response's headers (in place) as they start."""
+
+    async def send_edited(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            edit(headers)
+            message["headers"] = headers
+        await send(message)
+
+    return send_edited
 
 
 class RequestIdMiddleware:
@@ -33,13 +50,9 @@ class RequestIdMiddleware:
         request_id = incoming.decode() if _VALID_REQUEST_ID.match(incoming) else uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
 
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers.append((REQUEST_ID_HEADER, request_id.encode()))
-                message["headers"] = headers
-            await send(message)
-
+        send_with_id = editing_response_headers(
+            send, lambda headers: headers.append((REQUEST_ID_HEADER, request_id.encode()))
+        )
         with structlog.contextvars.bound_contextvars(request_id=request_id):
             await self.app(scope, receive, send_with_id)
 

@@ -13,14 +13,14 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from pydantic_core import to_json
 from servicekit.web.input_guard import DEFAULT_MAX_JSON_DEPTH, json_depth_exceeds
+from servicekit.web.pages.docs import graphiql_response
 from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 from strawberry.exceptions import MissingQueryError
-from strawberry.http.ides import get_graphql_ide_html
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.graphql import OperationType
 
@@ -277,7 +277,8 @@ async def graphql_get(
     settings: Settings = request.app.state.settings
     wants_html = "text/html" in request.headers.get("accept", "")
     if query is None and wants_html and settings.graphql_ide and not settings.is_production:
-        return HTMLResponse(get_graphql_ide_html("graphiql"))
+        # From the vendored assets (strawberry's page loads them from a CDN): works offline.
+        return graphiql_response(request, PATH)
     try:
         return await _execute(
             request,

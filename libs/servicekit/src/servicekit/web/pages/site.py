@@ -1,0 +1,372 @@
+"""A service's pages: `Pages(app, settings, prefix=...)` renders templates
+through the shared layout, opens and reads page sessions, guards every change with CSRF and
+shows errors under its prefix as pages in the layout instead of JSON."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote, urlsplit
+
+import structlog
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from itsdangerous import BadSignature, URLSafeSerializer
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from servicekit.auth.api_keys import AccessLevel
+from servicekit.errors import ServiceError
+from servicekit.web.pages.assets import AssetCatalog
+from servicekit.web.pages.csrf import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    SAFE_METHODS,
+    CsrfRefused,
+    CsrfTokens,
+    same_origin,
+)
+from servicekit.web.pages.page_session import (
+    PageSession,
+    PageSettings,
+    SessionCodec,
+    SessionState,
+    session_state,
+)
+from servicekit.web.pages.templating import template_environment
+
+logger = structlog.get_logger(__name__)
+
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+FLASH_KINDS = ("success", "info", "warning", "error")
+_STATUS_TITLES = {
+    400: "Bad request",
+    401: "Sign-in needed",
+    403: "Not allowed",
+    404: "Not found",
+    405: "Not allowed here",
+    409: "Conflict",
+    413: "Too large",
+    422: "Check the form",
+    429: "Too many requests",
+    503: "Unavailable",
+}
+
+
+@dataclass(frozen=True)
+class NavItem:
+    label: str
+    href: str
+
+
+@dataclass(frozen=True)
+class Flash:
+    text: str
+    kind: str = "success"
+
+
+class LoginRequired(Exception):
+    """No valid page session: answered with a redirect to the login page."""
+
+    def __init__(self, next_path: str, reason: SessionState | None = None) -> None:
+        super().__init__(next_path)
+        self.next_path = next_path
+        self.reason = reason
+
+
+class Pages:
+    """`Pages(app, settings, prefix=..., ...)`: the app's pages under `prefix`."""
+
+    def __init__(
+        self,
+        app: FastAPI,
+        settings: PageSettings,
+        *,
+        prefix: str,
+        site_name: str,
+        login_path: str,
+        logout_path: str | None = None,
+        nav: Sequence[NavItem] = (),
+        template_dirs: Sequence[Path] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.prefix = prefix.rstrip("/")
+        self.site_name = site_name
+        self.login_path = login_path
+        self.logout_path = logout_path
+        self.nav = tuple(nav)
+        catalog: AssetCatalog = app.state.assets
+        self.templates = template_environment(catalog, template_dirs)
+        self.clock = clock
+        self.codec = SessionCodec(settings.session_secret)
+        self.csrf = CsrfTokens(settings.session_secret)
+        self._flash_serializer = URLSafeSerializer(
+            settings.session_secret.get_secret_value(), salt="servicekit.flash"
+        )
+        # `__Host-` in production: the browser then insists on Secure, Path=/ and no Domain,
+        # so no sibling subdomain can set or shadow the cookie.
+        host_prefix = "__Host-" if settings.is_production else ""
+        self.session_cookie = f"{host_prefix}{settings.service_name}-session"
+        self.csrf_cookie = f"{host_prefix}{settings.service_name}-csrf"
+        self.flash_cookie = f"{host_prefix}{settings.service_name}-flash"
+        _install(app, self)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def start_session(self, response: Response, owner: str, level: AccessLevel) -> PageSession:
+        """Sign `owner` in at `level` on `response` (a new session id, whatever came before)."""
+        session = PageSession.start(owner, level, self.clock())
+        self._set_cookie(response, self.session_cookie, self.codec.encode(session))
+        return session
+
+    def end_session(self, response: Response) -> None:
+        response.delete_cookie(self.session_cookie, path="/", secure=self._secure)
+
+    def session_of(self, request: Request) -> PageSession | None:
+        """The request's valid session, or None; never raises."""
+        session, _ = self._read_session(request)
+        return session
+
+    def require_session(self, request: Request) -> PageSession:
+        session, state = self._read_session(request)
+        if session is None:
+            raise LoginRequired(_path_with_query(request), state)
+        return session
+
+    def _read_session(self, request: Request) -> tuple[PageSession | None, SessionState | None]:
+        cached: tuple[PageSession | None, SessionState | None] | None = getattr(
+            request.state, "page_session", None
+        )
+        if cached is not None:
+            return cached
+        raw = request.cookies.get(self.session_cookie)
+        session = self.codec.decode(raw) if raw else None
+        state: SessionState | None = None
+        if session is not None:
+            state = session_state(
+                session,
+                self.clock(),
+                idle_seconds=self.settings.session_idle_minutes * 60,
+                max_seconds=self.settings.session_max_hours * 3600,
+            )
+            if state is not SessionState.VALID:
+                session = None
+        request.state.page_session = (session, state)
+        return session, state
+
+    # -- CSRF ---------------------------------------------------------------------------------
+
+    def csrf_token(self, request: Request) -> str:
+        nonce = request.cookies.get(self.csrf_cookie)
+        if not nonce:
+            # One per request: the cookie is set on the response that carries the token.
+            nonce = getattr(request.state, "new_csrf_nonce", None) or self.csrf.new_nonce()
+            request.state.new_csrf_nonce = nonce
+        return self.csrf.token_for(nonce)
+
+    async def verify_csrf(self, request: Request) -> None:
+        if request.method in SAFE_METHODS:
+            return
+        if not same_origin(request.headers.get("origin"), request.headers.get("host")):
+            raise CsrfRefused("Cross-origin form posts are refused")
+        sent = request.headers.get(CSRF_HEADER)
+        content_type = request.headers.get("content-type", "")
+        if sent is None and content_type.startswith(
+            ("application/x-www-form-urlencoded", "multipart/form-data")
+        ):
+            value = (await request.form()).get(CSRF_FIELD)
+            sent = None if isinstance(value, UploadFile) else value
+        if not self.csrf.verify(request.cookies.get(self.csrf_cookie), sent):
+            raise CsrfRefused()
+
+    # -- flashes ------------------------------------------------------------------------------
+
+    def flash(self, response: Response, text: str, kind: str = "success") -> None:
+        """A message for the next page shown (after a POST's redirect)."""
+        if kind not in FLASH_KINDS:
+            raise ValueError(f"flash kind must be one of {FLASH_KINDS}")
+        self._set_cookie(response, self.flash_cookie, self._flash_serializer.dumps([text, kind]))
+
+    def _flashes(self, request: Request) -> list[Flash]:
+        raw = request.cookies.get(self.flash_cookie)
+        if not raw:
+            return []
+        try:
+            text, kind = self._flash_serializer.loads(raw)
+        except (BadSignature, ValueError, TypeError):
+            return []
+        return [Flash(str(text), str(kind) if kind in FLASH_KINDS else "info")]
+
+    # -- rendering ----------------------------------------------------------------------------
+
+    def render(
+        self,
+        request: Request,
+        template: str,
+        context: dict[str, Any] | None = None,
+        *,
+        status_code: int = 200,
+        headers: dict[str, str] | None = None,
+    ) -> HTMLResponse:
+        """`template` with the layout's context: site, navigation, session, CSRF token,
+        flashes. Responses are never cached: they hold a person's data and a token."""
+        session = self.session_of(request)
+        flashes = self._flashes(request)
+        page_context = {
+            "request": request,
+            "site_name": self.site_name,
+            "home_path": self.prefix + "/",
+            "nav": self.nav,
+            "current_path": request.url.path,
+            "session": session,
+            "csrf_token": self.csrf_token(request),
+            "csrf_field_name": CSRF_FIELD,
+            "csrf_header": CSRF_HEADER,
+            "flashes": flashes,
+            "logout_path": self.logout_path,
+            "htmx_request": request.headers.get("hx-request") == "true",
+            **(context or {}),
+        }
+        html = self.templates.get_template(template).render(page_context)
+        response = HTMLResponse(
+            html, status_code=status_code, headers={"Cache-Control": "no-store", **(headers or {})}
+        )
+        self._finish(request, response, session, flashes)
+        return response
+
+    def _finish(
+        self,
+        request: Request,
+        response: Response,
+        session: PageSession | None,
+        flashes: list[Flash],
+    ) -> None:
+        nonce = getattr(request.state, "new_csrf_nonce", None)
+        if nonce:
+            self._set_cookie(response, self.csrf_cookie, nonce, strict=True)
+        now = self.clock()
+        if session is not None and session.needs_refresh(now):
+            self._set_cookie(response, self.session_cookie, self.codec.encode(session.seen(now)))
+        if flashes:
+            response.delete_cookie(self.flash_cookie, path="/", secure=self._secure)
+
+    @property
+    def _secure(self) -> bool:
+        return self.settings.is_production
+
+    def _set_cookie(
+        self, response: Response, name: str, value: str, *, strict: bool = False
+    ) -> None:
+        # No max_age: a browser session cookie; the signed content carries the expiry.
+        response.set_cookie(
+            name,
+            value,
+            path="/",
+            httponly=True,
+            secure=self._secure,
+            samesite="strict" if strict else "lax",
+        )
+
+    # -- routing and errors ------------------------------------------------------------------
+
+    def router(self) -> APIRouter:
+        """The router for the service's pages: every non-GET route checks the CSRF token."""
+        return APIRouter(
+            prefix=self.prefix,
+            include_in_schema=False,
+            default_response_class=HTMLResponse,
+            dependencies=[Depends(self.verify_csrf)],
+        )
+
+    def owns(self, request: Request) -> bool:
+        path = request.url.path
+        return path == self.prefix or path.startswith(self.prefix + "/")
+
+    def login_redirect(self, request: Request, next_path: str) -> Response:
+        target = f"{self.login_path}?next={quote(next_path, safe='/')}"
+        if request.headers.get("hx-request") == "true":
+            # htmx follows this with a full page load instead of swapping a login form in.
+            return Response(status_code=204, headers={"HX-Redirect": target})
+        return RedirectResponse(target, status_code=303)
+
+    def safe_next(self, next_path: str | None) -> str:
+        """Where to go after signing in: only a path under the prefix, never another site."""
+        default = self.prefix + "/"
+        if not next_path or urlsplit(next_path).netloc or not next_path.startswith(default):
+            return default
+        return next_path if not next_path.startswith("//") else default
+
+    def error_page(self, request: Request, exc: Exception) -> HTMLResponse:
+        status, message, headers = 500, "Something went wrong on our side.", {}
+        if isinstance(exc, ServiceError):
+            status, message, headers = exc.status_code, exc.message, exc.headers
+        elif isinstance(exc, StarletteHTTPException):
+            status, headers = exc.status_code, dict(exc.headers or {})
+            message = exc.detail if isinstance(exc.detail, str) else message
+        elif isinstance(exc, RequestValidationError):
+            status, message = 422, "Some fields are missing or invalid."
+        if status >= 500:
+            logger.exception("unhandled error on a page", path=request.url.path)
+            message = "Something went wrong on our side."
+        context = {
+            "status": status,
+            "title": _STATUS_TITLES.get(status, "Error"),
+            "message": message,
+            "request_id": getattr(request.state, "request_id", ""),
+        }
+        return self.render(request, "kit/error.html", context, status_code=status, headers=headers)
+
+
+def _install(app: FastAPI, pages: Pages) -> None:
+    """The app's error handlers answer pages under the prefix, and a missing session there
+    redirects to the login page."""
+    app.state.pages = pages
+    for error_class in (ServiceError, RequestValidationError, StarletteHTTPException, Exception):
+        app.add_exception_handler(
+            error_class, _page_aware(pages, app.exception_handlers.get(error_class))
+        )
+
+    async def on_login_required(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, LoginRequired)
+        return pages.login_redirect(request, exc.next_path)
+
+    app.add_exception_handler(LoginRequired, on_login_required)
+
+
+def _page_aware(pages: Pages, api_handler: Any) -> Handler:
+    async def handle(request: Request, exc: Exception) -> Response:
+        if pages.owns(request) or api_handler is None:
+            return pages.error_page(request, exc)
+        response: Response = await api_handler(request, exc)
+        return response
+
+    return handle
+
+
+def _path_with_query(request: Request) -> str:
+    query = request.url.query
+    return f"{request.url.path}?{query}" if query else request.url.path
+
+
+def get_pages(request: Request) -> Pages:
+    pages: Pages = request.app.state.pages
+    return pages
+
+
+def _require_session(request: Request) -> PageSession:
+    return get_pages(request).require_session(request)
+
+
+def _optional_session(request: Request) -> PageSession | None:
+    return get_pages(request).session_of(request)
+
+
+PagesDep = Annotated[Pages, Depends(get_pages)]
+PageSessionDep = Annotated[PageSession, Depends(_require_session)]
+"""The signed-in session; without one (or once it expired) the page redirects to login."""
+OptionalPageSessionDep = Annotated[PageSession | None, Depends(_optional_session)]

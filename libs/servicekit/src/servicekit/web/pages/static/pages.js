@@ -1,0 +1,28 @@
+// The kit's page behaviour, loaded after htmx. No inline handlers anywhere (CSP).
+"use strict";
+(function () {
+  function say(text) {
+    var region = document.getElementById("flashes");
+    if (!region) return;
+    var p = document.createElement("p");
+    p.className = "flash flash-error";
+    p.textContent = text;
+    region.replaceChildren(p);
+  }
+  // htmx leaves failed requests silent: tell the person, in the live region.
+  document.addEventListener("htmx:responseError", function (event) {
+    var status = event.detail.xhr.status;
+    say(status === 403
+      ? "This page has expired: reload it and try again."
+      : "That did not work (" + status + "). Try again, or reload the page.");
+  });
+  document.addEventListener("htmx:sendError", function () {
+    say("The service cannot be reached. Check your connection and try again.");
+  });
+  // <button data-confirm="Delete this?"> asks before its form is sent.
+  document.addEventListener("submit", function (event) {
+    var button = event.submitter;
+    var question = button && button.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) event.preventDefault();
+  });
+})();
