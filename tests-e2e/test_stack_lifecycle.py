@@ -90,70 +90,96 @@ def start_stack(
     return RunningStack(process, output, json.loads(ready.read_text()))
 
 
-@pytest.fixture
-def started() -> Iterator[list[psutil.Process]]:
-    """Every process a test's stacks started; whatever a failing test leaves is killed, with
-    the children it has by then (a stack that never got ready included)."""
-    processes: list[psutil.Process] = []
-    yield processes
-    for process in processes:
-        if process.is_running():  # same pid and start time: still the one we started
-            for child in process.children(recursive=True):
-                child.kill()
-            process.kill()
-
-
-@pytest.fixture
-def server_ports() -> dict[str, int]:
-    return {"postgres": free_port(), "nats": free_port(), "smtp": free_port()}
-
-
 def open_ports(ports: list[int]) -> list[int]:
     return [port for port in ports if port_open("127.0.0.1", port)]
 
 
-@pytest.mark.timeout(300)
-def test_two_ctrl_c_stop_every_process_within_15_s_without_a_traceback(
-    tmp_path: Path, server_ports: dict[str, int], started: list[psutil.Process]
-) -> None:
-    stack = start_stack(tmp_path / "data", server_ports, tmp_path / "stack.log", started)
-    children = stack.descendants()
-    started.extend(children)
-    assert len(children) >= 8  # PostgreSQL, NATS, three APIs, three workers
+@dataclass(frozen=True)
+class Lifecycle:
+    """What one run of the story showed: a stack SIGKILLed, the next start on its data
+    directory, and that second stack stopped by two Ctrl-C (SIGINT to its process group)."""
 
-    os.killpg(stack.process.pid, signal.SIGINT)
-    time.sleep(0.3)  # the second one arrives during the shutdown
-    os.killpg(stack.process.pid, signal.SIGINT)
-    stack.process.wait(15)
-
-    _, alive = psutil.wait_procs(children, timeout=2)
-    assert [p.pid for p in alive] == []
-    assert open_ports([*server_ports.values(), *stack.service_ports()]) == []
-    output = stack.output.read_text()
-    assert "Traceback" not in output, output
-    assert stack.process.returncode == 0, output
+    leftovers_alive: list[int]
+    readiness: dict[str, int]
+    children: int
+    stop_seconds: float
+    alive_after_stop: list[int]
+    open_after_stop: list[int]
+    output: str
+    returncode: int | None
 
 
-@pytest.mark.timeout(600)  # two starts of the whole stack
+@pytest.fixture(scope="module")
+def lifecycle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lifecycle]:
+    """Two starts of the whole stack serve both tests (each start costs a minute or more)."""
+    work = tmp_path_factory.mktemp("lifecycle")
+    data = work / "data"
+    ports = {"postgres": free_port(), "nats": free_port(), "smtp": free_port()}
+    started: list[psutil.Process] = []
+    try:
+        first = start_stack(data, ports, work / "first.log", started)
+        left_behind = first.descendants()
+        started.extend(left_behind)
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(10)
+        # The servers outlived their launcher and hold their ports (the SMTP sink lives in it).
+        servers = [ports["postgres"], ports["nats"]]
+        assert open_ports(servers) == servers
+
+        second = start_stack(data, ports, work / "second.log", started)
+        children = second.descendants()
+        started.extend(children)
+        readiness = {
+            name: httpx.get(f"{info['url']}/readyz", timeout=5).status_code
+            for name, info in second.summary["services"].items()
+        }
+        _, leftovers = psutil.wait_procs(left_behind, timeout=5)
+
+        began = time.monotonic()
+        os.killpg(second.process.pid, signal.SIGINT)
+        time.sleep(0.3)  # the second one arrives during the shutdown
+        os.killpg(second.process.pid, signal.SIGINT)
+        second.process.wait(15)
+        stop_seconds = time.monotonic() - began
+        _, alive = psutil.wait_procs(children, timeout=2)
+        yield Lifecycle(
+            leftovers_alive=[p.pid for p in leftovers],
+            readiness=readiness,
+            children=len(children),
+            stop_seconds=stop_seconds,
+            alive_after_stop=[p.pid for p in alive],
+            open_after_stop=open_ports([*ports.values(), *second.service_ports()]),
+            output=second.output.read_text(),
+            returncode=second.process.returncode,
+        )
+    finally:
+        # Whatever a failure left, a stack that never got ready included, with its children.
+        for process in started:
+            if process.is_running():  # same pid and start time: still the one we started
+                for child in process.children(recursive=True):
+                    child.kill()
+                process.kill()
+
+
+@pytest.mark.timeout(600)  # two starts of the whole stack, paid once for the module
 def test_a_stack_killed_with_sigkill_is_cleared_away_by_the_next_start(
-    tmp_path: Path, server_ports: dict[str, int], started: list[psutil.Process]
+    lifecycle: Lifecycle,
 ) -> None:
-    data = tmp_path / "data"
-    first = start_stack(data, server_ports, tmp_path / "first.log", started)
-    left_behind = first.descendants()
-    started.extend(left_behind)
-    first.process.send_signal(signal.SIGKILL)
-    first.process.wait(10)
-    # The servers outlived their launcher and hold their ports (the SMTP sink lives in it).
-    servers = [server_ports["postgres"], server_ports["nats"]]
-    assert open_ports(servers) == servers
+    assert lifecycle.readiness == {
+        "webhook-hub": 200,
+        "scraper-manager": 200,
+        "commerce-content": 200,
+    }
+    assert lifecycle.leftovers_alive == []
 
-    second = start_stack(data, server_ports, tmp_path / "second.log", started)
-    started.extend(second.descendants())
 
-    for info in second.summary["services"].values():
-        assert httpx.get(f"{info['url']}/readyz", timeout=5).status_code == 200
-    _, alive = psutil.wait_procs(left_behind, timeout=5)
-    assert [p.pid for p in alive] == []
-    os.killpg(second.process.pid, signal.SIGINT)
-    assert second.process.wait(15) == 0
+@pytest.mark.timeout(600)
+def test_two_ctrl_c_stop_every_process_within_15_s_without_a_traceback(
+    lifecycle: Lifecycle,
+) -> None:
+    assert lifecycle.children >= 8  # PostgreSQL, NATS, three APIs, three workers
+    assert lifecycle.stop_seconds < 15
+    assert lifecycle.alive_after_stop == []
+    assert lifecycle.open_after_stop == []
+    assert "Traceback" not in lifecycle.output, lifecycle.output
+    assert lifecycle.returncode == 0, lifecycle.output
