@@ -30,12 +30,15 @@ async def test_the_endpoint_list_shows_status_failures_and_disabled_reason(
     consumer = await make_consumer(db_engine, "write")
     created = await subscribe(client, consumer.headers, http_receiver.url, description="Orders")
     await client.patch(
-        f"/webhooks/subscriptions/{created['id']}", json={"is_active": False}, headers=consumer.headers
+        f"/webhooks/subscriptions/{created['id']}",
+        json={"is_active": False},
+        headers=consumer.headers,
     )
     await signed_in(client, consumer)
     page = await client.get("/portal/endpoints")
     assert http_receiver.url in page.text
-    assert "disabled" in page.text and "disabled by its owner" in page.text
+    assert "disabled" in page.text
+    assert "disabled by its owner" in page.text
     assert 'data-label="Failures" class="num">0<' in page.text
 
 
@@ -54,7 +57,9 @@ async def test_creating_shows_the_apis_validation_errors_at_their_fields(
         },
     )
     assert response.status_code == 422
-    errors = dict(re.findall(r'<p class="error-text" id="f-([a-z_]+)-error">([^<]+)</p>', response.text))
+    errors = dict(
+        re.findall(r'<p class="error-text" id="f-([a-z_]+)-error">([^<]+)</p>', response.text)
+    )
     assert set(errors) == {"endpoint_url", "events", "timeout_seconds"}
     assert "30" in errors["timeout_seconds"]
 
@@ -84,7 +89,8 @@ async def test_creating_shows_the_secret_once_and_the_probe_result(
     assert response.status_code == 201
     assert "answered our check with HTTP 200" in response.text
     secret = re.search(r'id="secret" class="secret" readonly value="([^"]+)"', response.text)
-    assert secret and len(secret.group(1)) == 32
+    assert secret
+    assert len(secret.group(1)) == 32
     listed = (await client.get("/webhooks/subscriptions", headers=consumer.headers)).json()
     assert [s["endpoint_url"] for s in listed["data"]] == [http_receiver.url]
 
@@ -95,7 +101,9 @@ async def test_another_owners_subscription_and_delivery_are_404_pages(
     owner_b = await make_consumer(db_engine, "write")
     theirs = await subscribe(client, owner_b.headers, http_receiver.url)
     their_delivery = (
-        await client.get(f"/webhooks/subscriptions/{theirs['id']}/deliveries", headers=owner_b.headers)
+        await client.get(
+            f"/webhooks/subscriptions/{theirs['id']}/deliveries", headers=owner_b.headers
+        )
     ).json()["data"][0]["id"]
     token = await signed_in(client, await make_consumer(db_engine, "admin"))
     for path in (f"/portal/endpoints/{theirs['id']}", f"/portal/deliveries/{their_delivery}"):
@@ -107,7 +115,9 @@ async def test_another_owners_subscription_and_delivery_are_404_pages(
             f"/portal/endpoints/{theirs['id']}/{action}", data={"csrf_token": token}
         )
         assert response.status_code == 404, action
-    retry = await client.post(f"/portal/deliveries/{their_delivery}/retry", data={"csrf_token": token})
+    retry = await client.post(
+        f"/portal/deliveries/{their_delivery}/retry", data={"csrf_token": token}
+    )
     assert retry.status_code == 404
 
 
