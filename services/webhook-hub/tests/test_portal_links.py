@@ -15,15 +15,9 @@ from webhook_hub.models import PortalLink
 from webhook_hub.portal.service import LinkState, hash_token, link_state, portal_level
 from webhook_hub.settings import Settings
 
-from tests.factories import make_consumer
+from tests.factories import csrf_in, make_consumer, signed_in
 
 LINK = re.compile(r"https?://[^/]+(/portal/link/[A-Za-z0-9_-]+)$")
-
-
-def csrf_in(html: str) -> str:
-    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
-    assert found, "no CSRF field on the page"
-    return found.group(1)
 
 
 async def open_link(client: httpx.AsyncClient, path: str) -> httpx.Response:
@@ -191,12 +185,7 @@ async def test_signing_in_with_an_api_key_opens_a_session_at_its_level(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    form = await client.get("/portal/login")
-    response = await client.post(
-        "/portal/login",
-        data={"api_key": consumer.key, "next": "", "csrf_token": csrf_in(form.text)},
-    )
-    assert response.status_code == 303
+    await signed_in(client, consumer)
     page = await client.get("/portal/endpoints")
     assert consumer.owner in page.text
 

@@ -9,19 +9,7 @@ import httpx
 from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import Consumer, make_consumer, subscribe
-from tests.test_portal_links import csrf_in
-
-
-async def signed_in(client: httpx.AsyncClient, consumer: Consumer) -> str:
-    """Sign `client` in with the consumer's key; a CSRF token for its forms."""
-    form = await client.get("/portal/login")
-    token = csrf_in(form.text)
-    response = await client.post(
-        "/portal/login", data={"api_key": consumer.key, "next": "", "csrf_token": token}
-    )
-    assert response.status_code == 303
-    return token
+from tests.factories import make_consumer, signed_in, subscribe
 
 
 async def test_the_endpoint_list_shows_status_failures_and_disabled_reason(
