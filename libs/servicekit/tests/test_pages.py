@@ -10,6 +10,7 @@ import pytest
 from pydantic import SecretStr
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.settings import Environment
+from servicekit.testing.app import serve_app
 from servicekit.web.pages import CSRF_HEADER, PageSession, PageSettings, SessionState
 from servicekit.web.pages.page_session import SessionCodec, session_state
 from servicekit.web.pages.security import PAGE_CSP
@@ -180,6 +181,19 @@ async def test_a_page_without_a_session_redirects_to_login_and_back(
     response = await browser_like.get("/pages/things?cursor=3")
     assert response.status_code == 303
     assert response.headers["location"] == "/pages/login?next=/pages/things%3Fcursor%3D3"
+
+
+async def test_a_session_holds_when_the_server_shares_one_state_dict_between_requests(
+    clock: Clock,
+) -> None:
+    """asgi-lifespan (the services' test client) hands every request the same `state` dict: a
+    session read cached there would answer the next request too."""
+    async with serve_app(build_pages_app(page_settings(), clock)) as client:
+        assert (await client.get("/pages/things")).status_code == 303  # no session yet
+        await sign_in(client, owner="shared-state")
+        page = await client.get("/pages/things")
+        assert page.status_code == 200
+        assert "shared-state" in page.text
 
 
 async def test_an_htmx_request_without_a_session_is_told_to_load_the_login_page(

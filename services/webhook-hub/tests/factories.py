@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -84,3 +85,21 @@ async def delivery_detail(
 ) -> dict[str, Any]:
     response = await client.get(f"/webhooks/deliveries/{delivery_id}", headers=headers)
     return dict(response.json())
+
+
+def csrf_in(html: str) -> str:
+    """The CSRF token of a page's form."""
+    found = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert found, "no CSRF field on the page"
+    return found.group(1)
+
+
+async def signed_in(client: httpx.AsyncClient, consumer: Consumer) -> str:
+    """Sign `client` in with the consumer's key; a CSRF token for its forms."""
+    form = await client.get("/portal/login")
+    token = csrf_in(form.text)
+    response = await client.post(
+        "/portal/login", data={"api_key": consumer.key, "next": "", "csrf_token": token}
+    )
+    assert response.status_code == 303
+    return token

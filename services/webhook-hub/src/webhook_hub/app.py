@@ -11,6 +11,8 @@ from webhook_hub.deliveries.endpoints import router as deliveries_router
 from webhook_hub.dependencies import http_resources
 from webhook_hub.event_types.endpoints import router as event_types_router
 from webhook_hub.events import registry
+from webhook_hub.portal.endpoints import router as portal_links_router
+from webhook_hub.portal.pages import install_portal
 from webhook_hub.producer_events.endpoints import router as producer_events_router
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoints import router as subscriptions_router
@@ -36,6 +38,8 @@ def create_app(settings: Settings) -> FastAPI:
     api.include_router(event_types_router)
     api.include_router(producer_events_router)
     api.include_router(consumers_router)
+    api.include_router(portal_links_router)
     api.include_router(api_keys_router(FlatErrorBody, flat_error_body))
     app.include_router(api)
+    install_portal(app, settings)
     return app

@@ -5,12 +5,14 @@ import asyncio
 import sys
 from pathlib import Path
 
-from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.cli import ExtraCommand, ServiceCLI
 from servicekit.db.engine import create_engine, create_session_factory
 
 from webhook_hub.app import create_app
 from webhook_hub.consumers.service import ConsumerService
+from webhook_hub.portal.schemas import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
+from webhook_hub.portal.service import IssuedLink, PortalLinkService, link_url
 from webhook_hub.settings import Settings
 from webhook_hub.worker import run
 
@@ -44,6 +46,45 @@ def run_consumers(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def configure_portal_link(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--owner", required=True, help="the consumer the portal shows")
+    parser.add_argument(
+        "--level",
+        choices=[level.value for level in ISSUED_OVER_API],
+        default=AccessLevel.READ.value,
+        help="read sees everything, write changes it, admin also deletes (default: read)",
+    )
+    parser.add_argument(
+        "--ttl-seconds", type=int, default=DEFAULT_TTL_SECONDS, help="60 to 86400, default 3600"
+    )
+
+
+def run_portal_link(settings: Settings, args: argparse.Namespace) -> int:
+    if not 60 <= args.ttl_seconds <= MAX_TTL_SECONDS:
+        print(f"--ttl-seconds must be 60 to {MAX_TTL_SECONDS}", file=sys.stderr)
+        return 2
+
+    async def issue() -> IssuedLink:
+        engine = create_engine(settings)
+        try:
+            async with create_session_factory(engine)() as session, session.begin():
+                return await PortalLinkService(session).issue(
+                    args.owner, AccessLevel(args.level), args.ttl_seconds
+                )
+        finally:
+            await engine.dispose()
+
+    issued = asyncio.run(issue())
+    base = settings.public_url or f"http://127.0.0.1:{settings.port}"
+    print(
+        f"portal link for {args.owner!r} ({args.level}), usable once until "
+        f"{issued.expires_at.isoformat()}:",
+        file=sys.stderr,
+    )
+    print(link_url(base, issued.token))
+    return 0
+
+
 cli = ServiceCLI(
     name="webhook-hub",
     settings=Settings,
@@ -58,7 +99,13 @@ cli = ServiceCLI(
             help="operator settings of consumers (owners)",
             configure=configure_consumers,
             run=run_consumers,
-        )
+        ),
+        ExtraCommand(
+            name="portal-link",
+            help="print a one-time link into the consumer portal for an owner",
+            configure=configure_portal_link,
+            run=run_portal_link,
+        ),
     ],
 )
 

@@ -15,6 +15,7 @@ from servicekit.web.session import SessionDep
 from webhook_hub.consumers.service import ConsumerService
 from webhook_hub.deliveries.service import DeliveryService
 from webhook_hub.event_types.service import EventTypeService
+from webhook_hub.portal.service import PortalLinkService
 from webhook_hub.producer_events.service import ProducerEventService
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
@@ -66,9 +67,14 @@ def get_consumer_service(session: SessionDep) -> ConsumerService:
     return ConsumerService(session)
 
 
+def get_portal_link_service(session: SessionDep) -> PortalLinkService:
+    return PortalLinkService(session)
+
+
 ProberDep = Annotated[EndpointProber, Depends(get_prober)]
 SubscriptionServiceDep = Annotated[SubscriptionService, Depends(get_subscription_service)]
 DeliveryServiceDep = Annotated[DeliveryService, Depends(get_delivery_service)]
 EventTypeServiceDep = Annotated[EventTypeService, Depends(get_event_type_service)]
 ProducerEventServiceDep = Annotated[ProducerEventService, Depends(get_producer_event_service)]
 ConsumerServiceDep = Annotated[ConsumerService, Depends(get_consumer_service)]
+PortalLinkServiceDep = Annotated[PortalLinkService, Depends(get_portal_link_service)]

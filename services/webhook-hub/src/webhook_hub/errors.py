@@ -14,6 +14,7 @@ from servicekit.errors import (
     InvalidCursor,
     NotFound,
     PayloadTooLarge,
+    ServiceError,
     Unauthorized,
     UnprocessableEntity,
 )
@@ -136,6 +137,38 @@ class EventTypeInactive(UnprocessableEntity):
 class EventDataInvalid(UnprocessableEntity):
     code = "event_data_invalid"
     default_message = "data.total: 'x' is not of type 'number'"
+
+
+# --- portal ----------------------------------------------------------------------------------
+
+
+class PortalLinkGone(ServiceError):
+    """A portal link already used or past its expiry: 410, never a second session."""
+
+    status_code = 410
+    code = "portal_link_gone"
+    default_message = (
+        "This portal link was already used. Each link opens the portal once: ask for a new one."
+    )
+
+
+class PortalLinkExpired(PortalLinkGone):
+    code = "portal_link_expired"
+    default_message = "This portal link has expired. Ask for a new one."
+
+
+class PortalLinkUnknown(NotFound):
+    code = "portal_link_unknown"
+    default_message = (
+        "This portal link is not valid. Check it was copied whole, or ask for a new one."
+    )
+
+
+class NeedsLevel(Forbidden):
+    """A page action the session's level does not allow (as the API's 403)."""
+
+    code = "insufficient_level"
+    default_message = "This needs the 'write' access level"
 
 
 # The `responses=` of an operation that can raise the errors named, in this service's envelope.

@@ -146,6 +146,20 @@ class DeliveryAttempt(SQLModel, table=True):
     error: str | None = None
 
 
+class PortalLink(SQLModel, table=True):
+    """A one-time link into the portal: only the token's SHA-256 is kept; `used_at` is set by
+    the one sign-in it allows."""
+
+    __tablename__ = "portal_links"
+
+    token_hash: str = Field(primary_key=True, max_length=64)
+    owner: str = Field(max_length=200)
+    level: str = Field(max_length=16)
+    created_at: datetime = _tz(default_factory=utcnow)
+    expires_at: datetime = _tz()
+    used_at: datetime | None = _tz(default=None)
+
+
 class IdempotencyKey(SQLModel, table=True):
     __tablename__ = "idempotency_keys"
 
@@ -166,6 +180,7 @@ __all__ = [
     "IdempotencyKey",
     "MailMessage",
     "OutboxEvent",
+    "PortalLink",
     "ProcessedEvent",
     "Subscription",
     "metadata",

@@ -5,13 +5,13 @@ from typing import ClassVar
 
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
-from servicekit.settings import ServiceSettings
+from servicekit.web.pages import PageSettings
 
 # 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: the schedule Svix publishes, about 28 h in all.
 DEFAULT_RETRY_SCHEDULE = [5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0]
 
 
-class Settings(ServiceSettings):
+class Settings(PageSettings):
     model_config = SettingsConfigDict(env_prefix="WEBHOOK_HUB_")
     service_name: ClassVar[str] = "webhook-hub"
 
@@ -54,6 +54,9 @@ class Settings(ServiceSettings):
     # The guard is on in production; tests and development may switch it on explicitly.
     ssrf_protection: bool | None = None
     idempotency_window_hours: float = 24.0
+    # Where people reach this service (portal links are built on it); empty: the address of
+    # the request that asks for a link, or http://127.0.0.1:<port> from the CLI.
+    public_url: str = ""
 
     @property
     def ssrf_guard_enabled(self) -> bool:

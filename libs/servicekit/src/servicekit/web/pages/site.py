@@ -43,6 +43,11 @@ logger = structlog.get_logger(__name__)
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 FLASH_KINDS = ("success", "info", "warning", "error")
+# Per-request values live in the request's scope, not in `request.state`: an ASGI server may
+# hand every request the same lifespan state dict (asgi-lifespan does), and a session read
+# for one request must never answer for the next.
+_SESSION_KEY = "servicekit.page_session"
+_NONCE_KEY = "servicekit.csrf_nonce"
 _STATUS_TITLES = {
     400: "Bad request",
     401: "Sign-in needed",
@@ -50,6 +55,7 @@ _STATUS_TITLES = {
     404: "Not found",
     405: "Not allowed here",
     409: "Conflict",
+    410: "No longer valid",
     413: "Too large",
     422: "Check the form",
     429: "Too many requests",
@@ -139,8 +145,8 @@ class Pages:
         return session
 
     def _read_session(self, request: Request) -> tuple[PageSession | None, SessionState | None]:
-        cached: tuple[PageSession | None, SessionState | None] | None = getattr(
-            request.state, "page_session", None
+        cached: tuple[PageSession | None, SessionState | None] | None = request.scope.get(
+            _SESSION_KEY
         )
         if cached is not None:
             return cached
@@ -156,7 +162,7 @@ class Pages:
             )
             if state is not SessionState.VALID:
                 session = None
-        request.state.page_session = (session, state)
+        request.scope[_SESSION_KEY] = (session, state)
         return session, state
 
     # -- CSRF ---------------------------------------------------------------------------------
@@ -165,8 +171,8 @@ class Pages:
         nonce = request.cookies.get(self.csrf_cookie)
         if not nonce:
             # One per request: the cookie is set on the response that carries the token.
-            nonce = getattr(request.state, "new_csrf_nonce", None) or self.csrf.new_nonce()
-            request.state.new_csrf_nonce = nonce
+            nonce = request.scope.get(_NONCE_KEY) or self.csrf.new_nonce()
+            request.scope[_NONCE_KEY] = nonce
         return self.csrf.token_for(nonce)
 
     async def verify_csrf(self, request: Request) -> None:
@@ -246,7 +252,7 @@ class Pages:
         session: PageSession | None,
         flashes: list[Flash],
     ) -> None:
-        nonce = getattr(request.state, "new_csrf_nonce", None)
+        nonce = request.scope.get(_NONCE_KEY)
         if nonce:
             self._set_cookie(response, self.csrf_cookie, nonce, strict=True)
         now = self.clock()

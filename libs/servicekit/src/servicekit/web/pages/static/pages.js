@@ -19,6 +19,28 @@
   document.addEventListener("htmx:sendError", function () {
     say("The service cannot be reached. Check your connection and try again.");
   });
+  // <button data-copy="ID"> copies the value (or text) of element ID and says so.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("button[data-copy]");
+    if (!button) return;
+    var source = document.getElementById(button.getAttribute("data-copy"));
+    if (!source) return;
+    var text = "value" in source ? source.value : source.textContent;
+    var done = function () {
+      var region = document.getElementById("flashes");
+      if (!region) return;
+      var p = document.createElement("p");
+      p.className = "flash flash-success";
+      p.textContent = "Copied to the clipboard.";
+      region.replaceChildren(p);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () { say("Copying failed: select the text and copy it."); });
+    } else if (source.select) {
+      source.select();
+      say("Press Ctrl+C (or ⌘C) to copy the selected text.");
+    }
+  });
   // <button data-confirm="Delete this?"> asks before its form is sent.
   document.addEventListener("submit", function (event) {
     var button = event.submitter;

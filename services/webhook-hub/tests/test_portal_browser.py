@@ -1,0 +1,288 @@
+"""The portal in a real Chromium against webhook-hub's `serve` and `worker` running as real
+processes, the network limited to 127.0.0.1: accessible (axe-core, no serious or critical
+violation), within the CSP, and screenshotted at 1280 and 390 px."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from servicekit.embedded.network import free_port
+from servicekit.testing import HttpReceiver
+from servicekit.testing.browser import BrowserPage, axe_violations, describe_violations, screenshots
+from sqlalchemy.ext.asyncio import AsyncEngine
+from webhook_hub.settings import Settings
+
+from tests.factories import Consumer, make_consumer, subscribe
+
+
+def start(command: str, settings: Settings, port: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "WEBHOOK_HUB_DATABASE_URL": settings.database_url,
+        "WEBHOOK_HUB_NATS_URL": settings.nats_url,
+        "WEBHOOK_HUB_PORT": str(port),
+        "WEBHOOK_HUB_RETRY_SCHEDULE_SECONDS": "[0.5, 0.5]",
+        "WEBHOOK_HUB_DELIVERY_POLL_SECONDS": "0.2",
+        "WEBHOOK_HUB_LOG_LEVEL": "WARNING",
+    }
+    executable = str(Path(sys.executable).parent / "webhook-hub")
+    return subprocess.Popen([executable, command], env=env, stdout=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def hub_processes(service_settings: Settings) -> Iterator[str]:
+    port = free_port()
+    processes = [start("serve", service_settings, port), start("worker", service_settings, port)]
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert processes[0].poll() is None, "webhook-hub serve exited"
+            import time
+
+            time.sleep(0.1)
+        yield url
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(30)
+
+
+@pytest.fixture
+async def hub(hub_processes: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=hub_processes) as client:
+        yield client
+
+
+async def assert_clean(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
+    for width in (1280, 390):
+        await watched.page.set_viewport_size({"width": width, "height": 900})
+        violations = await axe_violations(watched.page)
+        assert not violations, f"{name} at {width}px:\n{describe_violations(violations)}"
+    await screenshots(watched.page, screenshot_dir, name)
+    assert watched.blocked_requests == []
+    assert watched.csp_violations == []
+    assert watched.page_errors == []
+
+
+async def link_for(hub: httpx.AsyncClient, consumer: Consumer) -> str:
+    response = await hub.post("/webhooks/portal-links", json={}, headers=consumer.headers)
+    assert response.status_code == 201
+    return str(response.json()["url"])
+
+
+async def open_portal(watched: BrowserPage, hub: httpx.AsyncClient, consumer: Consumer) -> None:
+    await watched.page.goto(await link_for(hub, consumer))
+    await watched.page.get_by_role("button", name="Continue to the portal").click()
+    await watched.page.get_by_role("heading", name="Endpoints").wait_for()
+
+
+async def test_a_portal_link_opens_the_consumers_view_once(
+    browser_page: BrowserPage, hub: httpx.AsyncClient, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "write")
+    link = await link_for(hub, consumer)
+    await page.goto(link)
+    await page.get_by_text(consumer.owner).first.wait_for()
+    await assert_clean(browser_page, "portal-link", screenshot_dir)
+    await page.get_by_role("button", name="Continue to the portal").click()
+    await page.get_by_role("heading", name="Endpoints").wait_for()
+    assert await page.locator(".who").get_by_text(consumer.owner).is_visible()
+    await assert_clean(browser_page, "portal-endpoints-empty", screenshot_dir)
+    response = await page.goto(link)
+    assert response is not None
+    assert response.status == 410
+    await page.get_by_text("already used").wait_for()
+    await assert_clean(browser_page, "portal-link-used", screenshot_dir)
+
+
+async def test_the_login_page_signs_in_with_an_api_key(
+    browser_page: BrowserPage, hub: httpx.AsyncClient, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "read")
+    await page.goto(f"{hub.base_url}/portal/endpoints")
+    await assert_clean(browser_page, "portal-login", screenshot_dir)
+    await page.get_by_label("API key").fill(consumer.key)
+    await page.get_by_role("button", name="Sign in").click()
+    await page.get_by_role("heading", name="Endpoints").wait_for()
+    assert await page.locator(".who .badge").text_content() == "read"
+
+
+async def test_keyboard_only_creation_shows_the_probe_result_and_the_secret(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    await open_portal(browser_page, hub, await make_consumer(db_engine, "write"))
+    await page.goto(f"{hub.base_url}/portal/endpoints/new")
+    await assert_clean(browser_page, "portal-new-endpoint", screenshot_dir)
+    await page.get_by_label("Endpoint URL").focus()
+    await page.keyboard.type(http_receiver.url)
+    await page.keyboard.press("Tab")  # the catalog link in the picker's hint
+    await page.keyboard.press("Tab")  # `*`
+    await page.keyboard.press("Tab")  # the first type
+    while await page.evaluate("document.activeElement.value") != "order.paid":
+        await page.keyboard.press("Tab")
+    await page.keyboard.press("Space")
+    await page.get_by_label("Description").focus()
+    await page.keyboard.type("Orders for the warehouse")
+    await page.keyboard.press("Enter")
+    await page.get_by_role("heading", name="Endpoint created").wait_for()
+    await page.get_by_text("answered our check with HTTP 200").wait_for()
+    secret = await page.get_by_label("Signing secret").input_value()
+    assert len(secret) == 32
+    await assert_clean(browser_page, "portal-created", screenshot_dir)
+
+
+async def test_field_errors_are_shown_at_the_fields_in_the_browser(
+    browser_page: BrowserPage, hub: httpx.AsyncClient, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    await open_portal(browser_page, hub, await make_consumer(db_engine, "write"))
+    await page.goto(f"{hub.base_url}/portal/endpoints/new")
+    await page.get_by_label("Endpoint URL").fill("https://example.invalid/hooks")
+    await page.get_by_label("Timeout (seconds)").fill("99")
+    await page.get_by_role("button", name="Create endpoint").click()
+    await page.get_by_text("at least 1 item").wait_for()
+    assert await page.get_by_label("Timeout (seconds)").get_attribute("aria-invalid") == "true"
+    await assert_clean(browser_page, "portal-new-endpoint-errors", screenshot_dir)
+
+
+async def test_a_delivery_appears_in_the_open_log_and_is_retried_from_its_page(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(hub, consumer.headers, http_receiver.url, description="Live")
+    await open_portal(browser_page, hub, consumer)
+    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    rows = page.locator("#deliveries tr", has=page.locator("a"))
+    await rows.first.wait_for()
+    count = await rows.count()
+    sent = await hub.post(f"/webhooks/subscriptions/{created['id']}/test", headers=consumer.headers)
+    assert sent.status_code == 202
+    for _ in range(100):  # no reload: the SSE stream brings the row
+        if await rows.count() == count + 1:
+            break
+        await asyncio.sleep(0.1)
+    assert await rows.count() == count + 1
+    await page.locator("#deliveries").get_by_text("succeeded").first.wait_for()
+    await assert_clean(browser_page, "portal-endpoint", screenshot_dir)
+
+    await rows.first.get_by_role("link").click()
+    await page.locator("#attempts tr").first.wait_for()
+    received = len(http_receiver.requests)
+    await page.get_by_role("button", name="Retry now").click()
+    await page.get_by_text("Retry queued").wait_for()
+    for _ in range(100):
+        if len(http_receiver.requests) > received:
+            break
+        await asyncio.sleep(0.1)
+    assert len(http_receiver.requests) > received
+    for _ in range(50):  # the attempt is written just after the receiver answered
+        await page.reload()
+        if await page.locator("#attempts tr").count() >= 2:
+            break
+        await asyncio.sleep(0.1)
+    assert await page.locator("#attempts tr").count() >= 2
+    await assert_clean(browser_page, "portal-delivery", screenshot_dir)
+
+
+async def test_rotating_shows_the_new_secret_with_a_copy_button(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(hub, consumer.headers, http_receiver.url)
+    await open_portal(browser_page, hub, consumer)
+    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+    await page.get_by_role("button", name="Rotate secret").click()
+    await page.get_by_role("heading", name="New signing secret").wait_for()
+    secret = await page.get_by_label("Signing secret").input_value()
+    assert secret != created["secret"]
+    await page.get_by_text("The previous secret keeps working until").wait_for()
+    await page.get_by_role("button", name="Copy secret").click()
+    await page.get_by_text("Copied to the clipboard.").wait_for()
+    assert await page.evaluate("navigator.clipboard.readText()") == secret
+    await assert_clean(browser_page, "portal-rotated", screenshot_dir)
+
+
+async def test_a_read_session_has_no_working_write_control(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+) -> None:
+    page = browser_page.page
+    writer = await make_consumer(db_engine, "write")
+    created = await subscribe(hub, writer.headers, http_receiver.url)
+    await open_portal(browser_page, hub, await make_consumer(db_engine, "read", owner=writer.owner))
+    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    assert await page.locator("main form[method=post] button").count() == 0
+    assert await page.get_by_role("link", name="Add an endpoint").count() == 0
+    forged = await page.request.post(
+        f"{hub.base_url}/portal/endpoints/{created['id']}/rotate-secret",
+        form={"csrf_token": await page.locator("body").get_attribute("hx-headers") or ""},
+    )
+    assert forged.status == 403
+
+
+async def test_another_consumers_ids_are_404_and_a_post_without_csrf_is_refused(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+) -> None:
+    page = browser_page.page
+    owner_b = await make_consumer(db_engine, "write")
+    theirs = await subscribe(hub, owner_b.headers, http_receiver.url)
+    deliveries = await hub.get(
+        f"/webhooks/subscriptions/{theirs['id']}/deliveries", headers=owner_b.headers
+    )
+    their_delivery = deliveries.json()["data"][0]["id"]
+    owner_a = await make_consumer(db_engine, "write")
+    mine = await subscribe(hub, owner_a.headers, http_receiver.url)
+    await open_portal(browser_page, hub, owner_a)
+    for path in (f"/portal/endpoints/{theirs['id']}", f"/portal/deliveries/{their_delivery}"):
+        response = await page.goto(f"{hub.base_url}{path}")
+        assert response is not None
+        assert response.status == 404
+    without_token = await page.request.post(f"{hub.base_url}/portal/endpoints/{mine['id']}/test")
+    assert without_token.status == 403
+
+
+async def test_the_event_catalog_is_accessible(
+    browser_page: BrowserPage, hub: httpx.AsyncClient, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    await open_portal(browser_page, hub, await make_consumer(db_engine, "write"))
+    await page.get_by_role("link", name="Event catalog").click()
+    await page.locator("#type-order\\.paid").wait_for()
+    await assert_clean(browser_page, "portal-event-types", screenshot_dir)

@@ -1,0 +1,164 @@
+"""The portal's pages over HTTP: the same rules as the API (another owner's id is a 404, the
+level gates changes), the API's validation messages at the form's fields."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+from servicekit.testing import HttpReceiver
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import make_consumer, signed_in, subscribe
+
+
+async def test_the_endpoint_list_shows_status_failures_and_disabled_reason(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, description="Orders")
+    await client.patch(
+        f"/webhooks/subscriptions/{created['id']}",
+        json={"is_active": False},
+        headers=consumer.headers,
+    )
+    await signed_in(client, consumer)
+    page = await client.get("/portal/endpoints")
+    assert http_receiver.url in page.text
+    assert "disabled" in page.text
+    assert "disabled by its owner" in page.text
+    assert 'data-label="Failures" class="num">0<' in page.text
+
+
+async def test_creating_shows_the_apis_validation_errors_at_their_fields(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    token = await signed_in(client, consumer)
+    response = await client.post(
+        "/portal/endpoints",
+        data={
+            "endpoint_url": "ftp://nowhere",
+            "timeout_seconds": "99",
+            "description": "",
+            "csrf_token": token,
+        },
+    )
+    assert response.status_code == 422
+    errors = dict(
+        re.findall(r'<p class="error-text" id="f-([a-z_]+)-error">([^<]+)</p>', response.text)
+    )
+    assert set(errors) == {"endpoint_url", "events", "timeout_seconds"}
+    assert "30" in errors["timeout_seconds"]
+
+
+async def test_an_unknown_event_type_is_told_at_the_event_picker(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    token = await signed_in(client, consumer)
+    response = await client.post(
+        "/portal/endpoints",
+        data={"endpoint_url": http_receiver.url, "events": "order.piad", "csrf_token": token},
+    )
+    assert response.status_code == 422
+    assert 'id="f-events-error">Unknown event types: order.piad' in response.text
+
+
+async def test_creating_shows_the_secret_once_and_the_probe_result(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    token = await signed_in(client, consumer)
+    response = await client.post(
+        "/portal/endpoints",
+        data={"endpoint_url": http_receiver.url, "events": "order.paid", "csrf_token": token},
+    )
+    assert response.status_code == 201
+    assert "answered our check with HTTP 200" in response.text
+    secret = re.search(r'id="secret" class="secret" readonly value="([^"]+)"', response.text)
+    assert secret
+    assert len(secret.group(1)) == 32
+    listed = (await client.get("/webhooks/subscriptions", headers=consumer.headers)).json()
+    assert [s["endpoint_url"] for s in listed["data"]] == [http_receiver.url]
+
+
+async def test_another_owners_subscription_and_delivery_are_404_pages(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    owner_b = await make_consumer(db_engine, "write")
+    theirs = await subscribe(client, owner_b.headers, http_receiver.url)
+    their_delivery = (
+        await client.get(
+            f"/webhooks/subscriptions/{theirs['id']}/deliveries", headers=owner_b.headers
+        )
+    ).json()["data"][0]["id"]
+    token = await signed_in(client, await make_consumer(db_engine, "admin"))
+    for path in (f"/portal/endpoints/{theirs['id']}", f"/portal/deliveries/{their_delivery}"):
+        response = await client.get(path)
+        assert response.status_code == 404, path
+        assert http_receiver.url not in response.text
+    for action in ("test", "rotate-secret", "delete"):
+        response = await client.post(
+            f"/portal/endpoints/{theirs['id']}/{action}", data={"csrf_token": token}
+        )
+        assert response.status_code == 404, action
+    retry = await client.post(
+        f"/portal/deliveries/{their_delivery}/retry", data={"csrf_token": token}
+    )
+    assert retry.status_code == 404
+
+
+async def test_a_read_session_sees_no_write_controls_and_cannot_post_changes(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    writer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, writer.headers, http_receiver.url)
+    reader = await make_consumer(db_engine, "read", owner=writer.owner)
+    token = await signed_in(client, reader)
+    page = await client.get(f"/portal/endpoints/{created['id']}")
+    assert page.status_code == 200
+    assert "<button" not in page.text.split('id="log-heading"')[0].split("<main")[1]
+    for action in ("test", "rotate-secret", "delete"):
+        response = await client.post(
+            f"/portal/endpoints/{created['id']}/{action}", data={"csrf_token": token}
+        )
+        assert response.status_code == 403, action
+    assert (await client.get("/portal/endpoints/new")).status_code == 403
+
+
+async def test_a_write_session_cannot_delete_as_the_api_needs_admin(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url)
+    token = await signed_in(client, consumer)
+    page = await client.get(f"/portal/endpoints/{created['id']}")
+    assert "Delete endpoint" not in page.text
+    response = await client.post(
+        f"/portal/endpoints/{created['id']}/delete", data={"csrf_token": token}
+    )
+    assert response.status_code == 403
+
+
+async def test_the_delivery_log_filters_by_status_and_event_type(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url)
+    await signed_in(client, consumer)
+    base = f"/portal/endpoints/{created['id']}"
+    assert "webhook.test" in (await client.get(f"{base}?event_type=webhook.test")).text
+    assert "No deliveries match" in (await client.get(f"{base}?event_type=order.paid")).text
+    assert "No deliveries match" in (await client.get(f"{base}?status=failed")).text
+
+
+async def test_the_event_catalog_shows_schema_and_pretty_example(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    await signed_in(client, await make_consumer(db_engine, "read"))
+    page = await client.get("/portal/event-types")
+    assert page.status_code == 200
+    assert 'id="type-order.paid"' in page.text
+    assert "{\n  &#34;id&#34;: 1\n}" in page.text
+    assert "legacy.retired" not in page.text  # inactive types are not offered
