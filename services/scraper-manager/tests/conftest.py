@@ -30,7 +30,13 @@ LOOPBACK = ["127.0.0.0/8", "::1/128"]
 @pytest.fixture(scope="session")
 def service_settings(database_url: str, nats_url: str) -> Settings:
     return Settings(
-        database_url=database_url, nats_url=nats_url, log_json=False, allowed_networks=LOOPBACK
+        database_url=database_url,
+        nats_url=nats_url,
+        log_json=False,
+        allowed_networks=LOOPBACK,
+        # The hub answers after probing the endpoint; on a loaded 2-core CI box that can take
+        # longer than production's 5 s, and a timeout here is not what these tests are about.
+        hub_request_timeout_seconds=30,
     )
 
 

@@ -137,8 +137,9 @@ async def test_deleting_a_webhook_removes_the_subscription_and_another_clients_i
 ) -> None:
     owner = await make_client(db_engine, "admin")
     stranger = await make_client(db_engine, "admin")
-    created = (await register(client, owner, http_receiver.url)).json()
-    path = f"/api/v1/webhooks/{created['id']}"
+    registered = await register(client, owner, http_receiver.url)
+    assert registered.status_code == 201, registered.text
+    path = f"/api/v1/webhooks/{registered.json()['id']}"
     assert (await client.delete(path, headers=stranger.headers)).status_code == 404
     assert (await client.delete(path, headers=owner.headers)).status_code == 204
     assert await hub.list(owner.owner) == []
