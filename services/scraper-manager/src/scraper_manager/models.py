@@ -113,6 +113,25 @@ class Item(SQLModel, table=True):
     created_at: datetime = _tz(default_factory=utcnow)
 
 
+class LogLevel(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class RunLogLine(SQLModel, table=True):
+    """One line of a run's log: what the crawler did, written in batches (crawler.runlog)."""
+
+    __tablename__ = "run_log_lines"
+
+    id: int = Field(default=None, sa_column=sa.Column(sa.BigInteger, primary_key=True))
+    run_id: int = Field(foreign_key="runs.id", ondelete="CASCADE")
+    level: LogLevel = Field(sa_type=sa.String(8))
+    at: datetime = _tz()
+    message: str
+    fields: dict[str, Any] = _json(server_default="{}")
+
+
 class WebhookStatus(StrEnum):
     # Written (and committed) before webhook-hub is asked, so an interrupted registration
     # leaves a trace the reconciler follows; `active` once the hub's subscription is recorded.
@@ -152,10 +171,12 @@ __all__ = [
     "FINAL_RUN_STATUSES",
     "ApiKey",
     "Item",
+    "LogLevel",
     "OAuthClient",
     "OutboxEvent",
     "ProcessedEvent",
     "Run",
+    "RunLogLine",
     "RunStatus",
     "RunTrigger",
     "Scraper",

@@ -34,6 +34,11 @@ class Settings(ServiceSettings):
     # Longer links are not followed; at most this many links of a page are considered.
     max_link_length: int = 2048
     max_links_per_page: int = 5000
+    # A run's log keeps at most this many lines (then one saying how many were dropped) ...
+    run_log_max_lines: int = 10_000
+    # ... for this many days; the worker prunes older lines every `run_log_prune_seconds`.
+    run_log_retention_days: int = 30
+    run_log_prune_seconds: float = 3600.0
     runs_per_worker: int = 4
     run_poll_seconds: float = 1.0
     heartbeat_seconds: float = 1.0
