@@ -132,6 +132,19 @@ class RunLogLine(SQLModel, table=True):
     fields: dict[str, Any] = _json(server_default="{}")
 
 
+class DashboardLink(SQLModel, table=True):
+    """A one-time sign-in link to the dashboard; only the SHA-256 of its token is kept."""
+
+    __tablename__ = "dashboard_links"
+
+    token_hash: str = Field(primary_key=True, max_length=64)
+    owner: str = Field(max_length=200)
+    level: str = Field(max_length=16)
+    expires_at: datetime = _tz()
+    used_at: datetime | None = _tz(default=None)
+    created_at: datetime = _tz(default_factory=utcnow)
+
+
 class WebhookStatus(StrEnum):
     # Written (and committed) before webhook-hub is asked, so an interrupted registration
     # leaves a trace the reconciler follows; `active` once the hub's subscription is recorded.
@@ -170,6 +183,7 @@ __all__ = [
     "ACTIVE_RUN_STATUSES",
     "FINAL_RUN_STATUSES",
     "ApiKey",
+    "DashboardLink",
     "Item",
     "LogLevel",
     "OAuthClient",

@@ -22,7 +22,7 @@ from scraper_manager.runs.repository import RunRepository
 from scraper_manager.scrapers.repository import ScraperRepository
 
 DEFAULT_FIELDS = ("url", "status", "title", "description")
-ExportFormat = Literal["jsonl", "csv", "xlsx"]
+ExportFormat = Literal["json", "jsonl", "csv", "xlsx"]
 XLSX_MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 XLSX_BATCH = 1000
 SEND_CHUNK = 64 * 1024
@@ -97,6 +97,8 @@ class RunService:
     async def export(self, owner: str, scraper_id: int, run: Run, format: ExportFormat) -> Export:
         scraper = await self._scraper(owner, scraper_id)
         filename = f"scraper-{scraper_id}-run-{run.id}.{format}"
+        if format == "json":
+            return Export(filename, "application/json", self._json_array(run.id))
         if format == "jsonl":
             return Export(filename, "application/x-ndjson", self._jsonl(run.id))
         if format == "xlsx":
@@ -110,6 +112,16 @@ class RunService:
         async with self.session_factory() as session:
             async for item in RunRepository(session).stream_items(run_id):
                 yield item
+
+    async def _json_array(self, run_id: int) -> AsyncIterator[bytes]:
+        """The items as one JSON array (as JSONL's lines), streamed."""
+        yield b"["
+        first = True
+        async for item in self._stream(run_id):
+            line = json.dumps({"url": item.url, **item.data}, ensure_ascii=False, default=str)
+            yield (line if first else "," + line).encode()
+            first = False
+        yield b"]"
 
     async def _jsonl(self, run_id: int) -> AsyncIterator[bytes]:
         async for item in self._stream(run_id):
