@@ -8,9 +8,11 @@ from aiohttp import web
 
 
 class LocalWebsite:
-    def __init__(self, pages: int = 12, delay: float = 0.0) -> None:
+    def __init__(self, pages: int = 12, delay: float = 0.0, fail_every: int = 0) -> None:
         self.pages = pages
         self.delay = delay
+        # Every `fail_every`-th page answers 500 (retried, then logged as failed).
+        self.fail_every = fail_every
         self.hits: list[tuple[float, str]] = []
         self.robots = "User-agent: *\nDisallow: /private\n"
         self._runner: web.AppRunner | None = None
@@ -27,6 +29,8 @@ class LocalWebsite:
         if self.delay:
             await asyncio.sleep(self.delay)
         n = int(request.match_info.get("n", "0"))
+        if self.fail_every and n and n % self.fail_every == 0:
+            return web.Response(status=500, text="broken")
         links = "".join(
             f'<a href="/page/{m}">page {m}</a> ' for m in (n + 1, n + 2) if m < self.pages
         )
