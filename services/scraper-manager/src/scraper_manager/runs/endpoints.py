@@ -83,7 +83,10 @@ async def get_run(
                     "example": '{"url": "https://example.com/p/1", "name": "Mug"}\n'
                 },
                 "text/csv": {"example": "url,name\r\nhttps://example.com/p/1,Mug\r\n"},
-                XLSX_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
+                XLSX_MEDIA_TYPE: {
+                    "schema": {"type": "string", "format": "binary"},
+                    "example": "(a workbook: sheet `results`, row 1 = url, name, ...)",
+                },
             }
         },
     },
