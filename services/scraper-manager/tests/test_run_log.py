@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.factories import Client, make_client, make_run, make_scraper
 from tests.test_crawls import BASE, start_crawl, wait_for_status
-from tests.website import LocalWebsite
+from tests.website import LocalWebsite, serving
 
 FINAL = {"completed", "failed", "stopped"}
 
@@ -85,25 +85,16 @@ async def test_a_retry_after_is_logged_with_its_status_attempt_and_wait(
             return answers.pop(0)
         return web.Response(text="<html><title>ok</title></html>", content_type="text/html")
 
-    app = web.Application()
-    app.router.add_get("/", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = getattr(site._server, "sockets", [])[0].getsockname()[1]
-    try:
+    async with serving(handle) as url:
         who = await make_client(db_engine, "write")
         scraper_id, run_id = await start_crawl(
-            client, who, url=f"http://127.0.0.1:{port}/", obey_robots=False, rate_limit=50
+            client, who, url=url, obey_robots=False, rate_limit=50
         )
         await wait_for_status(client, who, scraper_id, run_id, FINAL)
-    finally:
-        await runner.cleanup()
     warnings = await read_log(client, who, scraper_id, run_id, level="warning")
     retry = next(x for x in warnings if x["message"] == "request failed, retrying")
     assert retry["fields"] == {
-        "url": f"http://127.0.0.1:{port}/",
+        "url": url,
         "status": 503,
         "attempt": 1,
         "wait": 1.0,

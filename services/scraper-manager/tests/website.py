@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 from aiohttp import web
 
@@ -68,3 +70,21 @@ class LocalWebsite:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+@asynccontextmanager
+async def serving(
+    handler: Callable[[web.Request], Awaitable[web.Response]], path: str = "/"
+) -> AsyncIterator[str]:
+    """One handler at `path` on a free loopback port, for the page's URL while it lasts."""
+    app = web.Application()
+    app.router.add_get(path, handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = getattr(site._server, "sockets", [])[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}{path}"
+    finally:
+        await runner.cleanup()

@@ -16,7 +16,7 @@ from fastapi import APIRouter, BackgroundTasks, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from servicekit.auth import AccessLevel
 from servicekit.auth.dependencies import principal_from_api_key
-from servicekit.errors import Forbidden, ServiceError
+from servicekit.errors import Conflict, Forbidden, ServiceError
 from servicekit.web.pages import (
     NavItem,
     PageEvent,
@@ -91,6 +91,12 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
 
 def router(pages: Pages) -> APIRouter:
     routes = pages.router()
+
+    def refused(target: str, message: str) -> Response:
+        """A 409 of the service, told on the page it redirects to."""
+        response = RedirectResponse(target, status_code=303)
+        pages.flash(response, message, "error")
+        return response
 
     # -- signing in ---------------------------------------------------------------------------
 
@@ -300,12 +306,8 @@ def router(pages: Pages) -> APIRouter:
         require(user, AccessLevel.WRITE)
         try:
             run = await service.start_run(user.owner, scraper_id)
-        except ServiceError as exc:
-            if exc.status_code != 409:
-                raise
-            response = RedirectResponse(f"{PREFIX}/scrapers/{scraper_id}", status_code=303)
-            pages.flash(response, f"Not started: {exc.message}.", "error")
-            return response
+        except Conflict as exc:
+            return refused(f"{PREFIX}/scrapers/{scraper_id}", f"Not started: {exc.message}.")
         background.add_task(enqueue_run, request.app.state.runtime, run.id)
         return RedirectResponse(f"{PREFIX}/scrapers/{scraper_id}/runs/{run.id}", status_code=303)
 
@@ -321,12 +323,8 @@ def router(pages: Pages) -> APIRouter:
         target = f"{PREFIX}/scrapers/{scraper_id}"
         try:
             run = await service.stop(user.owner, scraper_id)
-        except ServiceError as exc:
-            if exc.status_code != 409:
-                raise
-            response = RedirectResponse(target, status_code=303)
-            pages.flash(response, f"Nothing to stop: {exc.message}.", "error")
-            return response
+        except Conflict as exc:
+            return refused(target, f"Nothing to stop: {exc.message}.")
         if run.status == RunStatus.RUNNING:
             background.add_task(signal_stop, request.app.state.runtime, run.id)
         response = RedirectResponse(f"{target}/runs/{run.id}", status_code=303)
