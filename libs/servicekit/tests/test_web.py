@@ -5,7 +5,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel
 from servicekit.auth import AccessLevel
 from servicekit.auth.dependencies import ReadPrincipal, WritePrincipal
@@ -335,3 +335,18 @@ def test_an_operation_without_summary_description_or_examples_is_reported() -> N
         "POST /things: no example of its 200 response (application/json)",
         "POST /things: no example of its 422 response (application/json)",
     ]
+
+
+async def test_the_in_process_client_gives_each_request_its_own_request_state() -> None:
+    """As uvicorn does: what one request caches on `request.state` is not the next one's."""
+    app = FastAPI()
+
+    @app.get("/seen")
+    async def seen(request: Request) -> dict[str, bool]:
+        before = hasattr(request.state, "marked")
+        request.state.marked = True
+        return {"seen": before}
+
+    async with serve_app(app) as http:
+        assert (await http.get("/seen")).json() == {"seen": False}
+        assert (await http.get("/seen")).json() == {"seen": False}

@@ -124,6 +124,8 @@ def main() -> int:
     print(
         f"rate_limit 5: {limited['pages']} pages in {limited['seconds']:.2f} s = {measured:.2f} requests/s"
     )
+    # Issue 16's figures: the run log's overhead and the XLSX export's memory.
+    subprocess.run([sys.executable, str(Path(__file__).with_name("runlog_xlsx.py"))], check=True)
     return 0 if same else 1
 
 

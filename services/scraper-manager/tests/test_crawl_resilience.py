@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.factories import make_client
 from tests.test_crawls import BASE, start_crawl, wait_for_status
-from tests.website import LocalWebsite
+from tests.website import LocalWebsite, serving
 
 
 async def test_the_nats_signal_stops_a_run_before_any_heartbeat(
@@ -130,30 +130,20 @@ async def test_429_and_5xx_are_retried_honouring_retry_after() -> None:
             return answers.pop(0)
         return web.Response(text="<html><title>ok</title></html>", content_type="text/html")
 
-    app = web.Application()
-    app.router.add_get("/", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = getattr(site._server, "sockets", [])[0].getsockname()[1]
     items: list[dict[str, object]] = []
 
     async def sink(batch: list[tuple[str, dict[str, object]]]) -> None:
         items.extend(item for _, item in batch)
 
-    try:
-        async with aiohttp.ClientSession() as http:
-            crawl = Crawl(
-                CrawlConfig(url=f"http://127.0.0.1:{port}/", rate_limit=100, obey_robots=False),
-                http,
-                user_agent="t",
-                on_items=sink,
-                stop=asyncio.Event(),
-            )
-            stats = await crawl.run()
-    finally:
-        await runner.cleanup()
+    async with serving(handle) as url, aiohttp.ClientSession() as http:
+        crawl = Crawl(
+            CrawlConfig(url=url, rate_limit=100, obey_robots=False),
+            http,
+            user_agent="t",
+            on_items=sink,
+            stop=asyncio.Event(),
+        )
+        stats = await crawl.run()
     assert stats.retries == 2
     assert stats.status_counts == {"503": 1, "429": 1, "200": 1}
     assert seen[1] - seen[0] >= 0.95  # waited as Retry-After asked

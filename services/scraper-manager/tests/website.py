@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 from aiohttp import web
 
 
 class LocalWebsite:
-    def __init__(self, pages: int = 12, delay: float = 0.0) -> None:
+    def __init__(self, pages: int = 12, delay: float = 0.0, fail_every: int = 0) -> None:
         self.pages = pages
         self.delay = delay
+        # Every `fail_every`-th page answers 500 (retried, then logged as failed).
+        self.fail_every = fail_every
         self.hits: list[tuple[float, str]] = []
         self.robots = "User-agent: *\nDisallow: /private\n"
         self._runner: web.AppRunner | None = None
@@ -27,6 +31,8 @@ class LocalWebsite:
         if self.delay:
             await asyncio.sleep(self.delay)
         n = int(request.match_info.get("n", "0"))
+        if self.fail_every and n and n % self.fail_every == 0:
+            return web.Response(status=500, text="broken")
         links = "".join(
             f'<a href="/page/{m}">page {m}</a> ' for m in (n + 1, n + 2) if m < self.pages
         )
@@ -64,3 +70,21 @@ class LocalWebsite:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+@asynccontextmanager
+async def serving(
+    handler: Callable[[web.Request], Awaitable[web.Response]], path: str = "/"
+) -> AsyncIterator[str]:
+    """One handler at `path` on a free loopback port, for the page's URL while it lasts."""
+    app = web.Application()
+    app.router.add_get(path, handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = getattr(site._server, "sockets", [])[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}{path}"
+    finally:
+        await runner.cleanup()

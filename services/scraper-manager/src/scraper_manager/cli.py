@@ -3,13 +3,15 @@
 import argparse
 import asyncio
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from servicekit.auth.api_keys import ISSUED_OVER_API
+from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.cli import ExtraCommand, ServiceCLI
 from servicekit.db.engine import create_engine, create_session_factory
 
 from scraper_manager.app import create_app
+from scraper_manager.dashboard.links import DashboardLinkService
 from scraper_manager.models import OAuthClient
 from scraper_manager.oauth.tokens import hash_secret, new_client_credentials
 from scraper_manager.settings import Settings
@@ -52,6 +54,32 @@ def create_oauth_client(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def configure_dashboard_link(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--owner", required=True)
+    parser.add_argument("--level", required=True, choices=[lv.value for lv in ISSUED_OVER_API])
+
+
+def create_dashboard_link(settings: Settings, args: argparse.Namespace) -> int:
+    async def issue() -> str:
+        engine = create_engine(settings)
+        try:
+            async with create_session_factory(engine)() as session, session.begin():
+                link = await DashboardLinkService(session).issue(
+                    args.owner,
+                    AccessLevel(args.level),
+                    base_url=settings.public_url or f"http://127.0.0.1:{settings.port}",
+                    ttl=timedelta(minutes=settings.dashboard_link_minutes),
+                    now=datetime.now(UTC),
+                )
+        finally:
+            await engine.dispose()
+        print(f"expires_at: {link.expires_at.isoformat()}")
+        return link.url
+
+    print(asyncio.run(issue()))
+    return 0
+
+
 cli = ServiceCLI(
     name="scraper-manager",
     settings=Settings,
@@ -64,7 +92,13 @@ cli = ServiceCLI(
             "OAuth2 client credentials",
             configure_oauth_clients,
             create_oauth_client,
-        )
+        ),
+        ExtraCommand(
+            "dashboard-link",
+            "a one-time dashboard sign-in link; prints it last",
+            configure_dashboard_link,
+            create_dashboard_link,
+        ),
     ],
 )
 

@@ -9,6 +9,7 @@ from servicekit.contracts.webhook_hub import HubSubscriptions
 from servicekit.web.session import SessionDep
 
 from scraper_manager.oauth.service import OAuthTokenService
+from scraper_manager.runlog.service import RunLogService
 from scraper_manager.runs.service import RunService
 from scraper_manager.scrapers.service import ScraperService
 from scraper_manager.settings import Settings
@@ -32,6 +33,10 @@ def get_run_service(session: SessionDep, request: Request) -> RunService:
     return RunService(session, request.app.state.session_factory)
 
 
+def get_run_log_service(session: SessionDep, request: Request) -> RunLogService:
+    return RunLogService(session, request.app.state.session_factory)
+
+
 def hub_subscriptions(request: Request, settings: SettingsDep) -> HubSubscriptions:
     return HubSubscriptions(
         request.app.state.runtime.nats, source=SOURCE, timeout=settings.hub_request_timeout_seconds
@@ -48,5 +53,6 @@ def get_oauth_token_service(session: SessionDep, settings: SettingsDep) -> OAuth
 
 ScraperServiceDep = Annotated[ScraperService, Depends(get_scraper_service)]
 RunServiceDep = Annotated[RunService, Depends(get_run_service)]
+RunLogServiceDep = Annotated[RunLogService, Depends(get_run_log_service)]
 WebhookServiceDep = Annotated[WebhookService, Depends(get_webhook_service)]
 OAuthTokenServiceDep = Annotated[OAuthTokenService, Depends(get_oauth_token_service)]

@@ -113,6 +113,38 @@ class Item(SQLModel, table=True):
     created_at: datetime = _tz(default_factory=utcnow)
 
 
+class LogLevel(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class RunLogLine(SQLModel, table=True):
+    """One line of a run's log: what the crawler did, written in batches (crawler.runlog)."""
+
+    __tablename__ = "run_log_lines"
+
+    id: int = Field(default=None, sa_column=sa.Column(sa.BigInteger, primary_key=True))
+    run_id: int = Field(foreign_key="runs.id", ondelete="CASCADE")
+    level: LogLevel = Field(sa_type=sa.String(8))
+    at: datetime = _tz()
+    message: str
+    fields: dict[str, Any] = _json(server_default="{}")
+
+
+class DashboardLink(SQLModel, table=True):
+    """A one-time sign-in link to the dashboard; only the SHA-256 of its token is kept."""
+
+    __tablename__ = "dashboard_links"
+
+    token_hash: str = Field(primary_key=True, max_length=64)
+    owner: str = Field(max_length=200)
+    level: str = Field(max_length=16)
+    expires_at: datetime = _tz()
+    used_at: datetime | None = _tz(default=None)
+    created_at: datetime = _tz(default_factory=utcnow)
+
+
 class WebhookStatus(StrEnum):
     # Written (and committed) before webhook-hub is asked, so an interrupted registration
     # leaves a trace the reconciler follows; `active` once the hub's subscription is recorded.
@@ -151,11 +183,14 @@ __all__ = [
     "ACTIVE_RUN_STATUSES",
     "FINAL_RUN_STATUSES",
     "ApiKey",
+    "DashboardLink",
     "Item",
+    "LogLevel",
     "OAuthClient",
     "OutboxEvent",
     "ProcessedEvent",
     "Run",
+    "RunLogLine",
     "RunStatus",
     "RunTrigger",
     "Scraper",

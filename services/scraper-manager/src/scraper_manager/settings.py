@@ -5,10 +5,10 @@ from typing import ClassVar
 
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
-from servicekit.settings import ServiceSettings
+from servicekit.web.pages import PageSettings
 
 
-class Settings(ServiceSettings):
+class Settings(PageSettings):
     model_config = SettingsConfigDict(env_prefix="SCRAPER_MANAGER_")
     service_name: ClassVar[str] = "scraper-manager"
 
@@ -34,6 +34,11 @@ class Settings(ServiceSettings):
     # Longer links are not followed; at most this many links of a page are considered.
     max_link_length: int = 2048
     max_links_per_page: int = 5000
+    # A run's log keeps at most this many lines (then one saying how many were dropped) ...
+    run_log_max_lines: int = 10_000
+    # ... for this many days; the worker prunes older lines every `run_log_prune_seconds`.
+    run_log_retention_days: int = 30
+    run_log_prune_seconds: float = 3600.0
     runs_per_worker: int = 4
     run_poll_seconds: float = 1.0
     heartbeat_seconds: float = 1.0
@@ -49,6 +54,11 @@ class Settings(ServiceSettings):
     # progress), every `webhook_reconcile_seconds`.
     webhook_pending_grace_seconds: float = 60.0
     webhook_reconcile_seconds: float = 30.0
+
+    # The dashboard: where it is reached from outside (the base of one-time links; the
+    # request's own address when unset), and how long such a link stays usable.
+    public_url: str | None = None
+    dashboard_link_minutes: int = 15
 
     # OAuth2: our own client-credentials tokens (HS256, short-lived) ...
     oauth_token_secret: SecretStr = SecretStr("dev-insecure-scraper-oauth-secret-0123456789")

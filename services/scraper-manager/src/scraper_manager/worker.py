@@ -1,11 +1,11 @@
 """`scraper-manager worker`: the outbox relay and the service's background loops (runs,
-schedules, and the reconciliation of interrupted webhook registrations)."""
+schedules, run-log retention, and the reconciliation of interrupted webhook registrations)."""
 
 import asyncio
 
 from servicekit.worker import run_worker
 
-from scraper_manager.crawler.runner import run_loop
+from scraper_manager.crawler.runner import log_prune_loop, run_loop
 from scraper_manager.events import registry
 from scraper_manager.scheduling.scheduler import scheduler_loop
 from scraper_manager.settings import Settings
@@ -17,6 +17,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         settings,
         source="scraper-manager",
         registry=registry,
-        loops=[run_loop(settings), scheduler_loop(settings), webhook_reconcile_loop(settings)],
+        loops=[
+            run_loop(settings),
+            scheduler_loop(settings),
+            webhook_reconcile_loop(settings),
+            log_prune_loop(settings),
+        ],
         stop=stop,
     )

@@ -9,6 +9,7 @@ import httpx
 from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 from sqlmodel.ext.asyncio.session import AsyncSession
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from servicekit.web.server import DEFAULT_MAX_HEADER_BYTES
 from servicekit.web.session import get_session
@@ -26,6 +27,17 @@ def use_session(app: FastAPI, session: AsyncSession) -> None:
     app.dependency_overrides[get_session] = savepoint_session
 
 
+def _state_per_request(app: ASGIApp, state: dict[str, object]) -> ASGIApp:
+    """Each request gets a copy of the lifespan state, as uvicorn gives it (asgi-lifespan hands
+    every request the same dict, so what one request caches on `request.state`, a page
+    session say, would be the next request's)."""
+
+    async def handle(scope: Scope, receive: Receive, send: Send) -> None:
+        await app({**scope, "state": dict(state)}, receive, send)
+
+    return handle
+
+
 @asynccontextmanager
 async def serve_app(
     app: FastAPI, base_url: str = "http://testserver"
@@ -33,7 +45,10 @@ async def serve_app(
     """The app with its lifespan running, and an in-process HTTP client for it."""
     async with LifespanManager(app, startup_timeout=30, shutdown_timeout=30) as manager:
         # Unexpected errors must reach the client as the 500 a real server sends, not as raises.
-        transport = httpx.ASGITransport(app=manager.app, raise_app_exceptions=False)
+        transport = httpx.ASGITransport(
+            app=_state_per_request(app, getattr(manager, "_state", {})),
+            raise_app_exceptions=False,
+        )
         async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
             yield client
 

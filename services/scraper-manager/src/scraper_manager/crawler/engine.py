@@ -33,6 +33,7 @@ from scraper_manager.crawler.extraction import (
 )
 from scraper_manager.crawler.patterns import LinkPattern
 from scraper_manager.crawler.politeness import RobotsRules, TokenBucket
+from scraper_manager.crawler.runlog import RunLog, without_credentials
 from scraper_manager.crawler.text import clean_value, decode
 
 logger = structlog.get_logger(__name__)
@@ -98,10 +99,11 @@ class CrawlStats:
 class ProxyRotation:
     """Proxies drawn in turn; one that fails sits out a cool-down."""
 
-    def __init__(self, proxies: tuple[str, ...]) -> None:
+    def __init__(self, proxies: tuple[str, ...], log: RunLog | None = None) -> None:
         self._proxies = list(proxies)
         self._next = 0
         self._resting: dict[str, float] = {}
+        self._log = log
 
     def take(self) -> str | None:
         if not self._proxies:
@@ -117,6 +119,13 @@ class ProxyRotation:
     def failed(self, proxy: str | None) -> None:
         if proxy is not None:
             self._resting[proxy] = time.monotonic() + PROXY_COOL_DOWN_SECONDS
+            if self._log is not None:
+                self._log.warning(
+                    "proxy benched",
+                    proxy=without_credentials(proxy),
+                    seconds=PROXY_COOL_DOWN_SECONDS,
+                    others=len(self._proxies) - 1,
+                )
 
 
 class Crawl:
@@ -131,6 +140,7 @@ class Crawl:
         batch_size: int = 100,
         proxy_http: aiohttp.ClientSession | None = None,
         proxy_target: ProxyRoute | None = None,
+        log: RunLog | None = None,
     ) -> None:
         self.config = config
         self.http = http
@@ -142,9 +152,11 @@ class Crawl:
         self.stop = stop
         self.batch_size = batch_size
         self.stats = CrawlStats()
+        # Without a log (benchmarks, tests of the engine) lines are counted, never kept.
+        self.log = log if log is not None else RunLog(cap=0)
         self.bucket = TokenBucket(config.rate_limit)
-        self.robots = RobotsRules(http, user_agent)
-        self.proxies = ProxyRotation(config.proxies)
+        self.robots = RobotsRules(http, user_agent, self.log)
+        self.proxies = ProxyRotation(config.proxies, self.log)
         self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         self._seen: set[str] = set()
         self._started = 0
@@ -195,6 +207,7 @@ class Crawl:
             except Exception as exc:
                 self.stats.requests_failed += 1
                 self.stats.last_error = f"{url}: {type(exc).__name__}: {exc}"[:500]
+                self.log.error("page failed", url=url, error=f"{type(exc).__name__}: {exc}")
             finally:
                 self._queue.task_done()
 
@@ -205,10 +218,12 @@ class Crawl:
             return True
         if not await self.robots.allowed(url):
             self.stats.status_counts["robots_denied"] += 1
+            self.log.warning("refused by robots.txt", url=url)
             return False
         delay = await self.robots.crawl_delay(url)
-        if delay:
+        if delay and delay > self.bucket.interval:
             self.bucket.slow_down_to(delay)
+            self.log.info("crawl delay applied", seconds=delay, url=url)
         return True
 
     async def _visit(self, url: str, depth: int) -> None:
@@ -265,29 +280,48 @@ class Crawl:
                     self._refused(url, refusal)
                     return None
                 self.proxies.failed(proxy)
+                error = f"{type(exc).__name__}: {exc}"
                 if attempt < self.config.max_retries:
                     attempt += 1
                     self.stats.retries += 1
-                    await asyncio.sleep(retry_delay(attempt, None))
+                    wait = retry_delay(attempt, None)
+                    self.log.warning(
+                        "request failed, retrying", url=url, error=error, attempt=attempt, wait=wait
+                    )
+                    await asyncio.sleep(wait)
                     continue
                 self.stats.requests_failed += 1
-                self.stats.last_error = f"{url}: {type(exc).__name__}: {exc}"[:500]
+                self.stats.last_error = f"{url}: {error}"[:500]
+                self.log.error("request failed", url=url, error=error, attempts=attempt + 1)
                 return None
             if response.status in RETRY_STATUSES and attempt < self.config.max_retries:
                 attempt += 1
                 self.stats.retries += 1
-                await asyncio.sleep(retry_delay(attempt, response.retry_after))
+                wait = retry_delay(attempt, response.retry_after)
+                self.log.warning(
+                    "request failed, retrying",
+                    url=url,
+                    status=response.status,
+                    attempt=attempt,
+                    wait=wait,
+                    retry_after=response.retry_after,
+                )
+                await asyncio.sleep(wait)
                 continue
             self.stats.pages_fetched += 1
             if response.status >= 400:
                 self.stats.requests_failed += 1
                 self.stats.last_error = f"{url}: HTTP {response.status}"
+                self.log.error(
+                    "request failed", url=url, status=response.status, attempts=attempt + 1
+                )
             return response
 
     def _refused(self, url: str, refusal: AddressRefused) -> None:
         self.stats.status_counts["refused"] += 1
         self.stats.requests_failed += 1
         self.stats.last_error = f"{url}: refused: {refusal}"[:500]
+        self.log.error("refused by the address policy", url=url, reason=str(refusal))
         logger.warning("request refused by the address policy", url=url[:500], reason=str(refusal))
 
     async def _request(self, url: str, proxy: str | None) -> Response:

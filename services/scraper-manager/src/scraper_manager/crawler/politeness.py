@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from protego import Protego
 
+from scraper_manager.crawler.runlog import RunLog
 from scraper_manager.crawler.text import decode
 
 # Google reads the first 500 KiB of a robots.txt; so do we, never more.
@@ -23,6 +24,9 @@ class TokenBucket:
         self.interval = 1.0 / rate
         self._next = 0.0
         self._lock = asyncio.Lock()
+        # For the run log's summary: how often and how long requests waited for a slot.
+        self.waits = 0
+        self.waited_seconds = 0.0
 
     def slow_down_to(self, interval: float) -> None:
         self.interval = max(self.interval, interval)
@@ -33,6 +37,8 @@ class TokenBucket:
             wait = self._next - now
             self._next = max(now, self._next) + self.interval
         if wait > 0:
+            self.waits += 1
+            self.waited_seconds += wait
             await asyncio.sleep(wait)
 
 
@@ -51,27 +57,45 @@ async def _read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes:
 class RobotsRules:
     """robots.txt of each origin, fetched once per run; a missing file allows everything."""
 
-    def __init__(self, http: aiohttp.ClientSession, user_agent: str) -> None:
+    def __init__(
+        self, http: aiohttp.ClientSession, user_agent: str, log: RunLog | None = None
+    ) -> None:
         self._http = http
         self._agent = user_agent
+        self._log = log
         self._rules: dict[str, Protego | None] = {}
 
     async def _for(self, url: str) -> Protego | None:
         parts = urlsplit(url)
         origin = f"{parts.scheme}://{parts.netloc}"
         if origin not in self._rules:
+            status: int | None = None
+            error: str | None = None
             try:
                 async with self._http.get(
                     f"{origin}/robots.txt", timeout=aiohttp.ClientTimeout(total=10)
                 ) as response:
+                    status = response.status
                     text = (
                         decode(await _read_at_most(response, MAX_ROBOTS_BYTES), response.charset)
                         if response.status == 200
                         else ""
                     )
-            except (aiohttp.ClientError, TimeoutError):
+            except (aiohttp.ClientError, TimeoutError) as exc:
                 text = ""
-            self._rules[origin] = Protego.parse(text) if text else None
+                error = f"{type(exc).__name__}: {exc}"
+            rules = Protego.parse(text) if text else None
+            self._rules[origin] = rules
+            if self._log is not None:
+                delay = rules.crawl_delay(self._agent) if rules is not None else None
+                self._log.info(
+                    "robots.txt fetched" if error is None else "robots.txt unreachable",
+                    url=f"{origin}/robots.txt",
+                    status=status,
+                    error=error,
+                    crawl_delay=float(delay) if delay is not None else None,
+                    rules=rules is not None,
+                )
         return self._rules[origin]
 
     async def allowed(self, url: str) -> bool:

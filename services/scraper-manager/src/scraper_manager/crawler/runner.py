@@ -29,8 +29,9 @@ from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 
-from scraper_manager.crawler.engine import Crawl, CrawlConfig
+from scraper_manager.crawler.engine import STOP_GRACE_SECONDS, Crawl, CrawlConfig
 from scraper_manager.crawler.queue import enqueue_run, pull_subscription, run_id_of
+from scraper_manager.crawler.runlog import RunLog
 from scraper_manager.crawler.signals import listen_for_stops
 from scraper_manager.crawler.text import clean_text, clean_value
 from scraper_manager.events import (
@@ -43,6 +44,8 @@ from scraper_manager.events import (
     RunEvent,
 )
 from scraper_manager.models import Run, RunStatus, Scraper
+from scraper_manager.runlog.repository import insert_lines
+from scraper_manager.runlog.service import prune_run_logs
 from scraper_manager.settings import Settings
 
 logger = structlog.get_logger(__name__)
@@ -254,6 +257,26 @@ class RunExecutor:
                     tenant=scraper.owner,
                 )
 
+        log = RunLog(self.settings.run_log_max_lines)
+        log.info(
+            "run started",
+            url=config.url,
+            max_pages=config.max_pages,
+            max_depth=config.max_depth,
+            rate_limit=config.rate_limit,
+            concurrency=config.concurrency,
+            timeout_seconds=config.timeout_seconds,
+            obey_robots=config.obey_robots,
+            follow=config.follow,
+            selectors=sorted(config.selectors),
+            item_selector=config.item_selector,
+            proxy_pool=scraper.proxy_pool,
+            proxies=len(config.proxies),
+            # Header names only: their values may be credentials.
+            headers=sorted(config.headers),
+            worker=self.worker,
+        )
+
         async def route(url: str) -> ProxyTarget:
             # Through a proxy the proxy connects: the URL is resolved and checked here first.
             return await proxy_target(url, self.policy)
@@ -266,6 +289,7 @@ class RunExecutor:
             stop=stop,
             proxy_http=self.proxy_http,
             proxy_target=route,
+            log=log,
         )
         done = asyncio.Event()
         beat = asyncio.create_task(self._heartbeat(run_id, crawl, stop, requested, done))
@@ -280,6 +304,10 @@ class RunExecutor:
             done.set()
             await beat
             self.stops.pop(run_id, None)
+        if requested.is_set():
+            log.info("stop honoured", in_flight_grace_seconds=STOP_GRACE_SECONDS)
+        if error is not None:
+            log.error("run crashed", error=error)
         await self._finish(run_id, crawl, requested.is_set(), error)
 
     async def _heartbeat(
@@ -290,14 +318,21 @@ class RunExecutor:
         requested: asyncio.Event,
         done: asyncio.Event,
     ) -> None:
+        told = False
         while not done.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), self.settings.heartbeat_seconds)
             if done.is_set():
                 return
             stats = crawl.stats
+            if requested.is_set() and not told:
+                # The NATS signal came between beats.
+                crawl.log.info("stop requested")
+                told = True
             async with self.runtime.session_factory() as session, session.begin():
                 connection = await session.connection()
+                # The log's lines since the last beat, in the beat's transaction.
+                await insert_lines(connection, run_id, crawl.log.take())
                 stop_requested = await connection.scalar(
                     _HEARTBEAT,
                     {
@@ -310,7 +345,9 @@ class RunExecutor:
                         "error": clean_text(stats.last_error) if stats.last_error else None,
                     },
                 )
-            if stop_requested:
+            if stop_requested and not requested.is_set():
+                crawl.log.info("stop requested")
+                told = True
                 requested.set()
                 stop.set()
 
@@ -322,10 +359,31 @@ class RunExecutor:
             status = RunStatus.FAILED
         else:
             status = RunStatus.COMPLETED
+        log = crawl.log
+        if crawl.bucket.waits:
+            # Summarised, not one line per request.
+            log.info(
+                "rate limit waits",
+                waits=crawl.bucket.waits,
+                seconds=round(crawl.bucket.waited_seconds, 3),
+                interval_seconds=round(crawl.bucket.interval, 3),
+            )
+        (log.info if status == RunStatus.COMPLETED else log.warning)(
+            "run ended",
+            status=status.value,
+            pages_fetched=stats.pages_fetched,
+            items_collected=stats.items_collected,
+            requests_failed=stats.requests_failed,
+            retries=stats.retries,
+            bytes=stats.bytes,
+            status_counts=dict(stats.status_counts),
+        )
+        log.close()
         async with self.runtime.session_factory() as session, session.begin():
             run = await session.get(Run, run_id, with_for_update=True)
             if run is None or run.status != RunStatus.RUNNING:
                 return  # deleted, or reaped meanwhile
+            await insert_lines(await session.connection(), run_id, log.take())
             run.status = status
             run.finished_at = datetime.now(UTC)
             run.pages_fetched = stats.pages_fetched
@@ -345,6 +403,27 @@ class RunExecutor:
             await record_event(session, kind, event_of(run), tenant=run.owner)
         RUNS_FINISHED.labels(status).inc()
         PAGES_FETCHED.inc(stats.pages_fetched)
+
+
+def log_prune_loop(settings: Settings) -> WorkerLoop:
+    """Retention of run logs: lines older than `run_log_retention_days` are deleted."""
+
+    async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                pruned = await prune_run_logs(
+                    runtime.session_factory,
+                    now=datetime.now(UTC),
+                    retention_days=settings.run_log_retention_days,
+                )
+                if pruned:
+                    logger.info("run log lines pruned", lines=pruned)
+            except Exception as exc:
+                logger.warning("run log pruning failed", error=repr(exc))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), settings.run_log_prune_seconds)
+
+    return run
 
 
 def run_loop(settings: Settings) -> WorkerLoop:

@@ -21,6 +21,7 @@ from scraper_manager.errors import (
 )
 from scraper_manager.models import RunStatus
 from scraper_manager.runs.schemas import ItemList, ItemOut, RunList, RunOut
+from scraper_manager.runs.service import XLSX_MEDIA_TYPE
 
 router = APIRouter(prefix="/scrapers/{scraper_id}", tags=["runs"])
 
@@ -71,7 +72,8 @@ async def get_run(
         "crawl order (`order=desc`: newest first), `limit` per page, `next_cursor` as "
         "`cursor` for the next; items a running crawl adds come on later pages. `jsonl` and "
         "`csv` stream every item as a download (CSV cells that look like formulas are "
-        "prefixed with `'`)."
+        "prefixed with `'`); `xlsx` too, one sheet with `url` then the union of the items' "
+        "keys in first-seen order, nested values as JSON text, text never a formula."
     ),
     responses={
         **declared(*AUTH, ScraperNotFound, RunNotFound, InvalidCursor, RequestInvalid),
@@ -81,6 +83,10 @@ async def get_run(
                     "example": '{"url": "https://example.com/p/1", "name": "Mug"}\n'
                 },
                 "text/csv": {"example": "url,name\r\nhttps://example.com/p/1,Mug\r\n"},
+                XLSX_MEDIA_TYPE: {
+                    "schema": {"type": "string", "format": "binary"},
+                    "example": "(a workbook: sheet `results`, row 1 = url, name, ...)",
+                },
             }
         },
     },
@@ -90,7 +96,7 @@ async def results(
     principal: ReadPrincipal,
     service: RunServiceDep,
     run_id: OptionalDbIdQuery = None,
-    format: Literal["json", "jsonl", "csv"] = "json",
+    format: Literal["json", "jsonl", "csv", "xlsx"] = "json",
     order: Literal["asc", "desc"] = "asc",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=20)] = None,

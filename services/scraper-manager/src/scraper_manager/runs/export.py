@@ -1,4 +1,4 @@
-"""Cells of the CSV export, safe to open in a spreadsheet: OWASP's advice against CSV (formula)
+"""Cells of the exports. CSV: safe to open in a spreadsheet: OWASP's advice against CSV (formula)
 injection, a text cell starting with `=`, `+`, `-`, `@`, tab or carriage return gets a leading
 `'`, so a crawled `=HYPERLINK(...)` shows as text instead of running. Numbers are not text and
 stay as they are; lists and objects are JSON (starting `[` or `{`)."""
@@ -6,6 +6,12 @@ stay as they are; lists and objects are JSON (starting `[` or `{`)."""
 from __future__ import annotations
 
 import json
+from typing import IO, Any
+
+from openpyxl import Workbook
+from openpyxl.cell import WriteOnlyCell
+from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+from openpyxl.worksheet._write_only import WriteOnlyWorksheet
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -16,3 +22,44 @@ def csv_cell(value: object) -> str:
     if not isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
+# Excel's limit of characters in a cell.
+MAX_XLSX_TEXT = 32_767
+
+
+def xlsx_value(value: object) -> Any:
+    """A cell value: numbers and booleans as they are, nested values as JSON text, text without
+    the control characters XML cannot carry, cut at Excel's cell limit."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if not isinstance(value, str):
+        value = json.dumps(value, ensure_ascii=False)
+    return ILLEGAL_CHARACTERS_RE.sub("", value)[:MAX_XLSX_TEXT]
+
+
+class XlsxRows:
+    """A write-only workbook (openpyxl keeps each row in a temporary file, not in memory),
+    saved into `target` at the end."""
+
+    def __init__(self, columns: list[str]) -> None:
+        self.book = Workbook(write_only=True)
+        self.sheet: WriteOnlyWorksheet = self.book.create_sheet("results")
+        self.columns = columns
+        self.sheet.append(columns)
+
+    def append(self, records: list[dict[str, Any]]) -> None:
+        for record in records:
+            self.sheet.append([self._cell(record.get(c)) for c in self.columns])
+
+    def _cell(self, value: object) -> Any:
+        value = xlsx_value(value)
+        if isinstance(value, str) and value.startswith("="):
+            # Typed as text: crawled "=..." is shown, never evaluated as a formula.
+            cell = WriteOnlyCell(self.sheet, value)
+            cell.data_type = "s"
+            return cell
+        return value
+
+    def save(self, target: IO[bytes]) -> None:
+        self.book.save(target)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
+from sqlalchemy import text
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -51,6 +52,23 @@ class RunRepository:
                 statement = statement.where(col(Item.id) > cursor)
             statement = statement.order_by(col(Item.id))
         return (await self.session.exec(statement.limit(limit))).all()
+
+    async def item_keys(self, run_id: int) -> list[str]:
+        """The keys of the run's items, in the order they first appear (item by item, in crawl
+        order; within an item, in the order its stored object holds them)."""
+        rows = await self.session.exec(  # type: ignore[call-overload]
+            text(
+                """
+                SELECT k.key FROM items AS i,
+                     LATERAL jsonb_object_keys(i.data) WITH ORDINALITY AS k(key, n)
+                WHERE i.run_id = :run_id
+                GROUP BY k.key
+                ORDER BY min(ARRAY[i.id, k.n])
+                """
+            ),
+            params={"run_id": run_id},
+        )
+        return [str(row[0]) for row in rows]
 
     async def stream_items(self, run_id: int, batch: int = 1000) -> AsyncIterator[Item]:
         after: int | None = None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal
@@ -15,12 +17,15 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.errors import RunNotFound, ScraperNotFound
 from scraper_manager.models import Item, Run, RunStatus, Scraper
-from scraper_manager.runs.export import csv_cell
+from scraper_manager.runs.export import XlsxRows, csv_cell
 from scraper_manager.runs.repository import RunRepository
 from scraper_manager.scrapers.repository import ScraperRepository
 
 DEFAULT_FIELDS = ("url", "status", "title", "description")
-ExportFormat = Literal["jsonl", "csv"]
+ExportFormat = Literal["json", "jsonl", "csv", "xlsx"]
+XLSX_MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+XLSX_BATCH = 1000
+SEND_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -92,8 +97,12 @@ class RunService:
     async def export(self, owner: str, scraper_id: int, run: Run, format: ExportFormat) -> Export:
         scraper = await self._scraper(owner, scraper_id)
         filename = f"scraper-{scraper_id}-run-{run.id}.{format}"
+        if format == "json":
+            return Export(filename, "application/json", self._json_array(run.id))
         if format == "jsonl":
             return Export(filename, "application/x-ndjson", self._jsonl(run.id))
+        if format == "xlsx":
+            return Export(filename, XLSX_MEDIA_TYPE, self._xlsx(run.id))
         return Export(
             filename, "text/csv; charset=utf-8", self._csv(run.id, export_columns(scraper))
         )
@@ -103,6 +112,16 @@ class RunService:
         async with self.session_factory() as session:
             async for item in RunRepository(session).stream_items(run_id):
                 yield item
+
+    async def _json_array(self, run_id: int) -> AsyncIterator[bytes]:
+        """The items as one JSON array (as JSONL's lines), streamed."""
+        yield b"["
+        first = True
+        async for item in self._stream(run_id):
+            line = json.dumps({"url": item.url, **item.data}, ensure_ascii=False, default=str)
+            yield (line if first else "," + line).encode()
+            first = False
+        yield b"]"
 
     async def _jsonl(self, run_id: int) -> AsyncIterator[bytes]:
         async for item in self._stream(run_id):
@@ -121,3 +140,23 @@ class RunService:
                 buffer.seek(0)
                 buffer.truncate()
         yield buffer.getvalue().encode()
+
+    async def _xlsx(self, run_id: int) -> AsyncIterator[bytes]:
+        """Rows written as they are read, in a thread (openpyxl is synchronous CPU work), into a
+        temporary file that is then sent in chunks: memory stays flat however many items."""
+        async with self.session_factory() as session:
+            keys = await RunRepository(session).item_keys(run_id)
+        columns = ["url", *[k for k in keys if k != "url"]]
+        rows = XlsxRows(columns)
+        batch: list[dict[str, object]] = []
+        async for item in self._stream(run_id):
+            batch.append({"url": item.url, **item.data})
+            if len(batch) >= XLSX_BATCH:
+                await asyncio.to_thread(rows.append, batch)
+                batch = []
+        await asyncio.to_thread(rows.append, batch)
+        with tempfile.TemporaryFile() as target:
+            await asyncio.to_thread(rows.save, target)
+            target.seek(0)
+            while chunk := await asyncio.to_thread(target.read, SEND_CHUNK):
+                yield chunk

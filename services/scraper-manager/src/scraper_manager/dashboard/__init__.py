@@ -1,0 +1,1 @@
+"""The dashboard under `/dashboard/`: pages over the same services as the API."""

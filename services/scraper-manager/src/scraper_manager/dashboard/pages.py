@@ -1,0 +1,465 @@
+"""The dashboard's pages: thin handlers over ScraperService, RunService and RunLogService,
+authorised as the API is (the session's owner scopes every read; another owner's ids are 404;
+changes need the level the API asks for)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo
+
+from fastapi import APIRouter, BackgroundTasks, FastAPI, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from servicekit.auth import AccessLevel
+from servicekit.auth.dependencies import principal_from_api_key
+from servicekit.errors import Conflict, Forbidden, ServiceError
+from servicekit.web.pages import (
+    NavItem,
+    PageEvent,
+    Pages,
+    PageSession,
+    PageSessionDep,
+    event_stream,
+)
+from servicekit.web.params import DbId
+from servicekit.web.session import SessionDep
+
+from scraper_manager.crawler.queue import enqueue_run
+from scraper_manager.crawler.signals import signal_stop
+from scraper_manager.dashboard.forms import FORM_FIELDS, ScraperForm, preview_firings, read_form
+from scraper_manager.dashboard.links import DashboardLinkService
+from scraper_manager.dependencies import (
+    RunLogServiceDep,
+    RunServiceDep,
+    ScraperServiceDep,
+    SettingsDep,
+)
+from scraper_manager.models import FINAL_RUN_STATUSES, LogLevel, Run, RunStatus, Scraper
+from scraper_manager.runlog.repository import RunLogRepository
+from scraper_manager.runs.repository import RunRepository
+from scraper_manager.scrapers.schemas import ScraperPatch
+from scraper_manager.settings import Settings
+
+PREFIX = "/dashboard"
+PREVIEW_ITEMS = 50
+LOG_TAIL = 200
+LIVE_POLL_SECONDS = 0.5
+DOWNLOADS = ("json", "jsonl", "csv", "xlsx")
+TONES = {
+    "completed": "ok",
+    "running": "info",
+    "pending": "info",
+    "failed": "bad",
+    "stopped": "warning",
+    "skipped": "neutral",
+    "idle": "neutral",
+}
+
+
+def require(session: PageSession, level: AccessLevel) -> None:
+    if not session.can(level):
+        raise Forbidden(f"This needs a {level.value} session")
+
+
+def duration(run: Run) -> float | None:
+    if run.started_at is None:
+        return None
+    end = run.finished_at or datetime.now(UTC)
+    return round((end - run.started_at).total_seconds(), 1)
+
+
+def install_dashboard(app: FastAPI, settings: Settings) -> None:
+    pages = Pages(
+        app,
+        settings,
+        prefix=PREFIX,
+        site_name="Scrapers",
+        login_path=f"{PREFIX}/login",
+        logout_path=f"{PREFIX}/logout",
+        nav=[NavItem("Scrapers", f"{PREFIX}/"), NavItem("New scraper", f"{PREFIX}/scrapers/new")],
+        template_dirs=[Path(__file__).parent / "templates"],
+    )
+    pages.templates.globals.update(
+        tone=lambda status: TONES.get(str(status), "neutral"), zone=ZoneInfo
+    )
+    app.include_router(router(pages))
+
+
+def router(pages: Pages) -> APIRouter:
+    routes = pages.router()
+
+    def refused(target: str, message: str) -> Response:
+        """A 409 of the service, told on the page it redirects to."""
+        response = RedirectResponse(target, status_code=303)
+        pages.flash(response, message, "error")
+        return response
+
+    # -- signing in ---------------------------------------------------------------------------
+
+    @routes.get("/login")
+    async def login_form(request: Request, next: str | None = None) -> HTMLResponse:
+        return pages.render(request, "dashboard/login.html", {"next": next or "", "error": None})
+
+    @routes.post("/login")
+    async def login(
+        request: Request,
+        session: SessionDep,
+        api_key: Annotated[str, Form(max_length=200)] = "",
+        next: Annotated[str, Form(max_length=2000)] = "",
+    ) -> Response:
+        principal = await principal_from_api_key(session, api_key.strip()) if api_key else None
+        if principal is None:
+            return pages.render(
+                request,
+                "dashboard/login.html",
+                {"next": next, "error": "That key is not valid."},
+                status_code=401,
+            )
+        response = RedirectResponse(pages.safe_next(next), status_code=303)
+        pages.start_session(response, principal.owner, principal.level)
+        return response
+
+    @routes.get("/link/{token}")
+    async def redeem_link(token: str, session: SessionDep) -> Response:
+        redeemed = await DashboardLinkService(session).redeem(token[:100], datetime.now(UTC))
+        if redeemed is None:
+            response = RedirectResponse(f"{PREFIX}/login", status_code=303)
+            pages.flash(response, "That link was used or has expired: sign in with a key.", "error")
+            return response
+        response = RedirectResponse(f"{PREFIX}/", status_code=303)
+        pages.start_session(response, redeemed.owner, redeemed.level)
+        return response
+
+    @routes.post("/logout")
+    async def logout() -> Response:
+        response = RedirectResponse(f"{PREFIX}/login", status_code=303)
+        pages.end_session(response)
+        return response
+
+    # -- scrapers -----------------------------------------------------------------------------
+
+    @routes.get("/")
+    async def scrapers(
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        cursor: Annotated[str | None, Query(max_length=20)] = None,
+    ) -> HTMLResponse:
+        page = await service.page(user.owner, limit=20, cursor=cursor, status=None)
+        latest = await service.scrapers.latest_runs([s.id for s in page.items])
+        return pages.render(
+            request,
+            "dashboard/scrapers.html",
+            {
+                "title": "Scrapers",
+                "scrapers": page.items,
+                "latest": latest,
+                "next_cursor": page.next_cursor,
+                "can_write": user.can(AccessLevel.WRITE),
+            },
+        )
+
+    def form_page(
+        request: Request,
+        settings: Settings,
+        form: ScraperForm,
+        *,
+        scraper: Scraper | None = None,
+        status_code: int = 200,
+    ) -> HTMLResponse:
+        return pages.render(
+            request,
+            "dashboard/form.html",
+            {
+                "title": f"Edit {scraper.name}" if scraper else "New scraper",
+                "form": form,
+                "scraper": scraper,
+                "pools": sorted(settings.proxy_pools),
+            },
+            status_code=status_code,
+        )
+
+    @routes.get("/scrapers/new")
+    async def new_scraper(
+        request: Request, user: PageSessionDep, settings: SettingsDep
+    ) -> HTMLResponse:
+        require(user, AccessLevel.WRITE)
+        form = ScraperForm(dict.fromkeys(FORM_FIELDS, "") | {"timezone": "UTC"})
+        return form_page(request, settings, form)
+
+    @routes.post("/scrapers/new")
+    async def create_scraper(
+        request: Request, user: PageSessionDep, settings: SettingsDep, service: ScraperServiceDep
+    ) -> Response:
+        require(user, AccessLevel.WRITE)
+        form = read_form(await request.form())
+        if form.config is not None:
+            try:
+                scraper = await service.create(user.owner, form.config)
+            except ServiceError as exc:
+                form.errors[_field_of(exc)] = exc.message
+            else:
+                response = RedirectResponse(f"{PREFIX}/scrapers/{scraper.id}", status_code=303)
+                pages.flash(response, f"Scraper {scraper.name} created.")
+                return response
+        return form_page(request, settings, form, status_code=422)
+
+    @routes.get("/scrapers/{scraper_id}/edit")
+    async def edit_scraper(
+        scraper_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        settings: SettingsDep,
+        service: ScraperServiceDep,
+    ) -> HTMLResponse:
+        scraper = await service.get(user.owner, scraper_id)
+        require(user, AccessLevel.WRITE)
+        values = {
+            "name": scraper.name,
+            "url": scraper.url,
+            "schedule": scraper.schedule or "",
+            "timezone": scraper.timezone,
+            "proxy_pool": scraper.proxy_pool or "",
+            "rate_limit": str(scraper.rate_limit),
+            "max_pages": str(scraper.max_pages),
+            "headers": "\n".join(f"{k}: {v}" for k, v in scraper.headers.items()),
+        }
+        return form_page(request, settings, ScraperForm(values), scraper=scraper)
+
+    @routes.post("/scrapers/{scraper_id}/edit")
+    async def update_scraper(
+        scraper_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        settings: SettingsDep,
+        service: ScraperServiceDep,
+    ) -> Response:
+        scraper = await service.get(user.owner, scraper_id)
+        require(user, AccessLevel.WRITE)
+        form = read_form(await request.form())
+        if form.config is not None:
+            fields = form.config.model_dump(include=set(FORM_FIELDS))
+            try:
+                await service.update(user.owner, scraper_id, ScraperPatch(**fields))
+            except ServiceError as exc:
+                form.errors[_field_of(exc)] = exc.message
+            else:
+                response = RedirectResponse(f"{PREFIX}/scrapers/{scraper_id}", status_code=303)
+                pages.flash(response, "Saved.")
+                return response
+        return form_page(request, settings, form, scraper=scraper, status_code=422)
+
+    @routes.get("/cron-preview")
+    async def cron_preview(
+        request: Request,
+        user: PageSessionDep,
+        schedule: Annotated[str, Query(max_length=200)] = "",
+        timezone: Annotated[str, Query(max_length=64)] = "UTC",
+    ) -> HTMLResponse:
+        firings, error = (
+            preview_firings(schedule, timezone, datetime.now(UTC)) if schedule else ([], None)
+        )
+        return pages.render(
+            request,
+            "dashboard/cron_preview.html",
+            {"firings": firings, "error": error, "timezone": timezone, "schedule": schedule},
+        )
+
+    @routes.get("/scrapers/{scraper_id}")
+    async def scraper_page(
+        scraper_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        runs: RunServiceDep,
+        cursor: Annotated[str | None, Query(max_length=20)] = None,
+    ) -> HTMLResponse:
+        scraper = await service.get(user.owner, scraper_id)
+        view = await service.render(scraper)
+        history = await runs.page(user.owner, scraper_id, limit=20, cursor=cursor, status=None)
+        return pages.render(
+            request,
+            "dashboard/scraper.html",
+            {
+                "title": scraper.name,
+                "scraper": view,
+                "runs": history.items,
+                "next_cursor": history.next_cursor,
+                "duration": duration,
+                "can_write": user.can(AccessLevel.WRITE),
+                "can_delete": user.can(AccessLevel.ADMIN),
+            },
+        )
+
+    @routes.post("/scrapers/{scraper_id}/run")
+    async def run_now(
+        scraper_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        background: BackgroundTasks,
+    ) -> Response:
+        require(user, AccessLevel.WRITE)
+        try:
+            run = await service.start_run(user.owner, scraper_id)
+        except Conflict as exc:
+            return refused(f"{PREFIX}/scrapers/{scraper_id}", f"Not started: {exc.message}.")
+        background.add_task(enqueue_run, request.app.state.runtime, run.id)
+        return RedirectResponse(f"{PREFIX}/scrapers/{scraper_id}/runs/{run.id}", status_code=303)
+
+    @routes.post("/scrapers/{scraper_id}/stop")
+    async def stop(
+        scraper_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        background: BackgroundTasks,
+    ) -> Response:
+        require(user, AccessLevel.WRITE)
+        target = f"{PREFIX}/scrapers/{scraper_id}"
+        try:
+            run = await service.stop(user.owner, scraper_id)
+        except Conflict as exc:
+            return refused(target, f"Nothing to stop: {exc.message}.")
+        if run.status == RunStatus.RUNNING:
+            background.add_task(signal_stop, request.app.state.runtime, run.id)
+        response = RedirectResponse(f"{target}/runs/{run.id}", status_code=303)
+        pages.flash(response, "Stopping.", "info")
+        return response
+
+    @routes.post("/scrapers/{scraper_id}/delete")
+    async def delete(
+        scraper_id: DbId, user: PageSessionDep, service: ScraperServiceDep
+    ) -> Response:
+        await service.get(user.owner, scraper_id)
+        require(user, AccessLevel.ADMIN)
+        await service.delete(user.owner, scraper_id)
+        response = RedirectResponse(f"{PREFIX}/", status_code=303)
+        pages.flash(response, "Scraper deleted.")
+        return response
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    @routes.get("/scrapers/{scraper_id}/runs/{run_id}")
+    async def run_page(
+        scraper_id: DbId,
+        run_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        runs: RunServiceDep,
+        logs: RunLogServiceDep,
+        level: LogLevel | None = None,
+    ) -> HTMLResponse:
+        scraper = await service.get(user.owner, scraper_id)
+        run = await runs.get(user.owner, scraper_id, run_id)
+        lines = await logs.lines.page(run.id, after=None, limit=LOG_TAIL, level=level)
+        preview = await runs.items(run, limit=PREVIEW_ITEMS, cursor=None, newest_first=False)
+        keys = await runs.runs.item_keys(run.id)
+        return pages.render(
+            request,
+            "dashboard/run.html",
+            {
+                "title": f"Run {run.id} of {scraper.name}",
+                "scraper": scraper,
+                "run": run,
+                "lines": lines,
+                "level": level.value if level else "",
+                "level_options": [("", "all"), *[(lv.value, lv.value) for lv in LogLevel]],
+                "items": [{"url": item.url, **item.data} for item in preview.items],
+                "columns": ["url", *[k for k in keys if k != "url"]],
+                "downloads": DOWNLOADS,
+                "live": run.status not in FINAL_RUN_STATUSES and run.status != RunStatus.SKIPPED,
+                "duration": duration,
+                "can_write": user.can(AccessLevel.WRITE),
+                "cell": _cell,
+            },
+        )
+
+    @routes.get("/scrapers/{scraper_id}/runs/{run_id}/live")
+    async def live(
+        scraper_id: DbId,
+        run_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        runs: RunServiceDep,
+        level: LogLevel | None = None,
+        after: Annotated[int, Query(ge=0)] = 0,
+    ) -> Response:
+        scraper = await service.get(user.owner, scraper_id)
+        run = await runs.get(user.owner, scraper_id, run_id)
+        max_pages = scraper.max_pages
+        factory = request.app.state.session_factory
+
+        async def events() -> AsyncIterator[PageEvent]:
+            last = after
+            while True:
+                async with factory() as db:
+                    current = await RunRepository(db).get(run.scraper_id, run.id)
+                    if current is None:
+                        return
+                    lines = await RunLogRepository(db).page(
+                        current.id, after=last, limit=LOG_TAIL, level=level
+                    )
+                if lines:
+                    last = lines[-1].id
+                    yield PageEvent(
+                        pages.templates.get_template("dashboard/log_lines.html").render(
+                            lines=lines
+                        ),
+                        event="log",
+                    )
+                done = current.status in FINAL_RUN_STATUSES
+                figures = pages.templates.get_template("dashboard/progress.html").render(
+                    run=current, duration=duration, live=not done, max_pages=max_pages
+                )
+                yield PageEvent(figures, event="done" if done else "progress")
+                if done:
+                    return
+                await asyncio.sleep(LIVE_POLL_SECONDS)
+
+        return event_stream(events())
+
+    @routes.get("/scrapers/{scraper_id}/runs/{run_id}/results.{fmt}")
+    async def download(
+        scraper_id: DbId,
+        run_id: DbId,
+        fmt: Literal["json", "jsonl", "csv", "xlsx"],
+        user: PageSessionDep,
+        runs: RunServiceDep,
+    ) -> Response:
+        run = await runs.get(user.owner, scraper_id, run_id)
+        export = await runs.export(user.owner, scraper_id, run, fmt)
+        return StreamingResponse(
+            export.body,
+            media_type=export.media_type,
+            headers={"Content-Disposition": f'attachment; filename="{export.filename}"'},
+        )
+
+    @routes.get("/scrapers/{scraper_id}/runs/{run_id}/log.txt")
+    async def log_text(
+        scraper_id: DbId, run_id: DbId, user: PageSessionDep, logs: RunLogServiceDep
+    ) -> Response:
+        _, body = await logs.text(user.owner, scraper_id, run_id, None)
+        return StreamingResponse(body, media_type="text/plain; charset=utf-8")
+
+    return routes
+
+
+def _field_of(error: ServiceError) -> str:
+    """Which form field a service refusal belongs to."""
+    code = getattr(error, "code", "")
+    return {"unknown_proxy_pool": "proxy_pool", "address_not_allowed": "url"}.get(code, "name")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)

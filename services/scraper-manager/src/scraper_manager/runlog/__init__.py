@@ -1,0 +1,1 @@
+"""Run logs: what each crawl wrote about itself, read over the API."""

@@ -1,0 +1,225 @@
+"""The dashboard over HTTP: links and sign-in, the scraper form's validation at the field,
+levels, owner isolation, downloads. (In a browser: test_dashboard_browser.py.)"""
+
+from __future__ import annotations
+
+import io
+import re
+from datetime import UTC, datetime, timedelta
+
+import httpx
+from openpyxl import load_workbook
+from scraper_manager.dashboard.forms import parse_headers, preview_firings, read_form
+from scraper_manager.dashboard.links import DashboardLinkService
+from scraper_manager.models import RunStatus
+from servicekit.auth import AccessLevel
+from servicekit.db.engine import create_session_factory
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.dashboard import DASH, sign_in, token_in
+from tests.factories import make_client, make_run, make_scraper
+from tests.test_export import XLSX_ITEMS, _run_with
+
+
+async def test_a_dashboard_link_signs_in_once_as_the_keys_owner_and_level(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    issued = await client.post("/api/v1/dashboard-links", headers=who.headers)
+    assert issued.status_code == 201
+    body = issued.json()
+    assert datetime.fromisoformat(body["expires_at"]) > datetime.now(UTC)
+    path = httpx.URL(body["url"]).path
+    client.cookies.clear()
+    first = await client.get(path)
+    assert first.status_code == 303
+    assert first.headers["location"] == f"{DASH}/"
+    home = await client.get(f"{DASH}/")
+    assert who.owner in home.text
+    assert ">read<" in home.text
+    client.cookies.clear()
+    again = await client.get(path)
+    assert again.headers["location"] == f"{DASH}/login"
+
+
+async def test_an_expired_link_does_not_sign_in(db_engine: AsyncEngine) -> None:
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    async with create_session_factory(db_engine)() as session, session.begin():
+        links = DashboardLinkService(session)
+        issued = await links.issue(
+            "acme", AccessLevel.READ, base_url="http://x", ttl=timedelta(minutes=15), now=now
+        )
+        token = issued.url.rsplit("/", 1)[1]
+        assert await links.redeem(token, now + timedelta(minutes=15, seconds=1)) is None
+        redeemed = await links.redeem(token, now + timedelta(minutes=14))
+        assert redeemed is not None
+        assert redeemed.owner == "acme"
+
+
+async def test_a_wrong_key_does_not_sign_in(client: httpx.AsyncClient) -> None:
+    client.cookies.clear()
+    form = await client.get(f"{DASH}/login")
+    answer = await client.post(
+        f"{DASH}/login", data={"api_key": "smk_wrong", "csrf_token": token_in(form.text)}
+    )
+    assert answer.status_code == 401
+    assert "not valid" in answer.text
+
+
+async def test_without_a_session_pages_redirect_to_sign_in(client: httpx.AsyncClient) -> None:
+    client.cookies.clear()
+    answer = await client.get(f"{DASH}/")
+    assert answer.status_code == 303
+    assert answer.headers["location"].startswith(f"{DASH}/login")
+
+
+async def test_a_bad_cron_is_shown_at_the_schedule_field_and_nothing_is_created(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    token = await sign_in(client, who)
+    answer = await client.post(
+        f"{DASH}/scrapers/new",
+        data={
+            "csrf_token": token,
+            "name": "shop",
+            "url": "http://127.0.0.1:9/",
+            "schedule": "every day",
+            "timezone": "UTC",
+        },
+    )
+    assert answer.status_code == 422
+    assert re.search(r'id="f-schedule-error">[^<]*not a valid cron expression', answer.text)
+    assert 'value="every day"' in answer.text  # what was typed is kept
+    listed = await client.get("/api/v1/scrapers", headers=who.headers)
+    assert listed.json()["data"] == []
+
+
+async def test_a_good_form_creates_the_scraper_through_the_service(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    token = await sign_in(client, who)
+    answer = await client.post(
+        f"{DASH}/scrapers/new",
+        data={
+            "csrf_token": token,
+            "name": "shop",
+            "url": "http://127.0.0.1:9/",
+            "schedule": "0 6 * * *",
+            "timezone": "Europe/Paris",
+            "headers": "X-Token: abc",
+        },
+    )
+    assert answer.status_code == 303
+    created = (await client.get("/api/v1/scrapers", headers=who.headers)).json()["data"][0]
+    assert created["schedule"] == "0 6 * * *"
+    assert created["headers"] == {"X-Token": "abc"}
+    assert answer.headers["location"] == f"{DASH}/scrapers/{created['id']}"
+
+
+def test_the_cron_preview_gives_three_firings_in_the_timezone() -> None:
+    now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    firings, error = preview_firings("0 6 * * *", "Europe/Paris", now)
+    assert error is None
+    assert [f.isoformat() for f in firings] == [
+        "2030-01-02T05:00:00+00:00",
+        "2030-01-03T05:00:00+00:00",
+        "2030-01-04T05:00:00+00:00",
+    ]
+
+
+def test_the_cron_preview_of_a_bad_expression_is_the_apis_message() -> None:
+    firings, error = preview_firings("61 * * * *", "UTC", datetime(2030, 1, 1, tzinfo=UTC))
+    assert firings == []
+    assert error is not None
+    assert "not a valid cron expression" in error
+
+
+def test_a_header_line_without_a_colon_is_an_error_at_the_field() -> None:
+    assert parse_headers("X-A: 1\n\nX-B:2") == ({"X-A": "1", "X-B": "2"}, None)
+    form = read_form({"name": "n", "url": "http://127.0.0.1:9/", "headers": "nonsense"})
+    assert form.config is None
+    assert form.errors["headers"] == "Line 1: write each header as Name: value"
+
+
+async def test_the_cron_preview_fragment_lists_the_next_firings(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    await sign_in(client, await make_client(db_engine, "read"))
+    answer = await client.get(f"{DASH}/cron-preview", params={"schedule": "*/5 * * * *"})
+    assert answer.text.count("<li>") == 3
+
+
+async def test_a_read_session_sees_no_write_control_and_its_posts_are_refused(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    token = await sign_in(client, who)
+    page = await client.get(f"{DASH}/scrapers/{scraper.id}")
+    assert page.status_code == 200
+    assert "Run now" not in page.text
+    assert "Delete" not in page.text
+    assert "New scraper</a>" not in (await client.get(f"{DASH}/")).text.split("</nav>")[1]
+    for action in ("run", "stop", "delete"):
+        answer = await client.post(
+            f"{DASH}/scrapers/{scraper.id}/{action}", data={"csrf_token": token}
+        )
+        assert answer.status_code == 403, action
+    assert (await client.get(f"{DASH}/scrapers/new")).status_code == 403
+
+
+async def test_running_twice_shows_the_conflict_as_a_message(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await make_scraper(db_engine, who.owner)
+    await make_run(db_engine, scraper, status=RunStatus.RUNNING)
+    token = await sign_in(client, who)
+    answer = await client.post(f"{DASH}/scrapers/{scraper.id}/run", data={"csrf_token": token})
+    assert answer.status_code == 303
+    page = await client.get(answer.headers["location"])
+    assert "Not started: Scraper" in page.text
+    assert "is already running" in page.text
+
+
+async def test_another_owners_scraper_run_log_and_downloads_are_404(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    owner = await make_client(db_engine, "admin")
+    stranger = await make_client(db_engine, "admin")
+    scraper_id, run_id = await _run_with(db_engine, owner.owner, XLSX_ITEMS)
+    token = await sign_in(client, stranger)
+    base = f"{DASH}/scrapers/{scraper_id}"
+    for path in (
+        base,
+        f"{base}/edit",
+        f"{base}/runs/{run_id}",
+        f"{base}/runs/{run_id}/live",
+        f"{base}/runs/{run_id}/log.txt",
+        *[f"{base}/runs/{run_id}/results.{fmt}" for fmt in ("json", "jsonl", "csv", "xlsx")],
+    ):
+        answer = await client.get(path)
+        assert answer.status_code == 404, path
+        assert "Mug" not in answer.text
+    for action in ("run", "stop", "delete", "edit"):
+        answer = await client.post(f"{base}/{action}", data={"csrf_token": token})
+        assert answer.status_code == 404, action
+
+
+async def test_the_run_page_previews_items_and_its_xlsx_matches_the_json_download(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper_id, run_id = await _run_with(db_engine, who.owner, XLSX_ITEMS)
+    await sign_in(client, who)
+    base = f"{DASH}/scrapers/{scraper_id}/runs/{run_id}"
+    page = await client.get(base)
+    assert page.text.count('<td data-label="url">') == len(XLSX_ITEMS)
+    assert "&#34;colour&#34;" in page.text or "&quot;colour&quot;" in page.text
+    as_json = (await client.get(f"{base}/results.json")).json()
+    sheet = load_workbook(io.BytesIO((await client.get(f"{base}/results.xlsx")).content))
+    rows = list(sheet["results"].iter_rows(values_only=True))
+    assert [row[0] for row in rows[1:]] == [item["url"] for item in as_json]
+    assert rows[1][1:3] == (as_json[0]["name"], as_json[0]["price"])

@@ -1,0 +1,204 @@
+"""The dashboard in Debian's Chromium against a real server, the worker and a local website:
+a scraper made with the keyboard alone (a bad cron shown at the field, then the next firings),
+a run watched live without reload, a second run refused, a stop within 5 s, the downloads;
+axe-core at 1280 and 390 px, screenshots."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from openpyxl import load_workbook
+from playwright.async_api import Page
+from scraper_manager.app import create_app
+from scraper_manager.settings import Settings
+from servicekit.testing import run_http_server
+from servicekit.testing.browser import (
+    BrowserPage,
+    axe_violations,
+    describe_violations,
+    screenshots,
+)
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import Client, make_client, make_run, make_scraper
+from tests.website import LocalWebsite
+
+
+@pytest.fixture(scope="module")
+async def server(service_settings: Settings) -> AsyncIterator[str]:
+    async with run_http_server(create_app(service_settings)) as url:
+        yield url
+
+
+async def open_link(watched: BrowserPage, server: str, who: Client) -> None:
+    async with httpx.AsyncClient(base_url=server) as api:
+        link = await api.post("/api/v1/dashboard-links", headers=who.headers)
+    await watched.page.goto(link.json()["url"])
+    await watched.page.wait_for_url(f"{server}/dashboard/")
+
+
+async def figure_reaches(page: Page, selector: str, least: int, timeout: float = 15.0) -> None:
+    """Polled from here: the page's CSP forbids the eval that wait_for_function would need."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = await page.locator(selector).inner_text()
+        if text.strip().isdigit() and int(text) >= least:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{selector} never reached {least}")
+
+
+async def assert_accessible(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
+    for width in (1280, 390):
+        await watched.page.set_viewport_size({"width": width, "height": 900})
+        violations = await axe_violations(watched.page)
+        assert not violations, f"{name} at {width}px:\n{describe_violations(violations)}"
+    await screenshots(watched.page, screenshot_dir, name)
+    await watched.page.set_viewport_size({"width": 1280, "height": 900})
+    assert watched.csp_violations == []
+    assert watched.page_errors == []
+
+
+async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
+    browser_page: BrowserPage,
+    server: str,
+    worker: Settings,
+    db_engine: AsyncEngine,
+    screenshot_dir: Path,
+) -> None:
+    site = LocalWebsite(pages=400, delay=0.2, fail_every=3)
+    await site.start()
+    page = browser_page.page
+    try:
+        who = await make_client(db_engine, "admin")
+        await open_link(browser_page, server, who)
+        await assert_accessible(browser_page, "dashboard-empty", screenshot_dir)
+        await page.goto(f"{server}/dashboard/scrapers/new")
+        # Keyboard only: focus moves field to field with Tab, Enter submits.
+        await page.get_by_label("Name").focus()
+        await page.keyboard.type("Local shop")
+        await page.keyboard.press("Tab")
+        await page.keyboard.type(f"{site.url}/page/0")
+        await page.keyboard.press("Tab")
+        await page.keyboard.type("every day")
+        await page.locator("#cron-error").wait_for()
+        await page.keyboard.press("Enter")
+        error = page.locator("#f-schedule-error")
+        await error.wait_for()
+        assert "not a valid cron expression" in await error.inner_text()
+        assert await page.get_by_label("Name").input_value() == "Local shop"
+        await assert_accessible(browser_page, "dashboard-form-error", screenshot_dir)
+        await page.get_by_label("Schedule (cron, optional)").fill("")
+        await page.get_by_label("Schedule (cron, optional)").focus()
+        await page.keyboard.type("0 6 * * *")
+        await page.locator("#cron-firings li").nth(2).wait_for()
+        assert await page.locator("#cron-firings li").count() == 3
+        await page.keyboard.press("Enter")
+        await page.wait_for_url(f"{server}/dashboard/scrapers/*")
+        await page.get_by_role("button", name="Run now").click()
+        await page.wait_for_url("**/runs/*")
+        await page.evaluate("window.notReloaded = true")
+        await figure_reaches(page, "#run-pages", 3)
+        lines_then = await page.locator("#log-tail li").count()
+        seen = int(await page.locator("#run-pages").inner_text())
+        await figure_reaches(page, "#run-pages", seen + 1)
+        assert int(await page.locator("#run-progress").get_attribute("value") or 0) > seen
+        assert await page.evaluate("window.notReloaded") is True
+        assert lines_then >= 1  # the run's start and robots.txt, tailed
+        # Every third page fails and is retried: the tail grows with those lines.
+        for _ in range(50):
+            if await page.locator("#log-tail li").count() > lines_then:
+                break
+            await asyncio.sleep(0.2)
+        assert await page.locator("#log-tail li").count() > lines_then
+        await assert_accessible(browser_page, "dashboard-run-live", screenshot_dir)
+        run_url = page.url
+        # A second run while this one runs: the 409 as a message.
+        await page.goto(run_url.split("/runs/")[0])
+        await page.get_by_role("button", name="Run now").click()
+        await page.get_by_text("Not started:").wait_for()
+        await page.goto(run_url)
+        await page.evaluate("window.notReloaded = true")
+        asked = time.monotonic()
+        await page.get_by_role("button", name="Stop").click()
+        await page.locator("#run-status", has_text="stopped").wait_for(timeout=5_000)
+        assert time.monotonic() - asked < 5.0
+        tail = await page.locator("#log-tail").inner_text()
+        assert "stop requested" in tail or "stop honoured" in tail or "run ended" in tail
+    finally:
+        await site.stop()
+
+
+async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_download(
+    browser_page: BrowserPage,
+    server: str,
+    worker: Settings,
+    db_engine: AsyncEngine,
+    website: LocalWebsite,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    who = await make_client(db_engine, "write")
+    async with httpx.AsyncClient(base_url=server) as api:
+        made = await api.post(
+            "/api/v1/scrapers",
+            json={
+                "name": "catalog",
+                "url": f"{website.url}/page/0",
+                "max_pages": 4,
+                "rate_limit": 50,
+                "selectors": {"title": "title::text", "h1": "h1::text"},
+            },
+            headers=who.headers,
+        )
+        scraper_id = made.json()["id"]
+        run_id = (await api.post(f"/api/v1/scrapers/{scraper_id}/run", headers=who.headers)).json()[
+            "run_id"
+        ]
+    await open_link(browser_page, server, who)
+    await page.goto(f"{server}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
+    await page.locator("#run-status", has_text="completed").wait_for(timeout=20_000)
+    await page.reload()  # the results preview is drawn once the run ended
+    assert await page.locator("#results tbody tr").count() == 4
+    async with page.expect_download() as xlsx_download:
+        await page.get_by_role("link", name="XLSX").click()
+    xlsx = await asyncio.to_thread(Path(await (await xlsx_download.value).path()).read_bytes)
+    async with page.expect_download() as json_download:
+        await page.get_by_role("link", name="JSON", exact=True).click()
+    json_path = Path(await (await json_download.value).path())
+    items = json.loads(await asyncio.to_thread(json_path.read_text))
+    rows = list(load_workbook(io.BytesIO(xlsx))["results"].iter_rows(values_only=True))
+    header = list(rows[0])
+    assert [dict(zip(header, row, strict=True)) for row in rows[1:]] == [
+        {c: item.get(c) for c in header} for item in items
+    ]
+    await assert_accessible(browser_page, "dashboard-run-done", screenshot_dir)
+    await page.goto(f"{server}/dashboard/scrapers/{scraper_id}")
+    await assert_accessible(browser_page, "dashboard-scraper", screenshot_dir)
+    await page.goto(f"{server}/dashboard/")
+    await assert_accessible(browser_page, "dashboard-scrapers", screenshot_dir)
+
+
+async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine
+) -> None:
+    page = browser_page.page
+    reader = await make_client(db_engine, "read")
+    mine = await make_scraper(db_engine, reader.owner)
+    theirs = await make_run(db_engine, await make_scraper(db_engine, "someone-else"))
+    await open_link(browser_page, server, reader)
+    await page.goto(f"{server}/dashboard/scrapers/{mine.id}")
+    assert await page.get_by_role("button").filter(has_text="Run now").count() == 0
+    assert await page.get_by_role("button").filter(has_text="Delete").count() == 0
+    base = f"{server}/dashboard/scrapers/{theirs.scraper_id}"
+    for path in (base, f"{base}/runs/{theirs.id}", f"{base}/runs/{theirs.id}/log.txt"):
+        answer = await page.goto(path)
+        assert answer is not None
+        assert answer.status == 404, path

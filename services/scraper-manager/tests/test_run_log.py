@@ -1,0 +1,289 @@
+"""The run log: what the crawler writes about a run, read over the API."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiohttp
+import httpx
+from aiohttp import web
+from scraper_manager.crawler.engine import Crawl, CrawlConfig
+from scraper_manager.crawler.runlog import LogLine, RunLog, retention_cutoff, without_credentials
+from scraper_manager.models import LogLevel
+from scraper_manager.runlog.repository import insert_lines
+from scraper_manager.runlog.service import prune_run_logs
+from scraper_manager.settings import Settings
+from servicekit.db.engine import create_session_factory
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import Client, make_client, make_run, make_scraper
+from tests.test_crawls import BASE, start_crawl, wait_for_status
+from tests.website import LocalWebsite, serving
+
+FINAL = {"completed", "failed", "stopped"}
+
+
+async def read_log(
+    client: httpx.AsyncClient, who: Client, scraper_id: int, run_id: int, **query: Any
+) -> list[dict[str, Any]]:
+    answer = await client.get(
+        f"{BASE}/{scraper_id}/runs/{run_id}/log",
+        params={"limit": 1000, **query},
+        headers=who.headers,
+    )
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["data"])
+
+
+def messages(lines: list[dict[str, Any]]) -> list[str]:
+    return [line["message"] for line in lines]
+
+
+async def add_lines(engine: AsyncEngine, run_id: int, lines: list[LogLine]) -> None:
+    async with engine.begin() as connection:
+        await insert_lines(connection, run_id, lines)
+
+
+def line(message: str, level: LogLevel = LogLevel.INFO, at: datetime | None = None) -> LogLine:
+    return LogLine(level, at or datetime.now(UTC), message, {"n": message})
+
+
+async def test_a_run_logs_its_start_robots_refusals_and_end_with_totals(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper_id, run_id = await start_crawl(
+        client, who, url=f"{website.url}/page/0", max_pages=3, rate_limit=50
+    )
+    await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    lines = await read_log(client, who, scraper_id, run_id)
+    assert lines[0]["message"] == "run started"
+    assert lines[0]["fields"]["max_pages"] == 3
+    robots = next(x for x in lines if x["message"] == "robots.txt fetched")
+    assert robots["fields"]["url"] == f"{website.url}/robots.txt"
+    refused = [x for x in lines if x["message"] == "refused by robots.txt"]
+    assert refused
+    assert refused[0]["level"] == "warning"
+    assert refused[0]["fields"]["url"] == f"{website.url}/private/secret"
+    end = lines[-1]
+    assert end["message"] == "run ended"
+    assert end["fields"]["pages_fetched"] == 3
+    assert end["fields"]["status"] == "completed"
+
+
+async def test_a_retry_after_is_logged_with_its_status_attempt_and_wait(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    answers = [web.Response(status=503, headers={"Retry-After": "1"})]
+
+    async def handle(request: web.Request) -> web.Response:
+        if answers:
+            return answers.pop(0)
+        return web.Response(text="<html><title>ok</title></html>", content_type="text/html")
+
+    async with serving(handle) as url:
+        who = await make_client(db_engine, "write")
+        scraper_id, run_id = await start_crawl(
+            client, who, url=url, obey_robots=False, rate_limit=50
+        )
+        await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    warnings = await read_log(client, who, scraper_id, run_id, level="warning")
+    retry = next(x for x in warnings if x["message"] == "request failed, retrying")
+    assert retry["fields"] == {
+        "url": url,
+        "status": 503,
+        "attempt": 1,
+        "wait": 1.0,
+        "retry_after": "1",
+    }
+
+
+async def test_a_failing_proxy_is_logged_as_benched_without_its_credentials() -> None:
+    log = RunLog(cap=100)
+    async with aiohttp.ClientSession() as http:
+        crawl = Crawl(
+            # Nothing listens on port 9: the proxy fails at once.
+            CrawlConfig(
+                url="http://127.0.0.1:9/",
+                obey_robots=False,
+                rate_limit=100,
+                max_retries=0,
+                proxies=("http://user:secret@127.0.0.1:9",),
+            ),
+            http,
+            user_agent="t",
+            on_items=lambda batch: asyncio.sleep(0),
+            stop=asyncio.Event(),
+            log=log,
+        )
+        await crawl.run()
+    lines = log.take()
+    benched = next(x for x in lines if x.message == "proxy benched")
+    assert benched.level == LogLevel.WARNING
+    assert benched.fields["proxy"] == "http://127.0.0.1:9"
+    failed = next(x for x in lines if x.message == "request failed")
+    assert failed.level == LogLevel.ERROR
+    assert failed.fields["attempts"] == 1
+
+
+def test_credentials_are_removed_from_a_logged_proxy_url() -> None:
+    assert without_credentials("http://u:p@proxy.example:3128/") == "http://proxy.example:3128/"
+    assert without_credentials("http://proxy.example:3128") == "http://proxy.example:3128"
+
+
+async def test_a_stop_is_logged_as_requested_then_honoured(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    slow = LocalWebsite(pages=100, delay=1.0)
+    await slow.start()
+    try:
+        who = await make_client(db_engine, "write")
+        scraper_id, run_id = await start_crawl(
+            client, who, url=f"{slow.url}/page/0", rate_limit=50, concurrency=2, max_pages=100
+        )
+        await wait_for_status(client, who, scraper_id, run_id, {"running"})
+        await asyncio.sleep(0.5)
+        await client.post(f"{BASE}/{scraper_id}/stop", headers=who.headers)
+        await wait_for_status(client, who, scraper_id, run_id, {"stopped"}, timeout=10)
+    finally:
+        await slow.stop()
+    said = messages(await read_log(client, who, scraper_id, run_id))
+    assert said.index("stop requested") < said.index("stop honoured") < said.index("run ended")
+
+
+def test_past_the_cap_lines_are_counted_and_one_line_says_how_many() -> None:
+    log = RunLog(cap=3)
+    for n in range(5):
+        log.info(f"line {n}")
+    log.close()
+    lines = log.take()
+    assert [x.message for x in lines] == ["line 0", "line 1", "line 2", "2 lines dropped"]
+    assert lines[-1].fields == {"dropped": 2, "cap": 3}
+
+
+def test_a_log_within_its_cap_has_no_dropped_line() -> None:
+    log = RunLog(cap=3)
+    log.info("only")
+    log.close()
+    assert [x.message for x in log.take()] == ["only"]
+
+
+async def test_the_log_pages_by_keyset_and_filters_by_least_level(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    run = await make_run(db_engine, await make_scraper(db_engine, who.owner))
+    await add_lines(
+        db_engine,
+        run.id,
+        [
+            line("a"),
+            line("b", LogLevel.WARNING),
+            line("c", LogLevel.ERROR),
+            line("d"),
+            line("e", LogLevel.WARNING),
+        ],
+    )
+    path = f"{BASE}/{run.scraper_id}/runs/{run.id}/log"
+    first = (await client.get(path, params={"limit": 2}, headers=who.headers)).json()
+    assert messages(first["data"]) == ["a", "b"]
+    rest = (
+        await client.get(
+            path, params={"limit": 10, "after": first["next_cursor"]}, headers=who.headers
+        )
+    ).json()
+    assert messages(rest["data"]) == ["c", "d", "e"]
+    assert rest["next_cursor"] is None
+    warned = await read_log(client, who, run.scraper_id, run.id, level="warning")
+    assert messages(warned) == ["b", "c", "e"]
+    errors = await read_log(client, who, run.scraper_id, run.id, level="error")
+    assert messages(errors) == ["c"]
+
+
+async def test_a_cursor_the_api_did_not_issue_is_400(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    run = await make_run(db_engine, await make_scraper(db_engine, who.owner))
+    answer = await client.get(
+        f"{BASE}/{run.scraper_id}/runs/{run.id}/log?after=abc", headers=who.headers
+    )
+    assert answer.status_code == 400
+
+
+async def test_the_text_log_has_one_line_each_with_level_and_fields(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    run = await make_run(db_engine, await make_scraper(db_engine, who.owner))
+    at = datetime(2026, 11, 22, 10, 0, 1, tzinfo=UTC)
+    await add_lines(
+        db_engine,
+        run.id,
+        [
+            LogLine(LogLevel.INFO, at, "run started", {"url": "http://x.example/"}),
+            LogLine(LogLevel.ERROR, at, "request failed", {"status": 500}),
+        ],
+    )
+    answer = await client.get(f"{BASE}/{run.scraper_id}/runs/{run.id}/log.txt", headers=who.headers)
+    assert answer.headers["content-type"].startswith("text/plain")
+    assert answer.text.splitlines() == [
+        '2026-11-22T10:00:01.000Z INFO    run started url="http://x.example/"',
+        "2026-11-22T10:00:01.000Z ERROR   request failed status=500",
+    ]
+
+
+async def test_another_owners_run_log_is_404_in_both_forms(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    owner = await make_client(db_engine, "read")
+    stranger = await make_client(db_engine, "admin")
+    run = await make_run(db_engine, await make_scraper(db_engine, owner.owner))
+    await add_lines(db_engine, run.id, [line("private")])
+    for tail in ("log", "log.txt"):
+        path = f"{BASE}/{run.scraper_id}/runs/{run.id}/{tail}"
+        answer = await client.get(path, headers=stranger.headers)
+        assert answer.status_code == 404
+        assert "private" not in answer.text
+
+
+async def test_retention_prunes_lines_older_than_the_setting_by_the_given_clock(
+    db_engine: AsyncEngine,
+) -> None:
+    who = await make_client(db_engine, "read")
+    run = await make_run(db_engine, await make_scraper(db_engine, who.owner))
+    now = datetime(2030, 1, 31, 12, 0, tzinfo=UTC)
+    await add_lines(
+        db_engine,
+        run.id,
+        [
+            line("expired", at=now - timedelta(days=30, seconds=1)),
+            line("kept", at=now - timedelta(days=29, hours=23)),
+        ],
+    )
+    pruned = await prune_run_logs(create_session_factory(db_engine), now=now, retention_days=30)
+    assert pruned >= 1
+    async with db_engine.connect() as connection:
+        left = (
+            await connection.execute(
+                text("SELECT message FROM run_log_lines WHERE run_id = :r"), {"r": run.id}
+            )
+        ).scalars()
+        assert list(left) == ["kept"]
+
+
+def test_the_retention_cutoff_is_now_minus_the_retention_days() -> None:
+    now = datetime(2030, 1, 31, tzinfo=UTC)
+    assert retention_cutoff(now, 30) == datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def test_appending_a_line_is_cheap_enough_for_the_hot_path() -> None:
+    log = RunLog(cap=10_000)
+    started = time.perf_counter()
+    for n in range(10_000):
+        log.warning("request failed, retrying", url="http://x.example/", attempt=n, wait=0.5)
+    assert time.perf_counter() - started < 0.5
