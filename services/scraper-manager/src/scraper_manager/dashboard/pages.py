@@ -77,7 +77,7 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
         app,
         settings,
         prefix=PREFIX,
-        site_name="Scrapers",
+        site_name="Scraper dashboard",
         login_path=f"{PREFIX}/login",
         logout_path=f"{PREFIX}/logout",
         nav=[NavItem("Scrapers", f"{PREFIX}/"), NavItem("New scraper", f"{PREFIX}/scrapers/new")],
