@@ -541,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             signals.stopping.set()  # from here on a signal only logs
     except Shutdown:
-        pass
+        code = 0  # a signal asked for the stop: the normal end
     except StepFailed as exc:
         log(str(exc))
         code = 1

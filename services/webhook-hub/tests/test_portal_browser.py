@@ -5,9 +5,11 @@ violation), within the CSP, and screenshotted at 1280 and 390 px."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -43,14 +45,10 @@ def hub_processes(service_settings: Settings) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
-            try:
+            with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                     break
-            except httpx.HTTPError:
-                pass
             assert processes[0].poll() is None, "webhook-hub serve exited"
-            import time
-
             time.sleep(0.1)
         yield url
     finally:

@@ -110,25 +110,6 @@ class ServiceUnavailable(ServiceError):
     default_message = "Service unavailable"
 
 
-_STATUS_ERRORS: dict[int, type[ServiceError]] = {
-    cls.status_code: cls
-    for cls in (
-        BadRequest,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        MethodNotAllowed,
-        NotAcceptable,
-        Conflict,
-        PayloadTooLarge,
-        UnsupportedMediaType,
-        UnprocessableEntity,
-        RateLimited,
-        ServiceUnavailable,
-    )
-}
-
-
 STATUS_ERRORS: dict[int, type[ServiceError]] = {
     cls.status_code: cls
     for cls in (

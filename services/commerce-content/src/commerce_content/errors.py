@@ -50,23 +50,23 @@ class CommerceError(ServiceError):
 
 # The kinds every route group uses, as commerce-content's own classes.
 class InvalidRequest(CommerceError, BadRequest):
-    pass
+    """A request the service cannot read (400)."""
 
 
 class NotAuthenticated(CommerceError, Unauthorized):
-    pass
+    """No credentials, or wrong ones (401)."""
 
 
 class NotPermitted(CommerceError, Forbidden):
-    pass
+    """Credentials without the role the operation needs (403)."""
 
 
 class NoSuchThing(CommerceError, NotFound):
-    pass
+    """A record that does not exist, or is not the caller's (404)."""
 
 
 class AlreadyDone(CommerceError, Conflict):
-    pass
+    """A change that conflicts with the record as it is (409)."""
 
 
 class UnknownVersion(CommerceError, NotAcceptable):
@@ -74,11 +74,11 @@ class UnknownVersion(CommerceError, NotAcceptable):
 
 
 class TooManyRequests(CommerceError, RateLimited):
-    pass
+    """The caller's rate limit is spent (429)."""
 
 
 class UpstreamUnavailable(CommerceError, ServiceUnavailable):
-    pass
+    """A dependency (NATS, the payment provider) is not answering (503)."""
 
 
 class CheckoutError(CommerceError, BadRequest):
