@@ -7,8 +7,10 @@ UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
 SERVICES := webhook-hub scraper-manager commerce-content
 PYTEST := $(RUN) pytest -p no:cacheprovider
+# `make test`'s suites, longest first (see `test`).
+SUITES := suite-e2e $(addprefix suite-,$(SERVICES)) suite-servicekit
 
-.PHONY: help install run test test-unit test-e2e lint check-deploy fmt migrate clean bench fuzz browser
+.PHONY: help install run test test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench fuzz browser
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
@@ -60,9 +62,19 @@ check-deploy: install
 	$(RUN) hadolint deploy/Dockerfile
 
 # One pair of embedded servers for the whole suite; each pytest run gets its own databases.
-test: lint check-deploy
-	$(RUN) python -m servicekit.embedded -- $(MAKE) --no-print-directory test-unit
-	$(MAKE) --no-print-directory test-e2e
+# The suites run side by side (TEST_JOBS at a time, longest first), each service's on its own
+# throwaway PostgreSQL and NATS: run one after another they left a 2-core machine half idle.
+# Each suite's output is printed whole when it ends. TEST_JOBS=1 runs them one by one.
+TEST_JOBS ?= 3
+test: lint check-deploy browser
+	$(MAKE) --no-print-directory --keep-going -j$(TEST_JOBS) --output-sync=target $(SUITES)
+
+suite-e2e: install
+	$(PYTEST) tests-e2e
+suite-servicekit: install browser
+	$(RUN) python -m servicekit.embedded -- $(PYTEST) libs/servicekit/tests
+$(addprefix suite-,$(SERVICES)): suite-%: install browser
+	cd services/$* && $(RUN) python -m servicekit.embedded -- $(PYTEST) tests
 
 # The whole stack as real processes (it starts its own servers), driven over HTTP and NATS.
 test-e2e: install
