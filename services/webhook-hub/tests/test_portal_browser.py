@@ -158,7 +158,7 @@ async def test_field_errors_are_shown_at_the_fields_in_the_browser(
     await page.get_by_label("Endpoint URL").fill("https://example.invalid/hooks")
     await page.get_by_label("Timeout (seconds)").fill("99")
     await page.get_by_role("button", name="Create endpoint").click()
-    await page.get_by_text("at least 1 item").wait_for()
+    await page.get_by_text("Pick at least one event type.").wait_for()
     assert await page.get_by_label("Timeout (seconds)").get_attribute("aria-invalid") == "true"
     await assert_clean(browser_page, "portal-new-endpoint-errors", screenshot_dir)
 
