@@ -22,45 +22,18 @@ from webhook_hub.portal.stats import PortalStatsService
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.schemas import SubscriptionRead
 
-from tests.factories import make_consumer, signed_in, subscribe, subscription_body
+from tests.factories import (
+    make_consumer,
+    only_test_delivery_settled,
+    set_deliveries,
+    signed_in,
+    subscribe,
+    subscription_body,
+)
 
 
 def field_errors(page: str) -> dict[str, str]:
     return dict(re.findall(r'<p class="error-text" id="f-([a-z_]+)-error">([^<]+)</p>', page))
-
-
-async def set_deliveries(
-    engine: AsyncEngine, subscription_id: str, rows: list[tuple[str, timedelta]]
-) -> None:
-    """Deliveries of `subscription_id` with these statuses, created this long ago."""
-    async with engine.begin() as connection:
-        for status, age in rows:
-            await connection.execute(
-                text(
-                    "INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload,"
-                    " event_time, status, attempts, created_at) VALUES (:id, :sid, :eid,"
-                    " 'order.paid', '{}', now(), :status, 1, now() - :age)"
-                ),
-                {
-                    "id": uuid.uuid4(),
-                    "sid": subscription_id,
-                    "eid": uuid.uuid4(),
-                    "status": status,
-                    "age": age,
-                },
-            )
-
-
-async def only_test_delivery_settled(engine: AsyncEngine, subscription_id: str) -> None:
-    """The creation's test delivery, marked succeeded, so counts below are only the test's."""
-    async with engine.begin() as connection:
-        await connection.execute(
-            text(
-                "UPDATE deliveries SET status = 'succeeded', created_at = now() - interval '30 days'"
-                " WHERE subscription_id = :sid"
-            ),
-            {"sid": subscription_id},
-        )
 
 
 def edit_form(token: str, url: str, **fields: Any) -> dict[str, Any]:
