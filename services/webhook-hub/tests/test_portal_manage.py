@@ -23,6 +23,7 @@ from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.schemas import SubscriptionRead
 
 from tests.factories import (
+    Consumer,
     make_consumer,
     only_test_delivery_settled,
     set_deliveries,
@@ -34,6 +35,16 @@ from tests.factories import (
 
 def field_errors(page: str) -> dict[str, str]:
     return dict(re.findall(r'<p class="error-text" id="f-([a-z_]+)-error">([^<]+)</p>', page))
+
+
+async def endpoint_and_session(
+    client: httpx.AsyncClient, engine: AsyncEngine, url: str
+) -> tuple[Consumer, dict[str, Any], str]:
+    """A write consumer with an endpoint at `url`, signed in: the consumer, the API's 201
+    body and the session's CSRF token."""
+    consumer = await make_consumer(engine, "write")
+    created = await subscribe(client, consumer.headers, url)
+    return consumer, created, await signed_in(client, consumer)
 
 
 def edit_form(token: str, url: str, **fields: Any) -> dict[str, Any]:
@@ -77,9 +88,7 @@ async def test_the_edit_form_is_filled_with_the_endpoints_settings(
 async def test_editing_saves_url_events_description_headers_and_timeout(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    token = await signed_in(client, consumer)
+    consumer, created, token = await endpoint_and_session(client, db_engine, http_receiver.url)
     new_url = f"{http_receiver.url}/v2"
     response = await client.post(
         f"/portal/endpoints/{created['id']}/edit",
@@ -109,9 +118,7 @@ async def test_editing_saves_url_events_description_headers_and_timeout(
 async def test_editing_shows_the_apis_validation_errors_at_their_fields(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    token = await signed_in(client, consumer)
+    consumer, created, token = await endpoint_and_session(client, db_engine, http_receiver.url)
     response = await client.post(
         f"/portal/endpoints/{created['id']}/edit",
         data=edit_form(token, "ftp://nowhere", events=[], timeout_seconds="99"),
@@ -130,9 +137,7 @@ async def test_editing_shows_the_apis_validation_errors_at_their_fields(
 async def test_a_reserved_header_is_refused_at_the_headers_field(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    token = await signed_in(client, consumer)
+    _consumer, created, token = await endpoint_and_session(client, db_engine, http_receiver.url)
     response = await client.post(
         f"/portal/endpoints/{created['id']}/edit",
         data=edit_form(token, http_receiver.url, header_name=["webhook-id"], header_value=["x"]),
@@ -342,9 +347,7 @@ async def test_recover_since_queues_the_failed_deliveries_of_that_range_again(
 async def test_recover_without_a_moment_says_to_pick_one(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    token = await signed_in(client, consumer)
+    _consumer, created, token = await endpoint_and_session(client, db_engine, http_receiver.url)
     response = await client.post(
         f"/portal/endpoints/{created['id']}/recover", data={"since": "", "csrf_token": token}
     )
@@ -428,9 +431,7 @@ async def test_snippets_name_the_endpoint_and_leave_the_secret_to_the_environmen
 async def test_snippets_carry_the_secret_right_after_it_is_revealed(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    token = await signed_in(client, consumer)
+    _consumer, created, token = await endpoint_and_session(client, db_engine, http_receiver.url)
     rotated = await client.post(
         f"/portal/endpoints/{created['id']}/rotate-secret", data={"csrf_token": token}
     )
