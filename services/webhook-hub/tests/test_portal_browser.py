@@ -387,3 +387,18 @@ async def test_the_endpoint_page_draws_its_charts_in_light_and_dark(
     await page.locator("#chart-hourly canvas").wait_for()
     await assert_clean(browser_page, "portal-endpoint-charts-dark", screenshot_dir)
     await page.emulate_media(color_scheme="light")
+
+
+async def test_the_api_docs_render_offline_from_the_running_service(
+    browser_page: BrowserPage, hub: httpx.AsyncClient, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    await page.goto(f"{hub.base_url}/docs")
+    await page.locator(".swagger-ui .information-container").wait_for()
+    await page.get_by_text("webhook-hub").first.wait_for()
+    await page.goto(f"{hub.base_url}/redoc")
+    await page.locator(".api-content h1", has_text="webhook-hub").wait_for()
+    await screenshots(page, screenshot_dir, "hub-redoc")
+    assert browser_page.blocked_requests == []
+    # ReDoc hard-codes its footer logo from its CDN: the CSP stops it before any request.
+    assert [v for v in browser_page.csp_violations if "redoc.ly" not in v] == []
