@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ from servicekit.auth import AccessLevel
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import create_session_factory
 from servicekit.events import CloudEvent
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 
@@ -103,3 +105,37 @@ async def signed_in(client: httpx.AsyncClient, consumer: Consumer) -> str:
     )
     assert response.status_code == 303
     return token
+
+
+async def set_deliveries(
+    engine: AsyncEngine, subscription_id: str, rows: list[tuple[str, timedelta]]
+) -> None:
+    """Deliveries of `subscription_id` with these statuses, created this long ago."""
+    async with engine.begin() as connection:
+        for status, age in rows:
+            await connection.execute(
+                text(
+                    "INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload,"
+                    " event_time, status, attempts, created_at) VALUES (:id, :sid, :eid,"
+                    " 'order.paid', '{}', now(), :status, 1, now() - :age)"
+                ),
+                {
+                    "id": uuid.uuid4(),
+                    "sid": subscription_id,
+                    "eid": uuid.uuid4(),
+                    "status": status,
+                    "age": age,
+                },
+            )
+
+
+async def only_test_delivery_settled(engine: AsyncEngine, subscription_id: str) -> None:
+    """The creation's test delivery, marked succeeded, so counts below are only the test's."""
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "UPDATE deliveries SET status = 'succeeded', created_at = now() - interval '30 days'"
+                " WHERE subscription_id = :sid"
+            ),
+            {"sid": subscription_id},
+        )

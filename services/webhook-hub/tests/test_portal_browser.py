@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -18,10 +19,17 @@ import pytest
 from servicekit.embedded.network import free_port
 from servicekit.testing import HttpReceiver
 from servicekit.testing.browser import BrowserPage, axe_violations, describe_violations, screenshots
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
 
-from tests.factories import Consumer, make_consumer, subscribe
+from tests.factories import (
+    Consumer,
+    make_consumer,
+    only_test_delivery_settled,
+    set_deliveries,
+    subscribe,
+)
 
 
 def start(command: str, settings: Settings, port: int) -> subprocess.Popen[bytes]:
@@ -158,7 +166,7 @@ async def test_field_errors_are_shown_at_the_fields_in_the_browser(
     await page.get_by_label("Endpoint URL").fill("https://example.invalid/hooks")
     await page.get_by_label("Timeout (seconds)").fill("99")
     await page.get_by_role("button", name="Create endpoint").click()
-    await page.get_by_text("at least 1 item").wait_for()
+    await page.get_by_text("Pick at least one event type.").wait_for()
     assert await page.get_by_label("Timeout (seconds)").get_attribute("aria-invalid") == "true"
     await assert_clean(browser_page, "portal-new-endpoint-errors", screenshot_dir)
 
@@ -284,3 +292,113 @@ async def test_the_event_catalog_is_accessible(
     await page.get_by_role("link", name="Event catalog").click()
     await page.locator("#type-order\\.paid").wait_for()
     await assert_clean(browser_page, "portal-event-types", screenshot_dir)
+
+
+async def test_editing_through_the_form_shows_the_error_at_the_field_then_saves(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(hub, consumer.headers, http_receiver.url)
+    await open_portal(browser_page, hub, consumer)
+    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    await page.get_by_role("link", name="Edit endpoint").click()
+    await page.get_by_role("heading", name="Edit endpoint").wait_for()
+    await page.get_by_role("checkbox", name="order.paid").uncheck()
+    await page.get_by_role("button", name="Save changes").click()
+    await page.get_by_text("Pick at least one event type.").wait_for()
+    await assert_clean(browser_page, "portal-edit-errors", screenshot_dir)
+    await page.get_by_role("checkbox", name="order.created").check()
+    await page.get_by_label("Header 1 name").fill("X-Team")
+    await page.get_by_label("Header 1 value").fill("warehouse")
+    await page.get_by_label("Timeout (seconds)").fill("20")
+    await page.get_by_role("button", name="Save changes").click()
+    await page.get_by_text("Endpoint saved.").wait_for()
+    saved = await hub.get(f"/webhooks/subscriptions/{created['id']}", headers=consumer.headers)
+    assert saved.json()["events"] == ["order.created"]
+    assert saved.json()["headers"] == {"X-Team": "warehouse"}
+    assert saved.json()["timeout_seconds"] == 20
+
+
+async def test_recover_failed_since_a_picked_moment_redelivers(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(hub, consumer.headers, http_receiver.url)
+    await only_test_delivery_settled(db_engine, created["id"])
+    await set_deliveries(db_engine, created["id"], [("failed", timedelta(hours=1))])
+    await open_portal(browser_page, hub, consumer)
+    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    received = len([r for r in http_receiver.requests if r.method == "POST"])
+    since = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
+    await page.get_by_label("Failed since (UTC)").fill(since)
+    await page.get_by_role("button", name="Recover failed deliveries").click()
+    await page.get_by_text("1 failed delivery since").wait_for()
+    for _ in range(100):  # the worker sends it again, to the real receiver
+        if len([r for r in http_receiver.requests if r.method == "POST"]) > received:
+            break
+        await asyncio.sleep(0.1)
+    assert len([r for r in http_receiver.requests if r.method == "POST"]) > received
+
+
+async def test_the_endpoint_page_draws_its_charts_in_light_and_dark(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(hub, consumer.headers, http_receiver.url, description="Orders")
+    await subscribe(hub, consumer.headers, f"{http_receiver.url}/audit", ["*"])
+    await only_test_delivery_settled(db_engine, created["id"])
+    hour = timedelta(hours=1)
+    rows = [("succeeded", hour * (n % 30) + timedelta(minutes=n)) for n in range(120)]
+    rows += [("failed", hour * (n * 5 % 26)) for n in range(14)] + [("pending", timedelta(0))]
+    rows += [("succeeded", timedelta(days=d, hours=2)) for d in range(1, 7) for _ in range(d * 6)]
+    await set_deliveries(db_engine, created["id"], rows)
+    async with db_engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO delivery_attempts (delivery_id, attempted_at, status_code, duration_ms)"
+                " SELECT id, created_at, 200, 40 + (abs(hashtext(id::text)) % 400)"
+                " FROM deliveries WHERE subscription_id = :sid"
+            ),
+            {"sid": created["id"]},
+        )
+    await open_portal(browser_page, hub, consumer)
+    await page.locator("td[data-label='Success, 24 h']").first.wait_for()
+    await assert_clean(browser_page, "portal-endpoints", screenshot_dir)
+    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    for chart in ("chart-hourly", "chart-daily", "chart-latency"):
+        await page.locator(f"#{chart} canvas").wait_for()
+    assert await page.locator(".chart canvas").count() == 3
+    await assert_clean(browser_page, "portal-endpoint-charts", screenshot_dir)
+    await page.emulate_media(color_scheme="dark")
+    await page.locator("#chart-hourly canvas").wait_for()
+    await assert_clean(browser_page, "portal-endpoint-charts-dark", screenshot_dir)
+    await page.emulate_media(color_scheme="light")
+
+
+async def test_the_api_docs_render_offline_from_the_running_service(
+    browser_page: BrowserPage, hub: httpx.AsyncClient, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    await page.goto(f"{hub.base_url}/docs")
+    await page.locator(".swagger-ui .information-container").wait_for()
+    await page.get_by_text("webhook-hub").first.wait_for()
+    await page.goto(f"{hub.base_url}/redoc")
+    await page.locator(".api-content h1", has_text="webhook-hub").wait_for()
+    await screenshots(page, screenshot_dir, "hub-redoc")
+    assert browser_page.blocked_requests == []
+    # ReDoc hard-codes its footer logo from its CDN: the CSP stops it before any request.
+    assert [v for v in browser_page.csp_violations if "redoc.ly" not in v] == []

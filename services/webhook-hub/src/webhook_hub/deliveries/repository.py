@@ -71,6 +71,8 @@ class DeliveryRepository:
         after: tuple[datetime, uuid.UUID] | None,
         status: DeliveryStatus | None,
         event_type: str | None,
+        created_from: datetime | None = None,
+        created_to: datetime | None = None,
     ) -> Sequence[Delivery]:
         statement = select(Delivery).where(Delivery.subscription_id == subscription_id)
         if after is not None:
@@ -81,6 +83,10 @@ class DeliveryRepository:
             statement = statement.where(Delivery.status == status)
         if event_type is not None:
             statement = statement.where(Delivery.event_type == event_type)
+        if created_from is not None:
+            statement = statement.where(col(Delivery.created_at) >= created_from)
+        if created_to is not None:
+            statement = statement.where(col(Delivery.created_at) < created_to)
         statement = statement.order_by(
             col(Delivery.created_at).desc(), col(Delivery.id).desc()
         ).limit(limit)

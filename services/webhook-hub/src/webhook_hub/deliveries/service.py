@@ -32,6 +32,8 @@ class DeliveryService:
         cursor: str | None,
         status: DeliveryStatus | None,
         event_type: str | None,
+        created_from: datetime | None = None,
+        created_to: datetime | None = None,
     ) -> Page[Delivery]:
         await self._owned_subscription(owner, subscription_id)
         rows = list(
@@ -41,6 +43,8 @@ class DeliveryService:
                 after=decode_time_id_cursor(cursor),
                 status=status,
                 event_type=event_type,
+                created_from=created_from,
+                created_to=created_to,
             )
         )
         return page_of(rows, limit, lambda row: encode_time_id_cursor(row.created_at, row.id))

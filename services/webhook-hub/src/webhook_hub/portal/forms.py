@@ -1,16 +1,74 @@
-"""Errors of the endpoint form, placed at their field: the API's own messages (pydantic's and
-the service's), so the page and the API never disagree about what is valid."""
+"""The endpoint form: read from the posted fields, errors placed at their field. The messages
+are the API's own (pydantic's and the service's), so the page and the API never disagree about
+what is valid; only pydantic's wording for an empty event list is made a sentence for people."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
 from pydantic import ValidationError
 from servicekit.errors import ServiceError
+from starlette.datastructures import FormData
 
 from webhook_hub.errors import EndpointNotAllowed, PersonalDataNotApproved, UnknownEventTypes
+from webhook_hub.subscriptions.endpoint_policy import EndpointRefused
 
-FORM_FIELDS = ("endpoint_url", "events", "description", "timeout_seconds")
+FORM_FIELDS = ("endpoint_url", "events", "description", "headers", "timeout_seconds")
+DEFAULT_TIMEOUT = "10"
+# Empty name/value rows the form offers below the endpoint's own headers.
+SPARE_HEADER_ROWS = 2
 # pydantic's "Value error, " prefix says nothing to a person filling a form.
 _PREFIXES = ("Value error, ", "Assertion failed, ")
+# pydantic's own wording where a person needs a sentence: (field, error type) -> message.
+_SENTENCES = {("events", "too_short"): "Pick at least one event type."}
+# datetime-local inputs send minutes, or seconds when the step allows them.
+_LOCAL_FORMATS = ("%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
+
+
+@dataclass
+class EndpointForm:
+    """What the person typed, kept as text so a refused form comes back as it was sent."""
+
+    endpoint_url: str = ""
+    events: list[str] = field(default_factory=list)
+    description: str = ""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    timeout_seconds: str = DEFAULT_TIMEOUT
+
+    @classmethod
+    def read(cls, form: FormData) -> EndpointForm:
+        names = [str(v).strip() for v in form.getlist("header_name")]
+        values = [str(v).strip() for v in form.getlist("header_value")]
+        rows = [(name, value) for name, value in zip(names, values, strict=False) if name or value]
+        return cls(
+            endpoint_url=str(form.get("endpoint_url", "")).strip(),
+            events=[str(v) for v in form.getlist("events")],
+            description=str(form.get("description", "")).strip(),
+            headers=rows,
+            timeout_seconds=str(form.get("timeout_seconds", "")).strip() or DEFAULT_TIMEOUT,
+        )
+
+    def body(self) -> dict[str, Any]:
+        """The API's request body (pydantic validates it, as it does the API's JSON)."""
+        return {
+            "endpoint_url": self.endpoint_url,
+            "events": self.events,
+            "description": self.description or None,
+            "headers": self.header_dict(),
+            "timeout_seconds": self.timeout_seconds,
+        }
+
+    def header_dict(self) -> dict[str, str]:
+        if any(not name for name, _ in self.headers):
+            raise EndpointRefused("every header needs a name")
+        if len({name.lower() for name, _ in self.headers}) < len(self.headers):
+            raise EndpointRefused("each header name may appear once")
+        return dict(self.headers)
+
+    def header_rows(self) -> list[tuple[str, str]]:
+        return [*self.headers, *[("", "")] * SPARE_HEADER_ROWS]
 
 
 def _message(text: str) -> str:
@@ -20,8 +78,12 @@ def _message(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def subscription_form_errors(exc: ValidationError | ServiceError) -> dict[str, str]:
+def subscription_form_errors(
+    exc: ValidationError | ServiceError | EndpointRefused,
+) -> dict[str, str]:
     """Field name -> the first message about it; `form` for what belongs to no field."""
+    if isinstance(exc, EndpointRefused):
+        return {"headers": _message(str(exc))}
     if isinstance(exc, UnknownEventTypes | PersonalDataNotApproved):
         return {"events": exc.message}
     if isinstance(exc, EndpointNotAllowed):
@@ -31,6 +93,23 @@ def subscription_form_errors(exc: ValidationError | ServiceError) -> dict[str, s
     errors: dict[str, str] = {}
     for error in exc.errors():
         loc = error["loc"]
-        field = str(loc[0]) if loc and str(loc[0]) in FORM_FIELDS else "form"
-        errors.setdefault(field, _message(str(error["msg"])))
+        field_name = str(loc[0]) if loc and str(loc[0]) in FORM_FIELDS else "form"
+        sentence = _SENTENCES.get((field_name, error["type"]))
+        errors.setdefault(field_name, sentence or _message(str(error["msg"])))
     return errors
+
+
+def parse_local_time(text: str) -> datetime | None:
+    """A `datetime-local` value read as UTC (the portal shows every time in UTC); None when
+    empty or not such a value."""
+    for layout in _LOCAL_FORMATS:
+        try:
+            return datetime.strptime(text.strip(), layout).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
+
+
+def local_time_value(value: datetime | None) -> str:
+    """The `datetime-local` input's value for a moment, in UTC."""
+    return "" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")

@@ -8,6 +8,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -47,9 +48,17 @@ from webhook_hub.errors import (
     UnknownEventTypes,
 )
 from webhook_hub.models import Delivery, DeliveryStatus, EventType
-from webhook_hub.portal.forms import subscription_form_errors
+from webhook_hub.portal.forms import (
+    EndpointForm,
+    local_time_value,
+    parse_local_time,
+    subscription_form_errors,
+)
 from webhook_hub.portal.service import portal_level
+from webhook_hub.portal.snippets import receiver_snippets
+from webhook_hub.portal.stats import PortalStatsServiceDep
 from webhook_hub.settings import Settings
+from webhook_hub.subscriptions.endpoint_policy import EndpointRefused
 from webhook_hub.subscriptions.schemas import SubscriptionCreate, SubscriptionUpdate
 from webhook_hub.subscriptions.service import WILDCARD
 
@@ -57,6 +66,15 @@ PREFIX = "/portal"
 TEMPLATES = Path(__file__).parent / "templates"
 LIVE_POLL_SECONDS = 1.0
 FormText = Annotated[str, Form()]
+LocalTime = Annotated[str, Query(max_length=40)]
+# What the endpoint form may refuse, each shown at its field.
+FORM_REFUSALS = (
+    ValidationError,
+    EndpointRefused,
+    UnknownEventTypes,
+    EndpointNotAllowed,
+    PersonalDataNotApproved,
+)
 
 
 def install_portal(app: FastAPI, settings: Settings) -> Pages:
@@ -137,6 +155,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         pages: PagesDep,
         session: PageSessionDep,
         service: SubscriptionServiceDep,
+        stats: PortalStatsServiceDep,
         cursor: Annotated[str | None, Query(max_length=500)] = None,
     ) -> HTMLResponse:
         page = await service.page(
@@ -145,6 +164,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         context = {
             "title": "Endpoints",
             "subscriptions": page.items,
+            "success_rates": await stats.success_rates([s.id for s in page.items]),
             "next_cursor": page.next_cursor,
             "can_write": session.can(AccessLevel.WRITE),
         }
@@ -156,9 +176,8 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
     ) -> HTMLResponse:
         _require(session, AccessLevel.WRITE)
         catalog = await types.visible_to(_principal(session))
-        preset = request.query_params.getlist("event")
-        values = {"events": preset, "timeout_seconds": "10"}
-        return _render_form(pages, request, catalog, values, {})
+        form = EndpointForm(events=request.query_params.getlist("event"))
+        return _render_form(pages, request, catalog, form, {})
 
     @router.post("/endpoints")
     async def create_endpoint(
@@ -170,30 +189,14 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         prober: ProberDep,
     ) -> Response:
         _require(session, AccessLevel.WRITE)
-        form = await request.form()
-        values: dict[str, Any] = {
-            "endpoint_url": str(form.get("endpoint_url", "")).strip(),
-            "events": [str(v) for v in form.getlist("events")],
-            "description": str(form.get("description", "")).strip(),
-            "timeout_seconds": str(form.get("timeout_seconds", "")).strip() or "10",
-        }
+        form = EndpointForm.read(await request.form())
         try:
-            body = SubscriptionCreate(
-                endpoint_url=values["endpoint_url"],
-                events=values["events"],
-                description=values["description"] or None,
-                timeout_seconds=values["timeout_seconds"],
-            )
+            body = SubscriptionCreate.model_validate(form.body())
             subscription, _ = await service.create(session.owner, None, body)
-        except (
-            ValidationError,
-            UnknownEventTypes,
-            EndpointNotAllowed,
-            PersonalDataNotApproved,
-        ) as exc:
+        except FORM_REFUSALS as exc:
             catalog = await types.visible_to(_principal(session))
             errors = subscription_form_errors(exc)
-            return _render_form(pages, request, catalog, values, errors, status_code=422)
+            return _render_form(pages, request, catalog, form, errors, status_code=422)
         # As the API: commit before the probe, so no transaction waits on a slow endpoint.
         await service.commit()
         probe = await prober.probe(subscription.endpoint_url)
@@ -202,6 +205,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "subscription": subscription,
             "secret": subscription.secret,
             "probe": probe,
+            "snippets": _snippets(subscription.endpoint_url, subscription.id, subscription.secret),
         }
         return pages.render(request, "portal/created.html", context, status_code=201)
 
@@ -212,13 +216,17 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         session: PageSessionDep,
         service: SubscriptionServiceDep,
         deliveries: DeliveryServiceDep,
+        stats: PortalStatsServiceDep,
         subscription_id: uuid.UUID,
         status: DeliveryStatus | None = None,
         event_type: Annotated[str | None, Query(max_length=200)] = None,
         cursor: Annotated[str | None, Query(max_length=500)] = None,
+        created_from: Annotated[str, Query(alias="from", max_length=40)] = "",
+        created_to: Annotated[str, Query(alias="to", max_length=40)] = "",
     ) -> HTMLResponse:
         subscription = await service.get(session.owner, subscription_id)
         event_type = event_type or None
+        window, filter_errors = _time_window(created_from, created_to)
         page = await deliveries.page(
             session.owner,
             subscription_id,
@@ -226,8 +234,14 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             cursor=cursor,
             status=status,
             event_type=event_type,
+            created_from=window[0],
+            created_to=window[1],
         )
-        live_query = _query(status=status.value if status else None, event_type=event_type)
+        live_query = _query(
+            status=status.value if status else None,
+            event_type=event_type,
+            **{"from": local_time_value(window[0]), "to": local_time_value(window[1])},
+        )
         context = {
             "title": subscription.description or subscription.endpoint_url,
             "subscription": subscription,
@@ -236,6 +250,11 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "status": status.value if status else "",
             "event_type": event_type or "",
             "event_types": sorted({*subscription.events} - {WILDCARD}),
+            "created_from": local_time_value(window[0]) if window[0] else created_from,
+            "created_to": local_time_value(window[1]) if window[1] else created_to,
+            "filter_errors": filter_errors,
+            "charts": await stats.charts(subscription.id),
+            "snippets": _snippets(subscription.endpoint_url, subscription.id, None),
             # Only the first page follows new deliveries; later pages are history.
             "live_url": None
             if cursor
@@ -244,6 +263,80 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "can_delete": session.can(AccessLevel.ADMIN),
         }
         return pages.render(request, "portal/endpoint.html", context)
+
+    @router.get("/endpoints/{subscription_id}/edit")
+    async def edit_endpoint_form(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+        types: EventTypeServiceDep,
+        subscription_id: uuid.UUID,
+    ) -> HTMLResponse:
+        _require(session, AccessLevel.WRITE)
+        subscription = await service.get(session.owner, subscription_id)
+        form = EndpointForm(
+            endpoint_url=subscription.endpoint_url,
+            events=list(subscription.events),
+            description=subscription.description or "",
+            headers=list(subscription.headers.items()),
+            timeout_seconds=str(subscription.timeout_seconds),
+        )
+        catalog = await types.visible_to(_principal(session))
+        return _render_form(pages, request, catalog, form, {}, editing=subscription.id)
+
+    @router.post("/endpoints/{subscription_id}/edit")
+    async def edit_endpoint(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+        types: EventTypeServiceDep,
+        subscription_id: uuid.UUID,
+    ) -> Response:
+        _require(session, AccessLevel.WRITE)
+        await service.get(session.owner, subscription_id)  # another owner's id: 404 first
+        form = EndpointForm.read(await request.form())
+        try:
+            # Every field is sent, as a PATCH naming them all: the same checks as the API's.
+            patch = SubscriptionUpdate.model_validate(form.body())
+            await service.update(session.owner, subscription_id, patch)
+        except FORM_REFUSALS as exc:
+            catalog = await types.visible_to(_principal(session))
+            errors = subscription_form_errors(exc)
+            return _render_form(
+                pages, request, catalog, form, errors, editing=subscription_id, status_code=422
+            )
+        response = _back_to(subscription_id)
+        pages.flash(response, "Endpoint saved.")
+        return response
+
+    @router.post("/endpoints/{subscription_id}/recover")
+    async def recover_failed(
+        pages: PagesDep,
+        session: PageSessionDep,
+        deliveries: DeliveryServiceDep,
+        service: SubscriptionServiceDep,
+        subscription_id: uuid.UUID,
+        since: FormText = "",
+    ) -> Response:
+        _require(session, AccessLevel.WRITE)
+        moment = parse_local_time(since)
+        if moment is None:
+            # The API's 422 for a missing or malformed `since`, as a message on the page.
+            await service.get(session.owner, subscription_id)
+            response = _back_to(subscription_id)
+            pages.flash(response, "Pick the date and time to recover from.", "error")
+            return response
+        count = await deliveries.recover(session.owner, subscription_id, moment)
+        response = _back_to(subscription_id)
+        when = moment.strftime("%Y-%m-%d %H:%M")
+        pages.flash(
+            response,
+            f"{count} failed {'delivery' if count == 1 else 'deliveries'} since {when} UTC "
+            "queued again.",
+        )
+        return response
 
     @router.post("/endpoints/{subscription_id}/status")
     async def set_status(
@@ -290,6 +383,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "subscription": subscription,
             "secret": rotation.secret,
             "valid_until": rotation.valid_until,
+            "snippets": _snippets(subscription.endpoint_url, subscription.id, rotation.secret),
         }
         return pages.render(request, "portal/rotated.html", context)
 
@@ -315,8 +409,11 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         subscription_id: uuid.UUID,
         status: DeliveryStatus | None = None,
         event_type: Annotated[str | None, Query(max_length=200)] = None,
+        created_from: Annotated[str, Query(alias="from", max_length=40)] = "",
+        created_to: Annotated[str, Query(alias="to", max_length=40)] = "",
     ) -> Response:
         await service.get(session.owner, subscription_id)  # 404 before any stream opens
+        window, _ = _time_window(created_from, created_to)
         factory: async_sessionmaker[AsyncSession] = request.app.state.session_factory
         owner = session.owner
 
@@ -330,6 +427,8 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
                     cursor=None,
                     status=status,
                     event_type=event_type or None,
+                    created_from=window[0],
+                    created_to=window[1],
                 )
                 return list(page.items)
 
@@ -425,23 +524,46 @@ def _query(**params: str | None) -> str:
     return f"?{urlencode(kept)}" if kept else ""
 
 
+def _time_window(
+    created_from: str, created_to: str
+) -> tuple[tuple[datetime | None, datetime | None], dict[str, str]]:
+    """The log's time filter from its two datetime-local inputs (UTC); a value that is not a
+    date and time is left out of the filter and told at its input."""
+    window: list[datetime | None] = []
+    errors: dict[str, str] = {}
+    for name, text in (("from", created_from), ("to", created_to)):
+        moment = parse_local_time(text) if text else None
+        if text and moment is None:
+            errors[name] = "Use a date and time such as 2026-11-22T10:00."
+        window.append(moment)
+    if window[0] and window[1] and window[1] <= window[0]:
+        errors["to"] = "Pick a moment after the start of the range."
+    return (window[0], window[1]), errors
+
+
+def _snippets(endpoint_url: str, subscription_id: uuid.UUID, secret: str | None) -> Any:
+    return receiver_snippets(endpoint_url, str(subscription_id), secret)
+
+
 def _render_form(
     pages: Pages,
     request: Request,
     catalog: Any,
-    values: dict[str, Any],
+    form: EndpointForm,
     errors: dict[str, str],
     *,
+    editing: uuid.UUID | None = None,
     status_code: int = 200,
 ) -> HTMLResponse:
     types: list[EventType] = [t for t in catalog if t.is_active]
     context = {
-        "title": "New endpoint",
+        "title": "Edit endpoint" if editing else "New endpoint",
         "event_types": types,
-        "values": values,
+        "form": form,
         "errors": errors,
+        "editing": editing,
     }
-    return pages.render(request, "portal/new_endpoint.html", context, status_code=status_code)
+    return pages.render(request, "portal/endpoint_form.html", context, status_code=status_code)
 
 
 __all__ = ["PREFIX", "install_portal"]
