@@ -170,6 +170,12 @@ class HubSubscriptions:
         )
         return (await self._ask("create", request, Created)).subscription
 
+    async def deliveries(
+        self, tenant: str, subscription_id: uuid.UUID, *, limit: int = 10
+    ) -> list[DeliveryRecord]:
+        request = ListDeliveries(source=self.source, tenant=tenant, id=subscription_id, limit=limit)
+        return (await self._ask("deliveries", request, DeliveriesListed)).deliveries
+
     async def list(self, tenant: str) -> list[SubscriptionRecord]:
         request = ListSubscriptions(source=self.source, tenant=tenant)
         return (await self._ask("list", request, Listed)).subscriptions
@@ -177,12 +183,6 @@ class HubSubscriptions:
     async def delete(self, tenant: str, subscription_id: uuid.UUID) -> None:
         request = DeleteSubscription(source=self.source, tenant=tenant, id=subscription_id)
         await self._ask("delete", request, Deleted)
-
-    async def deliveries(
-        self, tenant: str, subscription_id: uuid.UUID, *, limit: int = 10
-    ) -> list[DeliveryRecord]:
-        request = ListDeliveries(source=self.source, tenant=tenant, id=subscription_id, limit=limit)
-        return (await self._ask("deliveries", request, DeliveriesListed)).deliveries
 
     async def _ask(self, action: Action, request: TenantRequest, reply: type[Reply]) -> Reply:
         try:
