@@ -8,12 +8,13 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path as FilePath
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
-from fastapi import APIRouter, BackgroundTasks, FastAPI, Form, Query, Request
+from fastapi import APIRouter, BackgroundTasks, FastAPI, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from pydantic import ValidationError
 from servicekit.auth import AccessLevel
 from servicekit.auth.dependencies import principal_from_api_key
 from servicekit.errors import Conflict, Forbidden, ServiceError
@@ -37,12 +38,17 @@ from scraper_manager.dependencies import (
     RunServiceDep,
     ScraperServiceDep,
     SettingsDep,
+    WebhookServiceDep,
 )
+from scraper_manager.errors import UnknownRunEvents
+from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.models import FINAL_RUN_STATUSES, LogLevel, Run, RunStatus, Scraper
 from scraper_manager.runlog.repository import RunLogRepository
 from scraper_manager.runs.repository import RunRepository
 from scraper_manager.scrapers.schemas import ScraperPatch
 from scraper_manager.settings import Settings
+from scraper_manager.webhooks.schemas import WebhookCreate
+from scraper_manager.webhooks.service import WebhookService
 
 PREFIX = "/dashboard"
 PREVIEW_ITEMS = 50
@@ -80,8 +86,12 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
         site_name="Scraper dashboard",
         login_path=f"{PREFIX}/login",
         logout_path=f"{PREFIX}/logout",
-        nav=[NavItem("Scrapers", f"{PREFIX}/"), NavItem("New scraper", f"{PREFIX}/scrapers/new")],
-        template_dirs=[Path(__file__).parent / "templates"],
+        nav=[
+            NavItem("Scrapers", f"{PREFIX}/"),
+            NavItem("New scraper", f"{PREFIX}/scrapers/new"),
+            NavItem("Webhooks", f"{PREFIX}/webhooks"),
+        ],
+        template_dirs=[FilePath(__file__).parent / "templates"],
     )
     pages.templates.globals.update(
         tone=lambda status: TONES.get(str(status), "neutral"), zone=ZoneInfo
@@ -447,6 +457,88 @@ def router(pages: Pages) -> APIRouter:
     ) -> Response:
         _, body = await logs.text(user.owner, scraper_id, run_id, None)
         return StreamingResponse(body, media_type="text/plain; charset=utf-8")
+
+    # -- webhooks -----------------------------------------------------------------------------
+
+    async def webhooks_page(
+        request: Request,
+        user: PageSession,
+        settings: Settings,
+        service: WebhookService,
+        *,
+        form: dict[str, Any] | None = None,
+        errors: dict[str, str] | None = None,
+        created: Any = None,
+        status_code: int = 200,
+    ) -> HTMLResponse:
+        return pages.render(
+            request,
+            "dashboard/webhooks.html",
+            {
+                "title": "Webhooks",
+                "webhooks": await service.with_deliveries(
+                    user.owner, settings.dashboard_deliveries
+                ),
+                "event_types": RUN_EVENT_TYPES,
+                "form": form or {"url": "", "events": []},
+                "errors": errors or {},
+                "created": created,
+                "portal_url": settings.webhook_hub_portal_url,
+                "can_write": user.can(AccessLevel.WRITE),
+                "can_delete": user.can(AccessLevel.ADMIN),
+            },
+            status_code=status_code,
+        )
+
+    @routes.get("/webhooks")
+    async def webhooks(
+        request: Request, user: PageSessionDep, settings: SettingsDep, service: WebhookServiceDep
+    ) -> HTMLResponse:
+        return await webhooks_page(request, user, settings, service)
+
+    @routes.post("/webhooks")
+    async def add_webhook(
+        request: Request, user: PageSessionDep, settings: SettingsDep, service: WebhookServiceDep
+    ) -> HTMLResponse:
+        require(user, AccessLevel.WRITE)
+        data = await request.form()
+        form = {
+            "url": str(data.get("url", "") or "").strip(),
+            "events": [str(e) for e in data.getlist("events")],
+        }
+        errors: dict[str, str] = {}
+        try:
+            body = WebhookCreate.model_validate(form)
+        except ValidationError as exc:
+            for error in exc.errors():
+                where = str(error["loc"][0]) if error["loc"] else "url"
+                errors.setdefault(where, str(error["msg"]).removeprefix("Value error, "))
+        else:
+            try:
+                created = await service.register(user.owner, None, body)
+            except ServiceError as exc:
+                errors["events" if isinstance(exc, UnknownRunEvents) else "url"] = exc.message
+            else:
+                # Rendered, not redirected: the secret is shown this once and never stored
+                # in a cookie.
+                return await webhooks_page(
+                    request, user, settings, service, created=created, status_code=201
+                )
+        return await webhooks_page(
+            request, user, settings, service, form=form, errors=errors, status_code=422
+        )
+
+    @routes.post("/webhooks/{webhook_id}/delete")
+    async def remove_webhook(
+        webhook_id: Annotated[str, Path(max_length=64)],
+        user: PageSessionDep,
+        service: WebhookServiceDep,
+    ) -> Response:
+        require(user, AccessLevel.ADMIN)
+        await service.delete(user.owner, webhook_id)
+        response = RedirectResponse(f"{PREFIX}/webhooks", status_code=303)
+        pages.flash(response, "Webhook removed.")
+        return response
 
     return routes
 
