@@ -5,20 +5,38 @@ from __future__ import annotations
 
 import io
 import re
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
 from openpyxl import load_workbook
+from scraper_manager.app import create_app
+from scraper_manager.dashboard.charts import run_chart, sparkline
 from scraper_manager.dashboard.forms import parse_headers, preview_firings, read_form
 from scraper_manager.dashboard.links import DashboardLinkService
 from scraper_manager.models import RunStatus
+from scraper_manager.scrapers.repository import ScraperRepository
+from scraper_manager.settings import Settings
 from servicekit.auth import AccessLevel
 from servicekit.db.engine import create_session_factory
+from servicekit.testing import serve_app
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.dashboard import DASH, sign_in, token_in
 from tests.factories import make_client, make_run, make_scraper
 from tests.test_export import XLSX_ITEMS, _run_with
+
+EDIT = {
+    "name": "Renamed",
+    "url": "http://127.0.0.1:9/start",
+    "schedule": "0 6 * * 1",
+    "timezone": "Europe/Paris",
+    "proxy_pool": "",
+    "rate_limit": "2",
+    "max_pages": "30",
+    "headers": "Accept-Language: fr\nX-Trace: a:b",
+}
 
 
 async def test_a_dashboard_link_signs_in_once_as_the_keys_owner_and_level(
@@ -223,3 +241,142 @@ async def test_the_run_page_previews_items_and_its_xlsx_matches_the_json_downloa
     rows = list(sheet["results"].iter_rows(values_only=True))
     assert [row[0] for row in rows[1:]] == [item["url"] for item in as_json]
     assert rows[1][1:3] == (as_json[0]["name"], as_json[0]["price"])
+
+
+# -- charts: the scrapers table's sparkline, a scraper's pages-and-items chart ------------------
+
+
+def test_a_sparkline_runs_oldest_to_newest_with_the_most_items_at_the_top() -> None:
+    line = sparkline([0, 5, 10], width=100, height=20)
+    assert line is not None
+    assert line.points == "2.0,18.0 50.0,10.0 98.0,2.0"
+    assert line.last == (98.0, 2.0)
+    assert line.label == "Items of the last 3 runs, oldest first: 0, 5, 10"
+
+
+def test_a_scraper_without_runs_has_no_sparkline_and_one_run_draws_a_level_line() -> None:
+    assert sparkline([]) is None
+    single = sparkline([4], width=100, height=20)
+    assert single is not None
+    assert single.points == "2.0,2.0 98.0,2.0"
+
+
+def test_the_run_chart_puts_pages_and_items_on_one_scale_items_dashed() -> None:
+    chart = run_chart([("#1", 10, 0), ("#2", 20, 40)], width=200, height=100)
+    assert chart is not None
+    pages, items = chart.series
+    assert chart.top == 40
+    assert (pages.name, pages.dashed, items.name, items.dashed) == ("pages", False, "items", True)
+    assert pages.points == "24.0,63.0 176.0,50.0"
+    assert items.points == "24.0,76.0 176.0,24.0"
+    assert [text for _, text in chart.labels] == ["#1", "#2"]
+    assert run_chart([]) is None
+
+
+async def test_the_last_ten_runs_items_of_a_page_of_scrapers_come_from_one_query(
+    db_engine: AsyncEngine,
+) -> None:
+    owner = f"client-{uuid.uuid4().hex[:8]}"
+    busy, idle = await make_scraper(db_engine, owner), await make_scraper(db_engine, owner)
+    for n in range(12):
+        await make_run(db_engine, busy, items=n)
+    await make_run(db_engine, busy, status=RunStatus.SKIPPED)
+    statements: list[str] = []
+
+    def count(*args: object) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(db_engine.sync_engine, "before_cursor_execute", count)
+    try:
+        async with create_session_factory(db_engine)() as session:
+            found = await ScraperRepository(session).recent_items([busy.id, idle.id], 10)
+    finally:
+        event.remove(db_engine.sync_engine, "before_cursor_execute", count)
+    assert found == {busy.id: list(range(2, 12))}  # a skipped firing is not a run of items
+    assert len(statements) == 1
+
+
+async def test_the_scrapers_table_shows_each_scrapers_items_sparkline(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    for n in (3, 1, 4):
+        await make_run(db_engine, scraper, items=n)
+    await make_scraper(db_engine, who.owner, name="never run")
+    await sign_in(client, who)
+    page = (await client.get(f"{DASH}/")).text
+    assert 'aria-label="Items of the last 3 runs, oldest first: 3, 1, 4"' in page
+    assert page.count('class="sparkline"') == 1
+    assert "no runs" in page
+
+
+async def test_a_scrapers_page_charts_pages_and_items_of_its_runs(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    runs = [await make_run(db_engine, scraper, items=n) for n in (2, 5)]
+    await sign_in(client, who)
+    page = (await client.get(f"{DASH}/scrapers/{scraper.id}")).text
+    chart = page.split('<figure class="card run-chart">')[1].split("</figure>")[0]
+    assert "Pages (solid) and items (dashed) of the last 2 runs" in chart
+    assert chart.count("<polyline") == 2
+    assert [f">#{run.id}</text>" in chart for run in runs] == [True, True]
+    empty = await make_scraper(db_engine, who.owner)
+    assert "run-chart" not in (await client.get(f"{DASH}/scrapers/{empty.id}")).text
+
+
+# -- editing a scraper through the form ----------------------------------------------------------
+
+
+async def test_editing_a_scraper_shows_the_apis_refusal_at_the_field_and_changes_nothing(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await make_scraper(db_engine, who.owner, rate_limit=5)
+    token = await sign_in(client, who)
+    form = await client.get(f"{DASH}/scrapers/{scraper.id}/edit")
+    assert 'value="5"' in form.text
+    answer = await client.post(
+        f"{DASH}/scrapers/{scraper.id}/edit",
+        data={**EDIT, "rate_limit": "500", "csrf_token": token},
+    )
+    assert answer.status_code == 422
+    assert 'id="f-rate_limit-error"' in answer.text
+    assert "less than or equal to 100" in answer.text
+    assert 'value="Renamed"' in answer.text  # what was typed stays
+    api = await client.get(f"/api/v1/scrapers/{scraper.id}", headers=who.headers)
+    assert (api.json()["name"], api.json()["rate_limit"]) == ("catalog", 5)
+
+
+async def test_editing_a_scraper_saves_its_fields_and_headers_through_the_service(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await make_scraper(db_engine, who.owner)
+    token = await sign_in(client, who)
+    answer = await client.post(
+        f"{DASH}/scrapers/{scraper.id}/edit", data={**EDIT, "csrf_token": token}
+    )
+    assert answer.status_code == 303, answer.text
+    api = (await client.get(f"/api/v1/scrapers/{scraper.id}", headers=who.headers)).json()
+    assert (api["name"], api["rate_limit"], api["max_pages"]) == ("Renamed", 2, 30)
+    assert api["headers"] == {"Accept-Language": "fr", "X-Trace": "a:b"}
+    assert api["schedule"] == "0 6 * * 1"
+    assert "Saved." in (await client.get(answer.headers["location"])).text
+
+
+async def test_the_form_offers_the_operators_proxy_pools_by_name_only(
+    service_settings: Settings, db_engine: AsyncEngine
+) -> None:
+    pools = {"residential": ["http://user:secret@proxy.example:8080"], "datacenter": []}
+    settings = service_settings.model_copy(update={"proxy_pools": pools})
+    who = await make_client(db_engine, "write")
+    async with serve_app(create_app(settings)) as http:
+        await sign_in(http, who)
+        form = (await http.get(f"{DASH}/scrapers/new")).text
+    options = re.findall(r'<option value="([^"]*)"', form.split('id="f-proxy_pool"')[1])
+    assert options == ["", "datacenter", "residential"]
+    assert "proxy.example" not in form
+    assert "secret" not in form

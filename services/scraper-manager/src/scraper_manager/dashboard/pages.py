@@ -31,6 +31,7 @@ from servicekit.web.session import SessionDep
 
 from scraper_manager.crawler.queue import enqueue_run
 from scraper_manager.crawler.signals import signal_stop
+from scraper_manager.dashboard.charts import run_chart, sparkline
 from scraper_manager.dashboard.forms import FORM_FIELDS, ScraperForm, preview_firings, read_form
 from scraper_manager.dashboard.links import DashboardLinkService
 from scraper_manager.dependencies import (
@@ -53,6 +54,7 @@ from scraper_manager.webhooks.service import WebhookService
 PREFIX = "/dashboard"
 PREVIEW_ITEMS = 50
 LOG_TAIL = 200
+SPARKLINE_RUNS = 10
 LIVE_POLL_SECONDS = 0.5
 DOWNLOADS = ("json", "jsonl", "csv", "xlsx")
 TONES = {
@@ -160,7 +162,9 @@ def router(pages: Pages) -> APIRouter:
         cursor: Annotated[str | None, Query(max_length=20)] = None,
     ) -> HTMLResponse:
         page = await service.page(user.owner, limit=20, cursor=cursor, status=None)
-        latest = await service.scrapers.latest_runs([s.id for s in page.items])
+        ids = [s.id for s in page.items]
+        latest = await service.scrapers.latest_runs(ids)
+        trends = await service.scrapers.recent_items(ids, SPARKLINE_RUNS)
         return pages.render(
             request,
             "dashboard/scrapers.html",
@@ -168,6 +172,7 @@ def router(pages: Pages) -> APIRouter:
                 "title": "Scrapers",
                 "scrapers": page.items,
                 "latest": latest,
+                "sparklines": {i: sparkline(trends.get(i, [])) for i in ids},
                 "next_cursor": page.next_cursor,
                 "can_write": user.can(AccessLevel.WRITE),
             },
@@ -298,6 +303,13 @@ def router(pages: Pages) -> APIRouter:
                 "title": scraper.name,
                 "scraper": view,
                 "runs": history.items,
+                "chart": run_chart(
+                    [
+                        (f"#{r.id}", r.pages_fetched, r.items_collected)
+                        for r in history.items[::-1]
+                        if r.status != RunStatus.SKIPPED
+                    ]
+                ),
                 "next_cursor": history.next_cursor,
                 "duration": duration,
                 "can_write": user.can(AccessLevel.WRITE),
