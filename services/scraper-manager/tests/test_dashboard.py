@@ -14,7 +14,8 @@ from scraper_manager.app import create_app
 from scraper_manager.dashboard.charts import run_chart, sparkline
 from scraper_manager.dashboard.forms import parse_headers, preview_firings, read_form
 from scraper_manager.dashboard.links import DashboardLinkService
-from scraper_manager.models import RunStatus
+from scraper_manager.dashboard.live import RateMeter, average_rate, requests_made
+from scraper_manager.models import Run, RunStatus
 from scraper_manager.scrapers.repository import ScraperRepository
 from scraper_manager.settings import Settings
 from servicekit.auth import AccessLevel
@@ -380,3 +381,49 @@ async def test_the_form_offers_the_operators_proxy_pools_by_name_only(
     assert options == ["", "datacenter", "residential"]
     assert "proxy.example" not in form
     assert "secret" not in form
+
+
+# -- the live run page's request rate -------------------------------------------------------------
+
+
+def test_the_rate_is_unknown_until_two_samples_span_some_time() -> None:
+    meter = RateMeter(window=3.0)
+    assert meter.add(10.0, 0) is None
+    assert meter.add(10.0, 4) is None
+
+
+def test_the_rate_is_requests_per_second_over_the_last_window_only() -> None:
+    meter = RateMeter(window=3.0)
+    meter.add(0.0, 0)
+    assert meter.add(1.0, 10) == 10.0  # a fast start ...
+    meter.add(2.0, 12)
+    meter.add(3.0, 14)
+    meter.add(4.0, 16)
+    assert meter.add(5.0, 18) == 2.0  # ... forgotten once it left the window
+
+
+def test_a_finished_run_shows_its_average_rate_of_requests_answered_or_retried() -> None:
+    run = Run(scraper_id=1, owner="o", pages_fetched=40, retries=10)
+    assert requests_made(run) == 50
+    assert average_rate(run, 20.0) == 2.5
+    assert average_rate(run, None) is None
+
+
+async def test_the_live_stream_of_a_run_that_ended_settles_on_its_average_rate(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner, rate_limit=5)
+    run = await make_run(db_engine, scraper)
+    async with create_session_factory(db_engine)() as session, session.begin():
+        stored = await session.get(Run, run.id)
+        assert stored is not None
+        stored.pages_fetched, stored.retries = 30, 10
+        stored.started_at = datetime.now(UTC) - timedelta(seconds=10)
+        stored.finished_at = stored.started_at + timedelta(seconds=10)
+        session.add(stored)
+    await sign_in(client, who)
+    stream = await client.get(f"{DASH}/scrapers/{scraper.id}/runs/{run.id}/live")
+    assert "event: done" in stream.text
+    assert '<meter id="run-rate" min="0" max="5" value="4.0">' in stream.text
+    assert '<span id="run-rate-text">4.0</span> of 5 requests/s' in stream.text

@@ -55,6 +55,17 @@ async def figure_reaches(page: Page, selector: str, least: int, timeout: float =
     raise AssertionError(f"{selector} never reached {least}")
 
 
+async def live_rate(page: Page, timeout: float = 15.0) -> float:
+    """The requests/s the live page shows once it has measured some."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = (await page.locator("#run-rate-text").inner_text()).strip()
+        if text.replace(".", "", 1).isdigit() and float(text) > 0:
+            return float(text)
+        await asyncio.sleep(0.2)
+    raise AssertionError("the live page never showed a request rate")
+
+
 async def assert_accessible(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
     for width in (1280, 390):
         await watched.page.set_viewport_size({"width": width, "height": 900})
@@ -112,6 +123,10 @@ async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
         assert int(await page.locator("#run-progress").get_attribute("value") or 0) > seen
         assert await page.evaluate("window.notReloaded") is True
         assert lines_then >= 1  # the run's start and robots.txt, tailed
+        # The current request rate, live, against the scraper's limit (5/s, the default).
+        assert await page.locator("#run-rate").get_attribute("max") == "5"
+        rate = await live_rate(page)
+        assert 0 < rate <= 5 * 1.5, rate  # a 3 s window of 0.2 s samples: some jitter
         # Every third page fails and is retried: the tail grows with those lines.
         for _ in range(50):
             if await page.locator("#log-tail li").count() > lines_then:

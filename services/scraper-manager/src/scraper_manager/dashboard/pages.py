@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path as FilePath
@@ -34,6 +35,7 @@ from scraper_manager.crawler.signals import signal_stop
 from scraper_manager.dashboard.charts import run_chart, sparkline
 from scraper_manager.dashboard.forms import FORM_FIELDS, ScraperForm, preview_firings, read_form
 from scraper_manager.dashboard.links import DashboardLinkService
+from scraper_manager.dashboard.live import RateMeter, average_rate, requests_made
 from scraper_manager.dependencies import (
     RunLogServiceDep,
     RunServiceDep,
@@ -96,7 +98,9 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
         template_dirs=[FilePath(__file__).parent / "templates"],
     )
     pages.templates.globals.update(
-        tone=lambda status: TONES.get(str(status), "neutral"), zone=ZoneInfo
+        tone=lambda status: TONES.get(str(status), "neutral"),
+        zone=ZoneInfo,
+        average_rate=lambda run: average_rate(run, duration(run)),
     )
     app.include_router(router(pages))
 
@@ -415,11 +419,12 @@ def router(pages: Pages) -> APIRouter:
     ) -> Response:
         scraper = await service.get(user.owner, scraper_id)
         run = await runs.get(user.owner, scraper_id, run_id)
-        max_pages = scraper.max_pages
+        max_pages, rate_limit = scraper.max_pages, scraper.rate_limit
         factory = request.app.state.session_factory
 
         async def events() -> AsyncIterator[PageEvent]:
             last = after
+            meter = RateMeter()
             while True:
                 async with factory() as db:
                     current = await RunRepository(db).get(run.scraper_id, run.id)
@@ -438,7 +443,12 @@ def router(pages: Pages) -> APIRouter:
                     )
                 done = current.status in FINAL_RUN_STATUSES
                 figures = pages.templates.get_template("dashboard/progress.html").render(
-                    run=current, duration=duration, live=not done, max_pages=max_pages
+                    run=current,
+                    duration=duration,
+                    live=not done,
+                    max_pages=max_pages,
+                    rate_limit=rate_limit,
+                    rate=meter.add(time.monotonic(), requests_made(current)),
                 )
                 yield PageEvent(figures, event="done" if done else "progress")
                 if done:
