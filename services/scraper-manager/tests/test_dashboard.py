@@ -3,10 +3,14 @@ levels, owner isolation, downloads. (In a browser: test_dashboard_browser.py.)""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import os
 import re
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 from openpyxl import load_workbook
@@ -320,8 +324,8 @@ async def test_a_scrapers_page_charts_pages_and_items_of_its_runs(
     runs = [await make_run(db_engine, scraper, items=n) for n in (2, 5)]
     await sign_in(client, who)
     page = (await client.get(f"{DASH}/scrapers/{scraper.id}")).text
-    chart = page.split('<figure class="card run-chart">')[1].split("</figure>")[0]
-    assert "Pages (solid) and items (dashed) of the last 2 runs" in chart
+    chart = page.split('<div class="card run-chart">')[1].split("</p>")[0]
+    assert "Pages (solid line, dots) and items (dashed line, rings) of the last 2 runs" in chart
     assert chart.count("<polyline") == 2
     assert [f">#{run.id}</text>" in chart for run in runs] == [True, True]
     empty = await make_scraper(db_engine, who.owner)
@@ -427,3 +431,59 @@ async def test_the_live_stream_of_a_run_that_ended_settles_on_its_average_rate(
     assert "event: done" in stream.text
     assert '<meter id="run-rate" min="0" max="5" value="4.0">' in stream.text
     assert '<span id="run-rate-text">4.0</span> of 5 requests/s' in stream.text
+
+
+# -- the operator's console script --------------------------------------------------------------
+
+
+async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
+    service_settings: Settings, client: httpx.AsyncClient
+) -> None:
+    owner = f"client-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "SCRAPER_MANAGER_DATABASE_URL": service_settings.database_url,
+        "SCRAPER_MANAGER_PUBLIC_URL": "https://scrapers.example",
+        "SCRAPER_MANAGER_LOG_LEVEL": "WARNING",
+    }
+    command = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "scraper-manager"),
+        "dashboard-link",
+        "--owner",
+        owner,
+        "--level",
+        "write",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(command.communicate(), 60)
+    assert command.returncode == 0, err.decode()
+    expires, url = out.decode().strip().splitlines()[-2:]
+    assert datetime.fromisoformat(expires.removeprefix("expires_at: ")) > datetime.now(UTC)
+    assert url.startswith("https://scrapers.example/dashboard/link/")
+    client.cookies.clear()
+    first = await client.get(httpx.URL(url).path)
+    assert first.status_code == 303
+    home = await client.get(f"{DASH}/")
+    assert owner in home.text
+    assert ">write<" in home.text
+    client.cookies.clear()
+    again = await client.get(httpx.URL(url).path)
+    assert again.headers["location"] == f"{DASH}/login"
+
+
+async def test_the_dashboard_link_command_refuses_the_operator_level() -> None:
+    command = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "scraper-manager"),
+        "dashboard-link",
+        "--owner",
+        "someone",
+        "--level",
+        "operator",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(command.communicate(), 60)
+    assert command.returncode == 2
+    assert "invalid choice: 'operator'" in err.decode()

@@ -55,6 +55,16 @@ async def figure_reaches(page: Page, selector: str, least: int, timeout: float =
     raise AssertionError(f"{selector} never reached {least}")
 
 
+async def run_ends(api: httpx.AsyncClient, who: Client, scraper_id: int, run_id: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        run = await api.get(f"/api/v1/scrapers/{scraper_id}/runs/{run_id}", headers=who.headers)
+        if run.json()["status"] in ("completed", "failed", "stopped"):
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"run {run_id} did not end")
+
+
 async def live_rate(page: Page, timeout: float = 15.0) -> float:
     """The requests/s the live page shows once it has measured some."""
     deadline = time.monotonic() + timeout
@@ -174,9 +184,16 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
             headers=who.headers,
         )
         scraper_id = made.json()["id"]
-        run_id = (await api.post(f"/api/v1/scrapers/{scraper_id}/run", headers=who.headers)).json()[
-            "run_id"
-        ]
+        # Two earlier, smaller runs first: the scraper's chart and sparkline have a history.
+        for pages in (2, 3, 4):
+            await api.patch(
+                f"/api/v1/scrapers/{scraper_id}", json={"max_pages": pages}, headers=who.headers
+            )
+            run_id = (
+                await api.post(f"/api/v1/scrapers/{scraper_id}/run", headers=who.headers)
+            ).json()["run_id"]
+            if pages < 4:
+                await run_ends(api, who, scraper_id, run_id)
     await open_link(browser_page, server, who)
     await page.goto(f"{server}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
     await page.locator("#run-status", has_text="completed").wait_for(timeout=20_000)
@@ -196,9 +213,14 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
     ]
     await assert_accessible(browser_page, "dashboard-run-done", screenshot_dir)
     await page.goto(f"{server}/dashboard/scrapers/{scraper_id}")
+    assert await page.locator(".run-chart polyline").count() == 2
     await assert_accessible(browser_page, "dashboard-scraper", screenshot_dir)
     await page.goto(f"{server}/dashboard/")
+    assert await page.locator("svg.sparkline").count() == 1
     await assert_accessible(browser_page, "dashboard-scrapers", screenshot_dir)
+    await page.goto(f"{server}/dashboard/webhooks")
+    await page.get_by_role("button", name="Add webhook").wait_for()
+    await assert_accessible(browser_page, "dashboard-webhooks", screenshot_dir)
 
 
 async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(

@@ -48,6 +48,7 @@ class Series:
     name: str
     points: str
     dashed: bool
+    marks: list[tuple[float, float]]
 
 
 @dataclass(frozen=True)
@@ -73,18 +74,23 @@ def run_chart(
     # Both series on one scale (the largest of either), so they compare at a glance.
     page_points = _scaled(pages, width, height, pad, top)
     item_points = _scaled(items, width, height, pad, top)
+    marks = (list(page_points), list(item_points))
     if len(runs) == 1:  # one run: a level line across, rather than a lone dot
         page_points.append((width - pad, page_points[0][1]))
         item_points.append((width - pad, item_points[0][1]))
     every = max(1, len(runs) // 8)  # at most ~8 run labels under the axis
     step = (width - 2 * pad) / max(len(runs) - 1, 1)
     labels = [(round(pad + i * step, 1), r[0]) for i, r in enumerate(runs) if i % every == 0]
+    last = f"the last {len(runs)} runs" if len(runs) > 1 else "the last run"
     label = (
-        f"Pages (solid) and items (dashed) of the last {len(runs)} runs, oldest first; "
+        f"Pages (solid line, dots) and items (dashed line, rings) of {last}, oldest first; "
         "the run history table has the figures."
     )
     return RunChart(
-        [Series("pages", _points(page_points), False), Series("items", _points(item_points), True)],
+        [
+            Series("pages", _points(page_points), False, marks[0]),
+            Series("items", _points(item_points), True, marks[1]),
+        ],
         top,
         labels,
         width,
