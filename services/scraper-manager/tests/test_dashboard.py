@@ -13,9 +13,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
+import pytest
 from openpyxl import load_workbook
 from scraper_manager.app import create_app
 from scraper_manager.dashboard.charts import run_chart, sparkline
+from scraper_manager.dashboard.cron_words import describe
 from scraper_manager.dashboard.forms import parse_headers, preview_firings, read_form
 from scraper_manager.dashboard.links import DashboardLinkService
 from scraper_manager.dashboard.live import RateMeter, average_rate, requests_made
@@ -487,3 +489,58 @@ async def test_the_dashboard_link_command_refuses_the_operator_level() -> None:
     _, err = await asyncio.wait_for(command.communicate(), 60)
     assert command.returncode == 2
     assert "invalid choice: 'operator'" in err.decode()
+
+
+# -- schedules in words ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schedule", "words"),
+    [
+        ("* * * * *", "every minute"),
+        ("*/15 * * * *", "every 15 minutes"),
+        ("5 * * * *", "every hour at 5 minutes past"),
+        ("@hourly", "every hour"),
+        ("0 */6 * * *", "every 6 hours"),
+        ("30 */2 * * *", "every 2 hours, 30 minutes past"),
+        ("0 6 * * *", "every day at 06:00"),
+        ("@daily", "every day at 00:00"),
+        ("30 7 * * 1-5", "every weekday at 07:30"),
+        ("0 9 * * 1", "every Monday at 09:00"),
+        ("0 9 * * 1,3,5", "every Monday, Wednesday and Friday at 09:00"),
+        ("0 0 * * 7", "every Sunday at 00:00"),
+        ("15 3 1 * *", "on the 1st of every month at 03:15"),
+        ("0 12 22 * *", "on the 22nd of every month at 12:00"),
+    ],
+)
+def test_a_usual_schedule_is_said_in_words(schedule: str, words: str) -> None:
+    assert describe(schedule) == words
+
+
+@pytest.mark.parametrize(
+    "schedule", ["0 6 * 1 *", "0-30 6 * * *", "0 6 1 * 1", "*/5 6 * * *", "0 6 * * 1-3", "x"]
+)
+def test_an_unusual_schedule_is_left_as_its_expression(schedule: str) -> None:
+    assert describe(schedule) is None
+
+
+async def test_the_scrapers_table_says_the_schedule_in_words_with_its_next_firing_locally(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    token_owner = await make_client(db_engine, "write", owner=who.owner)
+    made = await client.post(
+        "/api/v1/scrapers",
+        json={
+            "name": "morning",
+            "url": "http://127.0.0.1:9/",
+            "schedule": "30 7 * * 1-5",
+            "timezone": "Asia/Tokyo",
+        },
+        headers=token_owner.headers,
+    )
+    assert made.status_code == 201, made.text
+    await sign_in(client, who)
+    page = (await client.get(f"{DASH}/")).text
+    assert "every weekday at 07:30" in page
+    assert re.search(r"\d{4}-\d\d-\d\d 07:30 Asia/Tokyo", page)

@@ -6,6 +6,7 @@ axe-core at 1280 and 390 px, screenshots."""
 from __future__ import annotations
 
 import asyncio
+import csv
 import io
 import json
 import time
@@ -206,6 +207,16 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
         await page.get_by_role("link", name="JSON", exact=True).click()
     json_path = Path(await (await json_download.value).path())
     items = json.loads(await asyncio.to_thread(json_path.read_text))
+    for fmt in ("JSONL", "CSV"):
+        async with page.expect_download() as other:
+            await page.get_by_role("link", name=fmt, exact=True).click()
+        text = await asyncio.to_thread(Path(await (await other.value).path()).read_text)
+        if fmt == "JSONL":
+            assert [json.loads(line) for line in text.splitlines()] == items
+        else:
+            assert [row["url"] for row in csv.DictReader(io.StringIO(text))] == [
+                item["url"] for item in items
+            ]
     rows = list(load_workbook(io.BytesIO(xlsx))["results"].iter_rows(values_only=True))
     header = list(rows[0])
     assert [dict(zip(header, row, strict=True)) for row in rows[1:]] == [
@@ -235,7 +246,9 @@ async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
     assert await page.get_by_role("button").filter(has_text="Run now").count() == 0
     assert await page.get_by_role("button").filter(has_text="Delete").count() == 0
     base = f"{server}/dashboard/scrapers/{theirs.scraper_id}"
-    for path in (base, f"{base}/runs/{theirs.id}", f"{base}/runs/{theirs.id}/log.txt"):
+    run = f"{base}/runs/{theirs.id}"
+    downloads = [f"{run}/results.{fmt}" for fmt in ("json", "jsonl", "csv", "xlsx")]
+    for path in (base, run, f"{run}/log.txt", *downloads):
         answer = await page.goto(path)
         assert answer is not None
         assert answer.status == 404, path

@@ -33,6 +33,7 @@ from servicekit.web.session import SessionDep
 from scraper_manager.crawler.queue import enqueue_run
 from scraper_manager.crawler.signals import signal_stop
 from scraper_manager.dashboard.charts import run_chart, sparkline
+from scraper_manager.dashboard.cron_words import describe
 from scraper_manager.dashboard.forms import FORM_FIELDS, ScraperForm, preview_firings, read_form
 from scraper_manager.dashboard.links import DashboardLinkService
 from scraper_manager.dashboard.live import RateMeter, average_rate, requests_made
@@ -100,6 +101,7 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
     pages.templates.globals.update(
         tone=lambda status: TONES.get(str(status), "neutral"),
         zone=ZoneInfo,
+        in_words=describe,
         average_rate=lambda run: average_rate(run, duration(run)),
     )
     app.include_router(router(pages))
