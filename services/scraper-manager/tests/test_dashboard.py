@@ -326,7 +326,7 @@ async def test_a_scrapers_page_charts_pages_and_items_of_its_runs(
     runs = [await make_run(db_engine, scraper, items=n) for n in (2, 5)]
     await sign_in(client, who)
     page = (await client.get(f"{DASH}/scrapers/{scraper.id}")).text
-    chart = page.split('<div class="card run-chart">')[1].split("</p>")[0]
+    chart = page.split('<div class="run-chart">')[1].split("</p>")[0]
     assert "Pages (solid line, dots) and items (dashed line, rings) of the last 2 runs" in chart
     assert chart.count("<polyline") == 2
     assert [f">#{run.id}</text>" in chart for run in runs] == [True, True]

@@ -226,7 +226,24 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
     await page.goto(f"{server}/dashboard/scrapers/{scraper_id}")
     assert await page.locator(".run-chart polyline").count() == 2
     await assert_accessible(browser_page, "dashboard-scraper", screenshot_dir)
+    # The chart's lines take the text's colour: readable in the dark scheme too.
+    await page.emulate_media(color_scheme="dark")
+    await assert_accessible(browser_page, "dashboard-scraper-dark", screenshot_dir)
+    await page.emulate_media(color_scheme="light")
+    async with httpx.AsyncClient(base_url=server) as api:
+        scheduled = await api.post(
+            "/api/v1/scrapers",
+            json={
+                "name": "morning prices",
+                "url": f"{website.url}/page/1",
+                "schedule": "30 7 * * 1-5",
+                "timezone": "Europe/Paris",
+            },
+            headers=who.headers,
+        )
+        assert scheduled.status_code == 201, scheduled.text
     await page.goto(f"{server}/dashboard/")
+    assert await page.get_by_text("every weekday at 07:30").count() == 1
     assert await page.locator("svg.sparkline").count() == 1
     await assert_accessible(browser_page, "dashboard-scrapers", screenshot_dir)
     await page.goto(f"{server}/dashboard/webhooks")

@@ -33,7 +33,7 @@ class Sparkline:
     label: str
 
 
-def sparkline(values: Sequence[int], *, width: int = 96, height: int = 24) -> Sparkline | None:
+def sparkline(values: Sequence[int], *, width: int = 80, height: int = 24) -> Sparkline | None:
     """A line of `values` (oldest first), or None when there is nothing to draw."""
     if not values:
         return None
@@ -62,7 +62,7 @@ class RunChart:
 
 
 def run_chart(
-    runs: Sequence[tuple[str, int, int]], *, width: int = 640, height: int = 180
+    runs: Sequence[tuple[str, int, int]], *, width: int = 960, height: int = 240
 ) -> RunChart | None:
     """Pages and items per run; `runs` are (label, pages, items), oldest first."""
     if not runs:
