@@ -370,3 +370,30 @@ async def test_the_portal_link_is_shown_only_when_the_operator_configured_it(
             page = await http.get(f"{DASH}/webhooks")
         assert page.status_code == 200
         assert (f'href="{portal}"' in page.text) is shown
+
+
+async def test_when_the_hub_does_not_answer_the_webhooks_page_says_so_per_webhook(
+    db_engine: AsyncEngine, service_settings: Settings, restartable_nats: EmbeddedNats
+) -> None:
+    """On a NATS where no webhook-hub answers: the page still lists what we know."""
+    who = await make_client(db_engine, "read")
+    async with create_session_factory(db_engine)() as session, session.begin():
+        session.add(
+            ScraperWebhook(
+                id=uuid.uuid4().hex,
+                subscription_id=str(uuid.uuid4()),
+                status=WebhookStatus.ACTIVE,
+                owner=who.owner,
+                url="https://client.example/hooks",
+                events=["run.failed"],
+            )
+        )
+    settings = service_settings.model_copy(
+        update={"nats_url": restartable_nats.url, "hub_request_timeout_seconds": 1}
+    )
+    async with serve_app(create_app(settings)) as http:
+        await sign_in(http, who)
+        page = await http.get(f"{DASH}/webhooks")
+    assert page.status_code == 200
+    assert "https://client.example/hooks" in page.text
+    assert "webhook-hub did not say how the last deliveries went" in page.text
