@@ -22,6 +22,20 @@ async def ask(nc: NatsClient, action: str, payload: dict[str, Any]) -> dict[str,
     return dict(json.loads(reply.data))
 
 
+async def subscribe(nc: NatsClient, tenant: str, url: str) -> dict[str, Any]:
+    """A `run.completed` subscription of scraper-manager's `tenant`, made over NATS."""
+    return await ask(
+        nc,
+        "create",
+        {
+            "source": "scraper-manager",
+            "tenant": tenant,
+            "endpoint_url": url,
+            "events": ["run.completed"],
+        },
+    )
+
+
 async def test_create_makes_a_subscription_owned_by_the_tenant_with_its_secret(
     worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
 ) -> None:
@@ -145,16 +159,7 @@ async def test_deliveries_answers_the_last_outcomes_of_the_tenants_own_subscript
     worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver, db_engine: AsyncEngine
 ) -> None:
     mine = f"client-{uuid.uuid4().hex[:6]}"
-    created = await ask(
-        nats_client,
-        "create",
-        {
-            "source": "scraper-manager",
-            "tenant": mine,
-            "endpoint_url": http_receiver.url,
-            "events": ["run.completed"],
-        },
-    )
+    created = await subscribe(nats_client, mine, http_receiver.url)
     sub_id = uuid.UUID(created["subscription"]["id"])
     # Later than the delivery of the hub's own test event, so these four are the newest.
     start = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(days=1)
@@ -200,16 +205,7 @@ async def test_deliveries_of_another_tenants_or_sources_subscription_are_404(
     worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
 ) -> None:
     mine, theirs = f"client-{uuid.uuid4().hex[:6]}", f"client-{uuid.uuid4().hex[:6]}"
-    created = await ask(
-        nats_client,
-        "create",
-        {
-            "source": "scraper-manager",
-            "tenant": mine,
-            "endpoint_url": http_receiver.url,
-            "events": ["run.completed"],
-        },
-    )
+    created = await subscribe(nats_client, mine, http_receiver.url)
     sub_id = created["subscription"]["id"]
     for source, tenant in (("scraper-manager", theirs), ("api", mine)):
         reply = await ask(

@@ -111,12 +111,7 @@ class WebhookService:
         self, owner: str, subscription_id: str, limit: int
     ) -> list[DeliveryRecord] | None:
         """The webhook's last `limit` deliveries, newest first, asked of the hub (read only)."""
-        async with self.session_factory() as session:
-            webhook = await WebhookRepository(session).active_by_subscription(
-                owner, subscription_id
-            )
-        if webhook is None:
-            raise WebhookNotFound()
+        await self._active(owner, subscription_id)
         try:
             return await self.hub.deliveries(owner, uuid.UUID(subscription_id), limit=limit)
         except (HubRefused, HubUnavailable) as exc:
@@ -137,12 +132,7 @@ class WebhookService:
             return [out(row) for row in await WebhookRepository(session).active_of(owner)]
 
     async def delete(self, owner: str, subscription_id: str) -> None:
-        async with self.session_factory() as session:
-            webhook = await WebhookRepository(session).active_by_subscription(
-                owner, subscription_id
-            )
-        if webhook is None:
-            raise WebhookNotFound()
+        webhook = await self._active(owner, subscription_id)
         try:
             await self.hub.delete(owner, uuid.UUID(subscription_id))
         except HubRefused as exc:
@@ -152,6 +142,15 @@ class WebhookService:
         # DELETE (the hub answering 404) removes it.
         async with self.session_factory() as session, session.begin():
             await WebhookRepository(session).remove(webhook.id)
+
+    async def _active(self, owner: str, subscription_id: str) -> ScraperWebhook:
+        async with self.session_factory() as session:
+            webhook = await WebhookRepository(session).active_by_subscription(
+                owner, subscription_id
+            )
+        if webhook is None:
+            raise WebhookNotFound()
+        return webhook
 
     async def _forget(self, webhook_id: str) -> None:
         try:
