@@ -3,22 +3,47 @@ levels, owner isolation, downloads. (In a browser: test_dashboard_browser.py.)""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import os
 import re
+import sys
+import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
+import pytest
 from openpyxl import load_workbook
+from scraper_manager.app import create_app
+from scraper_manager.dashboard.charts import run_chart, sparkline
+from scraper_manager.dashboard.cron_words import describe
 from scraper_manager.dashboard.forms import parse_headers, preview_firings, read_form
 from scraper_manager.dashboard.links import DashboardLinkService
-from scraper_manager.models import RunStatus
+from scraper_manager.dashboard.live import RateMeter, average_rate, requests_made
+from scraper_manager.models import Run, RunStatus
+from scraper_manager.scrapers.repository import ScraperRepository
+from scraper_manager.settings import Settings
 from servicekit.auth import AccessLevel
 from servicekit.db.engine import create_session_factory
+from servicekit.testing import serve_app
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.dashboard import DASH, sign_in, token_in
 from tests.factories import make_client, make_run, make_scraper
 from tests.test_export import XLSX_ITEMS, _run_with
+
+EDIT = {
+    "name": "Renamed",
+    "url": "http://127.0.0.1:9/start",
+    "schedule": "0 6 * * 1",
+    "timezone": "Europe/Paris",
+    "proxy_pool": "",
+    "rate_limit": "2",
+    "max_pages": "30",
+    "headers": "Accept-Language: fr\nX-Trace: a:b",
+}
 
 
 async def test_a_dashboard_link_signs_in_once_as_the_keys_owner_and_level(
@@ -223,3 +248,299 @@ async def test_the_run_page_previews_items_and_its_xlsx_matches_the_json_downloa
     rows = list(sheet["results"].iter_rows(values_only=True))
     assert [row[0] for row in rows[1:]] == [item["url"] for item in as_json]
     assert rows[1][1:3] == (as_json[0]["name"], as_json[0]["price"])
+
+
+# -- charts: the scrapers table's sparkline, a scraper's pages-and-items chart ------------------
+
+
+def test_a_sparkline_runs_oldest_to_newest_with_the_most_items_at_the_top() -> None:
+    line = sparkline([0, 5, 10], width=100, height=20)
+    assert line is not None
+    assert line.points == "2.0,18.0 50.0,10.0 98.0,2.0"
+    assert line.last == (98.0, 2.0)
+    assert line.label == "Items of the last 3 runs, oldest first: 0, 5, 10"
+
+
+def test_a_scraper_without_runs_has_no_sparkline_and_one_run_draws_a_level_line() -> None:
+    assert sparkline([]) is None
+    single = sparkline([4], width=100, height=20)
+    assert single is not None
+    assert single.points == "2.0,2.0 98.0,2.0"
+
+
+def test_the_run_chart_puts_pages_and_items_on_one_scale_items_dashed() -> None:
+    chart = run_chart([("#1", 10, 0), ("#2", 20, 40)], width=200, height=100)
+    assert chart is not None
+    pages, items = chart.series
+    assert chart.top == 40
+    assert (pages.name, pages.dashed, items.name, items.dashed) == ("pages", False, "items", True)
+    assert pages.points == "24.0,63.0 176.0,50.0"
+    assert items.points == "24.0,76.0 176.0,24.0"
+    assert [text for _, text in chart.labels] == ["#1", "#2"]
+    assert run_chart([]) is None
+
+
+async def test_the_last_ten_runs_items_of_a_page_of_scrapers_come_from_one_query(
+    db_engine: AsyncEngine,
+) -> None:
+    owner = f"client-{uuid.uuid4().hex[:8]}"
+    busy, idle = await make_scraper(db_engine, owner), await make_scraper(db_engine, owner)
+    for n in range(12):
+        await make_run(db_engine, busy, items=n)
+    await make_run(db_engine, busy, status=RunStatus.SKIPPED)
+    statements: list[str] = []
+
+    def count(*args: object) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(db_engine.sync_engine, "before_cursor_execute", count)
+    try:
+        async with create_session_factory(db_engine)() as session:
+            found = await ScraperRepository(session).recent_items([busy.id, idle.id], 10)
+    finally:
+        event.remove(db_engine.sync_engine, "before_cursor_execute", count)
+    assert found == {busy.id: list(range(2, 12))}  # a skipped firing is not a run of items
+    assert len(statements) == 1
+
+
+async def test_the_scrapers_table_shows_each_scrapers_items_sparkline(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    for n in (3, 1, 4):
+        await make_run(db_engine, scraper, items=n)
+    await make_scraper(db_engine, who.owner, name="never run")
+    await sign_in(client, who)
+    page = (await client.get(f"{DASH}/")).text
+    assert 'aria-label="Items of the last 3 runs, oldest first: 3, 1, 4"' in page
+    assert page.count('class="sparkline"') == 1
+    assert "no runs" in page
+
+
+async def test_a_scrapers_page_charts_pages_and_items_of_its_runs(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    runs = [await make_run(db_engine, scraper, items=n) for n in (2, 5)]
+    await sign_in(client, who)
+    page = (await client.get(f"{DASH}/scrapers/{scraper.id}")).text
+    chart = page.split('<div class="run-chart">')[1].split("</p>")[0]
+    assert "Pages (solid line, dots) and items (dashed line, rings) of the last 2 runs" in chart
+    assert chart.count("<polyline") == 2
+    assert [f">#{run.id}</text>" in chart for run in runs] == [True, True]
+    empty = await make_scraper(db_engine, who.owner)
+    assert "run-chart" not in (await client.get(f"{DASH}/scrapers/{empty.id}")).text
+
+
+# -- editing a scraper through the form ----------------------------------------------------------
+
+
+async def test_editing_a_scraper_shows_the_apis_refusal_at_the_field_and_changes_nothing(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await make_scraper(db_engine, who.owner, rate_limit=5)
+    token = await sign_in(client, who)
+    form = await client.get(f"{DASH}/scrapers/{scraper.id}/edit")
+    assert 'value="5"' in form.text
+    answer = await client.post(
+        f"{DASH}/scrapers/{scraper.id}/edit",
+        data={**EDIT, "rate_limit": "500", "csrf_token": token},
+    )
+    assert answer.status_code == 422
+    assert 'id="f-rate_limit-error"' in answer.text
+    assert "less than or equal to 100" in answer.text
+    assert 'value="Renamed"' in answer.text  # what was typed stays
+    api = await client.get(f"/api/v1/scrapers/{scraper.id}", headers=who.headers)
+    assert (api.json()["name"], api.json()["rate_limit"]) == ("catalog", 5)
+
+
+async def test_editing_a_scraper_saves_its_fields_and_headers_through_the_service(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await make_scraper(db_engine, who.owner)
+    token = await sign_in(client, who)
+    answer = await client.post(
+        f"{DASH}/scrapers/{scraper.id}/edit", data={**EDIT, "csrf_token": token}
+    )
+    assert answer.status_code == 303, answer.text
+    api = (await client.get(f"/api/v1/scrapers/{scraper.id}", headers=who.headers)).json()
+    assert (api["name"], api["rate_limit"], api["max_pages"]) == ("Renamed", 2, 30)
+    assert api["headers"] == {"Accept-Language": "fr", "X-Trace": "a:b"}
+    assert api["schedule"] == "0 6 * * 1"
+    assert "Saved." in (await client.get(answer.headers["location"])).text
+
+
+async def test_the_form_offers_the_operators_proxy_pools_by_name_only(
+    service_settings: Settings, db_engine: AsyncEngine
+) -> None:
+    pools = {"residential": ["http://user:secret@proxy.example:8080"], "datacenter": []}
+    settings = service_settings.model_copy(update={"proxy_pools": pools})
+    who = await make_client(db_engine, "write")
+    async with serve_app(create_app(settings)) as http:
+        await sign_in(http, who)
+        form = (await http.get(f"{DASH}/scrapers/new")).text
+    options = re.findall(r'<option value="([^"]*)"', form.split('id="f-proxy_pool"')[1])
+    assert options == ["", "datacenter", "residential"]
+    assert "proxy.example" not in form
+    assert "secret" not in form
+
+
+# -- the live run page's request rate -------------------------------------------------------------
+
+
+def test_the_rate_is_unknown_until_two_samples_span_some_time() -> None:
+    meter = RateMeter(window=3.0)
+    assert meter.add(10.0, 0) is None
+    assert meter.add(10.0, 4) is None
+
+
+def test_the_rate_is_requests_per_second_over_the_last_window_only() -> None:
+    meter = RateMeter(window=3.0)
+    meter.add(0.0, 0)
+    assert meter.add(1.0, 10) == 10.0  # a fast start ...
+    meter.add(2.0, 12)
+    meter.add(3.0, 14)
+    meter.add(4.0, 16)
+    assert meter.add(5.0, 18) == 2.0  # ... forgotten once it left the window
+
+
+def test_a_finished_run_shows_its_average_rate_of_requests_answered_or_retried() -> None:
+    run = Run(scraper_id=1, owner="o", pages_fetched=40, retries=10)
+    assert requests_made(run) == 50
+    assert average_rate(run, 20.0) == 2.5
+    assert average_rate(run, None) is None
+
+
+async def test_the_live_stream_of_a_run_that_ended_settles_on_its_average_rate(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner, rate_limit=5)
+    run = await make_run(db_engine, scraper)
+    async with create_session_factory(db_engine)() as session, session.begin():
+        stored = await session.get(Run, run.id)
+        assert stored is not None
+        stored.pages_fetched, stored.retries = 30, 10
+        stored.started_at = datetime.now(UTC) - timedelta(seconds=10)
+        stored.finished_at = stored.started_at + timedelta(seconds=10)
+        session.add(stored)
+    await sign_in(client, who)
+    stream = await client.get(f"{DASH}/scrapers/{scraper.id}/runs/{run.id}/live")
+    assert "event: done" in stream.text
+    assert '<meter id="run-rate" min="0" max="5" value="4.0">' in stream.text
+    assert '<span id="run-rate-text">4.0</span> of 5 requests/s' in stream.text
+
+
+# -- the operator's console script --------------------------------------------------------------
+
+
+async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
+    service_settings: Settings, client: httpx.AsyncClient
+) -> None:
+    owner = f"client-{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "SCRAPER_MANAGER_DATABASE_URL": service_settings.database_url,
+        "SCRAPER_MANAGER_PUBLIC_URL": "https://scrapers.example",
+        "SCRAPER_MANAGER_LOG_LEVEL": "WARNING",
+    }
+    command = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "scraper-manager"),
+        "dashboard-link",
+        "--owner",
+        owner,
+        "--level",
+        "write",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(command.communicate(), 60)
+    assert command.returncode == 0, err.decode()
+    expires, url = out.decode().strip().splitlines()[-2:]
+    assert datetime.fromisoformat(expires.removeprefix("expires_at: ")) > datetime.now(UTC)
+    assert url.startswith("https://scrapers.example/dashboard/link/")
+    client.cookies.clear()
+    first = await client.get(httpx.URL(url).path)
+    assert first.status_code == 303
+    home = await client.get(f"{DASH}/")
+    assert owner in home.text
+    assert ">write<" in home.text
+    client.cookies.clear()
+    again = await client.get(httpx.URL(url).path)
+    assert again.headers["location"] == f"{DASH}/login"
+
+
+async def test_the_dashboard_link_command_refuses_the_operator_level() -> None:
+    command = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "scraper-manager"),
+        "dashboard-link",
+        "--owner",
+        "someone",
+        "--level",
+        "operator",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(command.communicate(), 60)
+    assert command.returncode == 2
+    assert "invalid choice: 'operator'" in err.decode()
+
+
+# -- schedules in words ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("schedule", "words"),
+    [
+        ("* * * * *", "every minute"),
+        ("*/15 * * * *", "every 15 minutes"),
+        ("5 * * * *", "every hour at 5 minutes past"),
+        ("@hourly", "every hour"),
+        ("0 */6 * * *", "every 6 hours"),
+        ("30 */2 * * *", "every 2 hours, 30 minutes past"),
+        ("0 6 * * *", "every day at 06:00"),
+        ("@daily", "every day at 00:00"),
+        ("30 7 * * 1-5", "every weekday at 07:30"),
+        ("0 9 * * 1", "every Monday at 09:00"),
+        ("0 9 * * 1,3,5", "every Monday, Wednesday and Friday at 09:00"),
+        ("0 0 * * 7", "every Sunday at 00:00"),
+        ("15 3 1 * *", "on the 1st of every month at 03:15"),
+        ("0 12 22 * *", "on the 22nd of every month at 12:00"),
+    ],
+)
+def test_a_usual_schedule_is_said_in_words(schedule: str, words: str) -> None:
+    assert describe(schedule) == words
+
+
+@pytest.mark.parametrize(
+    "schedule", ["0 6 * 1 *", "0-30 6 * * *", "0 6 1 * 1", "*/5 6 * * *", "0 6 * * 1-3", "x"]
+)
+def test_an_unusual_schedule_is_left_as_its_expression(schedule: str) -> None:
+    assert describe(schedule) is None
+
+
+async def test_the_scrapers_table_says_the_schedule_in_words_with_its_next_firing_locally(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    token_owner = await make_client(db_engine, "write", owner=who.owner)
+    made = await client.post(
+        "/api/v1/scrapers",
+        json={
+            "name": "morning",
+            "url": "http://127.0.0.1:9/",
+            "schedule": "30 7 * * 1-5",
+            "timezone": "Asia/Tokyo",
+        },
+        headers=token_owner.headers,
+    )
+    assert made.status_code == 201, made.text
+    await sign_in(client, who)
+    page = (await client.get(f"{DASH}/")).text
+    assert "every weekday at 07:30" in page
+    assert re.search(r"\d{4}-\d\d-\d\d 07:30 Asia/Tokyo", page)

@@ -6,6 +6,7 @@ axe-core at 1280 and 390 px, screenshots."""
 from __future__ import annotations
 
 import asyncio
+import csv
 import io
 import json
 import time
@@ -53,6 +54,27 @@ async def figure_reaches(page: Page, selector: str, least: int, timeout: float =
             return
         await asyncio.sleep(0.2)
     raise AssertionError(f"{selector} never reached {least}")
+
+
+async def run_ends(api: httpx.AsyncClient, who: Client, scraper_id: int, run_id: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        run = await api.get(f"/api/v1/scrapers/{scraper_id}/runs/{run_id}", headers=who.headers)
+        if run.json()["status"] in ("completed", "failed", "stopped"):
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"run {run_id} did not end")
+
+
+async def live_rate(page: Page, timeout: float = 15.0) -> float:
+    """The requests/s the live page shows once it has measured some."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = (await page.locator("#run-rate-text").inner_text()).strip()
+        if text.replace(".", "", 1).isdigit() and float(text) > 0:
+            return float(text)
+        await asyncio.sleep(0.2)
+    raise AssertionError("the live page never showed a request rate")
 
 
 async def assert_accessible(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
@@ -112,6 +134,10 @@ async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
         assert int(await page.locator("#run-progress").get_attribute("value") or 0) > seen
         assert await page.evaluate("window.notReloaded") is True
         assert lines_then >= 1  # the run's start and robots.txt, tailed
+        # The current request rate, live, against the scraper's limit (5/s, the default).
+        assert await page.locator("#run-rate").get_attribute("max") == "5"
+        rate = await live_rate(page)
+        assert 0 < rate <= 5 * 1.5, rate  # a 3 s window of 0.2 s samples: some jitter
         # Every third page fails and is retried: the tail grows with those lines.
         for _ in range(50):
             if await page.locator("#log-tail li").count() > lines_then:
@@ -159,9 +185,16 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
             headers=who.headers,
         )
         scraper_id = made.json()["id"]
-        run_id = (await api.post(f"/api/v1/scrapers/{scraper_id}/run", headers=who.headers)).json()[
-            "run_id"
-        ]
+        # Two earlier, smaller runs first: the scraper's chart and sparkline have a history.
+        for pages in (2, 3, 4):
+            await api.patch(
+                f"/api/v1/scrapers/{scraper_id}", json={"max_pages": pages}, headers=who.headers
+            )
+            run_id = (
+                await api.post(f"/api/v1/scrapers/{scraper_id}/run", headers=who.headers)
+            ).json()["run_id"]
+            if pages < 4:
+                await run_ends(api, who, scraper_id, run_id)
     await open_link(browser_page, server, who)
     await page.goto(f"{server}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
     await page.locator("#run-status", has_text="completed").wait_for(timeout=20_000)
@@ -174,6 +207,16 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
         await page.get_by_role("link", name="JSON", exact=True).click()
     json_path = Path(await (await json_download.value).path())
     items = json.loads(await asyncio.to_thread(json_path.read_text))
+    for fmt in ("JSONL", "CSV"):
+        async with page.expect_download() as other:
+            await page.get_by_role("link", name=fmt, exact=True).click()
+        text = await asyncio.to_thread(Path(await (await other.value).path()).read_text)
+        if fmt == "JSONL":
+            assert [json.loads(line) for line in text.splitlines()] == items
+        else:
+            assert [row["url"] for row in csv.DictReader(io.StringIO(text))] == [
+                item["url"] for item in items
+            ]
     rows = list(load_workbook(io.BytesIO(xlsx))["results"].iter_rows(values_only=True))
     header = list(rows[0])
     assert [dict(zip(header, row, strict=True)) for row in rows[1:]] == [
@@ -181,9 +224,31 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
     ]
     await assert_accessible(browser_page, "dashboard-run-done", screenshot_dir)
     await page.goto(f"{server}/dashboard/scrapers/{scraper_id}")
+    assert await page.locator(".run-chart polyline").count() == 2
     await assert_accessible(browser_page, "dashboard-scraper", screenshot_dir)
+    # The chart's lines take the text's colour: readable in the dark scheme too.
+    await page.emulate_media(color_scheme="dark")
+    await assert_accessible(browser_page, "dashboard-scraper-dark", screenshot_dir)
+    await page.emulate_media(color_scheme="light")
+    async with httpx.AsyncClient(base_url=server) as api:
+        scheduled = await api.post(
+            "/api/v1/scrapers",
+            json={
+                "name": "morning prices",
+                "url": f"{website.url}/page/1",
+                "schedule": "30 7 * * 1-5",
+                "timezone": "Europe/Paris",
+            },
+            headers=who.headers,
+        )
+        assert scheduled.status_code == 201, scheduled.text
     await page.goto(f"{server}/dashboard/")
+    assert await page.get_by_text("every weekday at 07:30").count() == 1
+    assert await page.locator("svg.sparkline").count() == 1
     await assert_accessible(browser_page, "dashboard-scrapers", screenshot_dir)
+    await page.goto(f"{server}/dashboard/webhooks")
+    await page.get_by_role("button", name="Add webhook").wait_for()
+    await assert_accessible(browser_page, "dashboard-webhooks", screenshot_dir)
 
 
 async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
@@ -198,7 +263,9 @@ async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
     assert await page.get_by_role("button").filter(has_text="Run now").count() == 0
     assert await page.get_by_role("button").filter(has_text="Delete").count() == 0
     base = f"{server}/dashboard/scrapers/{theirs.scraper_id}"
-    for path in (base, f"{base}/runs/{theirs.id}", f"{base}/runs/{theirs.id}/log.txt"):
+    run = f"{base}/runs/{theirs.id}"
+    downloads = [f"{run}/results.{fmt}" for fmt in ("json", "jsonl", "csv", "xlsx")]
+    for path in (base, run, f"{run}/log.txt", *downloads):
         answer = await page.goto(path)
         assert answer is not None
         assert answer.status == 404, path

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 from sqlmodel import select
 
+from tests.dashboard import DASH, sign_in
 from tests.factories import Client, make_client
 from tests.hub import eventually_true, webhook_hub_worker
 
@@ -256,3 +257,143 @@ async def test_without_webhook_hub_registration_is_503_and_nothing_is_listed(
     assert response.status_code == 503
     assert response.json()["code"] == "unavailable"
     assert listed == []
+
+
+# -- the dashboard's webhooks page (the same service, the hub asked for the deliveries) --------
+
+
+async def test_the_dashboard_lists_each_webhook_with_its_last_deliveries_from_the_hub(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
+) -> None:
+    who = await make_client(db_engine, "read")
+    writer = await make_client(db_engine, "write", owner=who.owner)
+    registered = await register(client, writer, http_receiver.url)
+    assert registered.status_code == 201, registered.text
+    hook_id = uuid.UUID(registered.json()["id"])
+
+    async def delivered() -> bool:
+        return any(d.status == "succeeded" for d in await hub.deliveries(who.owner, hook_id))
+
+    # The hub's own test event is the first delivery of every new subscription.
+    await eventually_true(delivered, 30, "the test event delivered")
+    await sign_in(client, who)
+    page = await client.get(f"{DASH}/webhooks")
+    assert page.status_code == 200
+    assert http_receiver.url in page.text
+    assert "run.completed, run.failed" in page.text
+    table = page.text.split('class="data deliveries"')[1].split("</table>")[0]
+    assert "succeeded" in table
+    assert '<td data-label="Last status" class="num">200</td>' in table
+    assert "Add webhook" not in page.text  # a read session: no write control
+    assert "Remove" not in page.text
+
+
+async def test_adding_a_webhook_in_the_dashboard_registers_it_and_shows_its_secret_once(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
+) -> None:
+    who = await make_client(db_engine, "write")
+    token = await sign_in(client, who)
+    added = await client.post(
+        f"{DASH}/webhooks",
+        data={
+            "url": http_receiver.url,
+            "events": ["run.completed", "run.stopped"],
+            "csrf_token": token,
+        },
+    )
+    assert added.status_code == 201, added.text
+    [subscription] = await hub.list(who.owner)
+    assert subscription.events == ["run.completed", "run.stopped"]
+    assert 'id="secret"' in added.text
+    assert 'id="secret"' not in (await client.get(f"{DASH}/webhooks")).text
+
+
+async def test_a_webhook_without_events_or_with_a_bad_url_is_refused_at_its_field(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
+) -> None:
+    who = await make_client(db_engine, "write")
+    token = await sign_in(client, who)
+    no_events = await client.post(
+        f"{DASH}/webhooks", data={"url": "https://client.example/hooks", "csrf_token": token}
+    )
+    assert no_events.status_code == 422
+    assert 'id="f-events-error"' in no_events.text
+    assert 'value="https://client.example/hooks"' in no_events.text  # what was typed stays
+    # Credentials in the URL: the hub refuses them; its reason is shown at the URL.
+    refused = await client.post(
+        f"{DASH}/webhooks",
+        data={
+            "url": "https://user:pw@client.example/hooks",
+            "events": ["run.failed"],
+            "csrf_token": token,
+        },
+    )
+    assert refused.status_code == 422
+    assert 'id="f-url-error"' in refused.text
+    assert await hub.list(who.owner) == []
+
+
+async def test_removing_a_webhook_in_the_dashboard_deletes_it_and_another_owners_is_404(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
+) -> None:
+    owner = await make_client(db_engine, "admin")
+    stranger = await make_client(db_engine, "admin")
+    registered = await register(client, owner, http_receiver.url)
+    path = f"{DASH}/webhooks/{registered.json()['id']}/delete"
+    token = await sign_in(client, stranger)
+    assert (await client.post(path, data={"csrf_token": token})).status_code == 404
+    token = await sign_in(client, owner)
+    removed = await client.post(path, data={"csrf_token": token})
+    assert removed.status_code == 303
+    assert await hub.list(owner.owner) == []
+    assert http_receiver.url not in (await client.get(f"{DASH}/webhooks")).text
+
+
+async def test_the_portal_link_is_shown_only_when_the_operator_configured_it(
+    service_settings: Settings, db_engine: AsyncEngine, hub: HubSubscriptions
+) -> None:
+    who = await make_client(db_engine, "read")
+    portal = "https://hooks.example/portal/"
+    configured = service_settings.model_copy(update={"webhook_hub_portal_url": portal})
+    for settings, shown in ((configured, True), (service_settings, False)):
+        async with serve_app(create_app(settings)) as http:
+            await sign_in(http, who)
+            page = await http.get(f"{DASH}/webhooks")
+        assert page.status_code == 200
+        assert (f'href="{portal}"' in page.text) is shown
+
+
+async def test_when_the_hub_does_not_answer_the_webhooks_page_says_so_per_webhook(
+    db_engine: AsyncEngine, service_settings: Settings, restartable_nats: EmbeddedNats
+) -> None:
+    """On a NATS where no webhook-hub answers: the page still lists what we know."""
+    who = await make_client(db_engine, "read")
+    async with create_session_factory(db_engine)() as session, session.begin():
+        session.add(
+            ScraperWebhook(
+                id=uuid.uuid4().hex,
+                subscription_id=str(uuid.uuid4()),
+                status=WebhookStatus.ACTIVE,
+                owner=who.owner,
+                url="https://client.example/hooks",
+                events=["run.failed"],
+            )
+        )
+    settings = service_settings.model_copy(
+        update={"nats_url": restartable_nats.url, "hub_request_timeout_seconds": 1}
+    )
+    async with serve_app(create_app(settings)) as http:
+        await sign_in(http, who)
+        page = await http.get(f"{DASH}/webhooks")
+    assert page.status_code == 200
+    assert "https://client.example/hooks" in page.text
+    assert "webhook-hub did not say how the last deliveries went" in page.text

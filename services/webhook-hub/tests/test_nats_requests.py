@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -12,12 +13,27 @@ from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks import Webhook
 from webhook_hub.event_types.repository import EventTypeRepository
+from webhook_hub.models import Delivery, DeliveryStatus
 from webhook_hub.settings import Settings
 
 
 async def ask(nc: NatsClient, action: str, payload: dict[str, Any]) -> dict[str, Any]:
     reply = await nc.request(f"hub.subscriptions.{action}", json.dumps(payload).encode(), timeout=5)
     return dict(json.loads(reply.data))
+
+
+async def subscribe(nc: NatsClient, tenant: str, url: str) -> dict[str, Any]:
+    """A `run.completed` subscription of scraper-manager's `tenant`, made over NATS."""
+    return await ask(
+        nc,
+        "create",
+        {
+            "source": "scraper-manager",
+            "tenant": tenant,
+            "endpoint_url": url,
+            "events": ["run.completed"],
+        },
+    )
 
 
 async def test_create_makes_a_subscription_owned_by_the_tenant_with_its_secret(
@@ -137,3 +153,75 @@ async def test_create_refuses_types_consumers_registered(
     )
     assert reply["ok"] is False
     assert reply["invalid_events"] == [name]
+
+
+async def test_deliveries_answers_the_last_outcomes_of_the_tenants_own_subscription(
+    worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver, db_engine: AsyncEngine
+) -> None:
+    mine = f"client-{uuid.uuid4().hex[:6]}"
+    created = await subscribe(nats_client, mine, http_receiver.url)
+    sub_id = uuid.UUID(created["subscription"]["id"])
+    # Later than the delivery of the hub's own test event, so these four are the newest.
+    start = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(days=1)
+    outcomes = [(DeliveryStatus.SUCCEEDED, 1, 200), (DeliveryStatus.FAILED, 8, 500)]
+    async with create_session_factory(db_engine)() as session, session.begin():
+        for n, (status, attempts, code) in enumerate(outcomes * 2):
+            session.add(
+                Delivery(
+                    subscription_id=sub_id,
+                    event_id=uuid.uuid4(),
+                    event_type="run.completed",
+                    payload={"n": n},
+                    status=status,
+                    attempts=attempts,
+                    last_status_code=code,
+                    next_attempt_at=None,
+                    created_at=start + timedelta(minutes=n),
+                )
+            )
+    ask_mine = {"source": "scraper-manager", "tenant": mine, "id": str(sub_id), "limit": 3}
+
+    reply = await ask(nats_client, "deliveries", ask_mine)
+
+    assert reply["ok"] is True
+    assert [(d["status"], d["attempts"], d["last_status_code"]) for d in reply["deliveries"]] == [
+        ("failed", 8, 500),
+        ("succeeded", 1, 200),
+        ("failed", 8, 500),
+    ]
+    newest = datetime.fromisoformat(reply["deliveries"][0]["created_at"])
+    assert newest == start + timedelta(minutes=3)
+    assert set(reply["deliveries"][0]) == {
+        "id",
+        "event_type",
+        "status",
+        "attempts",
+        "last_status_code",
+        "created_at",
+    }
+
+
+async def test_deliveries_of_another_tenants_or_sources_subscription_are_404(
+    worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
+) -> None:
+    mine, theirs = f"client-{uuid.uuid4().hex[:6]}", f"client-{uuid.uuid4().hex[:6]}"
+    created = await subscribe(nats_client, mine, http_receiver.url)
+    sub_id = created["subscription"]["id"]
+    for source, tenant in (("scraper-manager", theirs), ("api", mine)):
+        reply = await ask(
+            nats_client, "deliveries", {"source": source, "tenant": tenant, "id": sub_id}
+        )
+        assert reply["ok"] is False
+        assert reply["status"] == 404
+
+
+async def test_deliveries_refuses_more_than_fifty_at_once(
+    worker: Settings, nats_client: NatsClient
+) -> None:
+    reply = await ask(
+        nats_client,
+        "deliveries",
+        {"source": "scraper-manager", "tenant": "c", "id": str(uuid.uuid4()), "limit": 51},
+    )
+    assert reply["ok"] is False
+    assert reply["status"] == 422

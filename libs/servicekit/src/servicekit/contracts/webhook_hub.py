@@ -1,4 +1,4 @@
-"""webhook-hub's NATS request/reply service, `hub.subscriptions.{create,list,delete}`: the
+"""webhook-hub's NATS request/reply service, `hub.subscriptions.{create,list,delete,deliveries}`: the
 requests, the replies and a small client. webhook-hub answers with these models and
 scraper-manager asks with them, so the wire is written once.
 
@@ -22,7 +22,9 @@ from servicekit.errors import ServiceError, ServiceUnavailable
 
 SUBJECT_PREFIX = "hub.subscriptions."
 QUEUE_GROUP = "webhook-hub"
-Action = Literal["create", "list", "delete"]
+Action = Literal["create", "list", "delete", "deliveries"]
+# The most deliveries one `deliveries` request answers (a dashboard shows the last few).
+MAX_DELIVERIES = 50
 
 
 def subject(action: Action) -> str:
@@ -52,6 +54,14 @@ class ListSubscriptions(TenantRequest):
 
 class DeleteSubscription(TenantRequest):
     id: uuid.UUID
+
+
+class ListDeliveries(TenantRequest):
+    """The last `limit` deliveries of one of the tenant's subscriptions made by that source,
+    newest first (read only: an outcome summary, no payloads)."""
+
+    id: uuid.UUID
+    limit: int = Field(default=10, ge=1, le=MAX_DELIVERIES)
 
 
 class SubscriptionRecord(BaseModel):
@@ -90,6 +100,20 @@ class Deleted(BaseModel):
     ok: Literal[True] = True
 
 
+class DeliveryRecord(BaseModel):
+    id: uuid.UUID
+    event_type: str
+    status: str = Field(description="pending, succeeded or failed")
+    attempts: int
+    last_status_code: int | None
+    created_at: datetime
+
+
+class DeliveriesListed(BaseModel):
+    ok: Literal[True] = True
+    deliveries: list[DeliveryRecord]
+
+
 class Refused(BaseModel):
     """A request the hub did not carry out; `status` and `code` are its HTTP API's."""
 
@@ -119,7 +143,7 @@ class HubUnavailable(ServiceUnavailable):
     default_message = "webhook-hub did not answer; try again shortly"
 
 
-Reply = TypeVar("Reply", Created, Listed, Deleted)
+Reply = TypeVar("Reply", Created, Listed, Deleted, DeliveriesListed)
 
 
 class NatsLink(Protocol):
@@ -145,6 +169,12 @@ class HubSubscriptions:
             source=self.source, tenant=tenant, endpoint_url=endpoint_url, events=events, email=email
         )
         return (await self._ask("create", request, Created)).subscription
+
+    async def deliveries(
+        self, tenant: str, subscription_id: uuid.UUID, *, limit: int = 10
+    ) -> list[DeliveryRecord]:
+        request = ListDeliveries(source=self.source, tenant=tenant, id=subscription_id, limit=limit)
+        return (await self._ask("deliveries", request, DeliveriesListed)).deliveries
 
     async def list(self, tenant: str) -> list[SubscriptionRecord]:
         request = ListSubscriptions(source=self.source, tenant=tenant)

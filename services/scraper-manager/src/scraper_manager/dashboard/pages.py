@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path as FilePath
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
-from fastapi import APIRouter, BackgroundTasks, FastAPI, Form, Query, Request
+from fastapi import APIRouter, BackgroundTasks, FastAPI, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from pydantic import ValidationError
 from servicekit.auth import AccessLevel
 from servicekit.auth.dependencies import principal_from_api_key
 from servicekit.errors import Conflict, Forbidden, ServiceError
@@ -30,23 +32,32 @@ from servicekit.web.session import SessionDep
 
 from scraper_manager.crawler.queue import enqueue_run
 from scraper_manager.crawler.signals import signal_stop
+from scraper_manager.dashboard.charts import run_chart, sparkline
+from scraper_manager.dashboard.cron_words import describe
 from scraper_manager.dashboard.forms import FORM_FIELDS, ScraperForm, preview_firings, read_form
 from scraper_manager.dashboard.links import DashboardLinkService
+from scraper_manager.dashboard.live import RateMeter, average_rate, requests_made
 from scraper_manager.dependencies import (
     RunLogServiceDep,
     RunServiceDep,
     ScraperServiceDep,
     SettingsDep,
+    WebhookServiceDep,
 )
+from scraper_manager.errors import UnknownRunEvents
+from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.models import FINAL_RUN_STATUSES, LogLevel, Run, RunStatus, Scraper
 from scraper_manager.runlog.repository import RunLogRepository
 from scraper_manager.runs.repository import RunRepository
 from scraper_manager.scrapers.schemas import ScraperPatch
 from scraper_manager.settings import Settings
+from scraper_manager.webhooks.schemas import WebhookCreate
+from scraper_manager.webhooks.service import WebhookService
 
 PREFIX = "/dashboard"
 PREVIEW_ITEMS = 50
 LOG_TAIL = 200
+SPARKLINE_RUNS = 10
 LIVE_POLL_SECONDS = 0.5
 DOWNLOADS = ("json", "jsonl", "csv", "xlsx")
 TONES = {
@@ -80,11 +91,18 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
         site_name="Scraper dashboard",
         login_path=f"{PREFIX}/login",
         logout_path=f"{PREFIX}/logout",
-        nav=[NavItem("Scrapers", f"{PREFIX}/"), NavItem("New scraper", f"{PREFIX}/scrapers/new")],
-        template_dirs=[Path(__file__).parent / "templates"],
+        nav=[
+            NavItem("Scrapers", f"{PREFIX}/"),
+            NavItem("New scraper", f"{PREFIX}/scrapers/new"),
+            NavItem("Webhooks", f"{PREFIX}/webhooks"),
+        ],
+        template_dirs=[FilePath(__file__).parent / "templates"],
     )
     pages.templates.globals.update(
-        tone=lambda status: TONES.get(str(status), "neutral"), zone=ZoneInfo
+        tone=lambda status: TONES.get(str(status), "neutral"),
+        zone=ZoneInfo,
+        in_words=describe,
+        average_rate=lambda run: average_rate(run, duration(run)),
     )
     app.include_router(router(pages))
 
@@ -150,7 +168,9 @@ def router(pages: Pages) -> APIRouter:
         cursor: Annotated[str | None, Query(max_length=20)] = None,
     ) -> HTMLResponse:
         page = await service.page(user.owner, limit=20, cursor=cursor, status=None)
-        latest = await service.scrapers.latest_runs([s.id for s in page.items])
+        ids = [s.id for s in page.items]
+        latest = await service.scrapers.latest_runs(ids)
+        trends = await service.scrapers.recent_items(ids, SPARKLINE_RUNS)
         return pages.render(
             request,
             "dashboard/scrapers.html",
@@ -158,6 +178,7 @@ def router(pages: Pages) -> APIRouter:
                 "title": "Scrapers",
                 "scrapers": page.items,
                 "latest": latest,
+                "sparklines": {i: sparkline(trends.get(i, [])) for i in ids},
                 "next_cursor": page.next_cursor,
                 "can_write": user.can(AccessLevel.WRITE),
             },
@@ -288,6 +309,13 @@ def router(pages: Pages) -> APIRouter:
                 "title": scraper.name,
                 "scraper": view,
                 "runs": history.items,
+                "chart": run_chart(
+                    [
+                        (f"#{r.id}", r.pages_fetched, r.items_collected)
+                        for r in history.items[::-1]
+                        if r.status != RunStatus.SKIPPED
+                    ]
+                ),
                 "next_cursor": history.next_cursor,
                 "duration": duration,
                 "can_write": user.can(AccessLevel.WRITE),
@@ -393,11 +421,12 @@ def router(pages: Pages) -> APIRouter:
     ) -> Response:
         scraper = await service.get(user.owner, scraper_id)
         run = await runs.get(user.owner, scraper_id, run_id)
-        max_pages = scraper.max_pages
+        max_pages, rate_limit = scraper.max_pages, scraper.rate_limit
         factory = request.app.state.session_factory
 
         async def events() -> AsyncIterator[PageEvent]:
             last = after
+            meter = RateMeter()
             while True:
                 async with factory() as db:
                     current = await RunRepository(db).get(run.scraper_id, run.id)
@@ -416,7 +445,12 @@ def router(pages: Pages) -> APIRouter:
                     )
                 done = current.status in FINAL_RUN_STATUSES
                 figures = pages.templates.get_template("dashboard/progress.html").render(
-                    run=current, duration=duration, live=not done, max_pages=max_pages
+                    run=current,
+                    duration=duration,
+                    live=not done,
+                    max_pages=max_pages,
+                    rate_limit=rate_limit,
+                    rate=meter.add(time.monotonic(), requests_made(current)),
                 )
                 yield PageEvent(figures, event="done" if done else "progress")
                 if done:
@@ -447,6 +481,88 @@ def router(pages: Pages) -> APIRouter:
     ) -> Response:
         _, body = await logs.text(user.owner, scraper_id, run_id, None)
         return StreamingResponse(body, media_type="text/plain; charset=utf-8")
+
+    # -- webhooks -----------------------------------------------------------------------------
+
+    async def webhooks_page(
+        request: Request,
+        user: PageSession,
+        settings: Settings,
+        service: WebhookService,
+        *,
+        form: dict[str, Any] | None = None,
+        errors: dict[str, str] | None = None,
+        created: Any = None,
+        status_code: int = 200,
+    ) -> HTMLResponse:
+        return pages.render(
+            request,
+            "dashboard/webhooks.html",
+            {
+                "title": "Webhooks",
+                "webhooks": await service.with_deliveries(
+                    user.owner, settings.dashboard_deliveries
+                ),
+                "event_types": RUN_EVENT_TYPES,
+                "form": form or {"url": "", "events": []},
+                "errors": errors or {},
+                "created": created,
+                "portal_url": settings.webhook_hub_portal_url,
+                "can_write": user.can(AccessLevel.WRITE),
+                "can_delete": user.can(AccessLevel.ADMIN),
+            },
+            status_code=status_code,
+        )
+
+    @routes.get("/webhooks")
+    async def webhooks(
+        request: Request, user: PageSessionDep, settings: SettingsDep, service: WebhookServiceDep
+    ) -> HTMLResponse:
+        return await webhooks_page(request, user, settings, service)
+
+    @routes.post("/webhooks")
+    async def add_webhook(
+        request: Request, user: PageSessionDep, settings: SettingsDep, service: WebhookServiceDep
+    ) -> HTMLResponse:
+        require(user, AccessLevel.WRITE)
+        data = await request.form()
+        form = {
+            "url": str(data.get("url", "") or "").strip(),
+            "events": [str(e) for e in data.getlist("events")],
+        }
+        errors: dict[str, str] = {}
+        try:
+            body = WebhookCreate.model_validate(form)
+        except ValidationError as exc:
+            for error in exc.errors():
+                where = str(error["loc"][0]) if error["loc"] else "url"
+                errors.setdefault(where, str(error["msg"]).removeprefix("Value error, "))
+        else:
+            try:
+                created = await service.register(user.owner, None, body)
+            except ServiceError as exc:
+                errors["events" if isinstance(exc, UnknownRunEvents) else "url"] = exc.message
+            else:
+                # Rendered, not redirected: the secret is shown this once and never stored
+                # in a cookie.
+                return await webhooks_page(
+                    request, user, settings, service, created=created, status_code=201
+                )
+        return await webhooks_page(
+            request, user, settings, service, form=form, errors=errors, status_code=422
+        )
+
+    @routes.post("/webhooks/{webhook_id}/delete")
+    async def remove_webhook(
+        webhook_id: Annotated[str, Path(max_length=64)],
+        user: PageSessionDep,
+        service: WebhookServiceDep,
+    ) -> Response:
+        require(user, AccessLevel.ADMIN)
+        await service.delete(user.owner, webhook_id)
+        response = RedirectResponse(f"{PREFIX}/webhooks", status_code=303)
+        pages.flash(response, "Webhook removed.")
+        return response
 
     return routes
 

@@ -56,6 +56,33 @@ class ScraperRepository:
         )
         return {run.scraper_id: run for run in (await self.session.exec(statement)).all()}
 
+    async def recent_items(self, scraper_ids: Sequence[int], runs: int) -> dict[int, list[int]]:
+        """Items of each scraper's last `runs` runs, oldest first: one query for a page of
+        scrapers (the runs ranked per scraper), not one per scraper."""
+        if not scraper_ids:
+            return {}
+        ranked = (
+            select(
+                col(Run.scraper_id).label("scraper_id"),
+                col(Run.id).label("run_id"),
+                col(Run.items_collected).label("items"),
+                func.row_number()
+                .over(partition_by=col(Run.scraper_id), order_by=col(Run.id).desc())
+                .label("rank"),
+            )
+            .where(col(Run.scraper_id).in_(scraper_ids), Run.status != RunStatus.SKIPPED)
+            .subquery()
+        )
+        statement = (
+            select(ranked.c.scraper_id, ranked.c["items"])
+            .where(ranked.c.rank <= runs)
+            .order_by(ranked.c.scraper_id, ranked.c.run_id)
+        )
+        found: dict[int, list[int]] = {}
+        for scraper_id, items in (await self.session.exec(statement)).all():
+            found.setdefault(int(scraper_id), []).append(int(items))
+        return found
+
     async def active_run(self, scraper_id: int) -> Run | None:
         statement = (
             select(Run)

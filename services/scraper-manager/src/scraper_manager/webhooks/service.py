@@ -23,10 +23,16 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import structlog
-from servicekit.contracts.webhook_hub import HubRefused, HubSubscriptions, HubUnavailable
+from servicekit.contracts.webhook_hub import (
+    DeliveryRecord,
+    HubRefused,
+    HubSubscriptions,
+    HubUnavailable,
+)
 from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop
 from sqlalchemy.exc import SQLAlchemyError
@@ -57,6 +63,15 @@ def out(webhook: ScraperWebhook) -> WebhookOut:
         events=webhook.events,
         created_at=webhook.created_at,
     )
+
+
+@dataclass(frozen=True)
+class WebhookOutcomes:
+    """A webhook with its last deliveries as the hub reports them; `deliveries` is None when
+    the hub could not say (it did not answer, or no longer holds the subscription)."""
+
+    webhook: WebhookOut
+    deliveries: list[DeliveryRecord] | None
 
 
 class WebhookService:
@@ -92,17 +107,32 @@ class WebhookService:
             raise RegistrationFailed() from exc
         return WebhookCreated(**out(webhook).model_dump(), secret=record.secret)
 
+    async def deliveries(
+        self, owner: str, subscription_id: str, limit: int
+    ) -> list[DeliveryRecord] | None:
+        """The webhook's last `limit` deliveries, newest first, asked of the hub (read only)."""
+        await self._active(owner, subscription_id)
+        try:
+            return await self.hub.deliveries(owner, uuid.UUID(subscription_id), limit=limit)
+        except (HubRefused, HubUnavailable) as exc:
+            # An overview must not fail for one webhook: "unknown" is told instead.
+            logger.warning("deliveries not available", id=subscription_id, error=repr(exc))
+            return None
+
+    async def with_deliveries(self, owner: str, limit: int) -> list[WebhookOutcomes]:
+        """Every webhook of `owner` with its last deliveries, the hub asked concurrently."""
+        webhooks = await self.list(owner)
+        outcomes = await asyncio.gather(
+            *(self.deliveries(owner, webhook.id, limit) for webhook in webhooks)
+        )
+        return [WebhookOutcomes(w, d) for w, d in zip(webhooks, outcomes, strict=True)]
+
     async def list(self, owner: str) -> list[WebhookOut]:
         async with self.session_factory() as session:
             return [out(row) for row in await WebhookRepository(session).active_of(owner)]
 
     async def delete(self, owner: str, subscription_id: str) -> None:
-        async with self.session_factory() as session:
-            webhook = await WebhookRepository(session).active_by_subscription(
-                owner, subscription_id
-            )
-        if webhook is None:
-            raise WebhookNotFound()
+        webhook = await self._active(owner, subscription_id)
         try:
             await self.hub.delete(owner, uuid.UUID(subscription_id))
         except HubRefused as exc:
@@ -112,6 +142,15 @@ class WebhookService:
         # DELETE (the hub answering 404) removes it.
         async with self.session_factory() as session, session.begin():
             await WebhookRepository(session).remove(webhook.id)
+
+    async def _active(self, owner: str, subscription_id: str) -> ScraperWebhook:
+        async with self.session_factory() as session:
+            webhook = await WebhookRepository(session).active_by_subscription(
+                owner, subscription_id
+            )
+        if webhook is None:
+            raise WebhookNotFound()
+        return webhook
 
     async def _forget(self, webhook_id: str) -> None:
         try:

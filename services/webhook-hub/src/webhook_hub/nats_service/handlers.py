@@ -1,4 +1,5 @@
-"""NATS request/reply for other services: `hub.subscriptions.create`, `.list`, `.delete`.
+"""NATS request/reply for other services: `hub.subscriptions.create`, `.list`, `.delete`,
+and `.deliveries` (read only: the last deliveries' outcomes of one subscription).
 
 A service (scraper-manager) subscribes a tenant of its own to event types it emits. The
 subscription belongs to that tenant and is delivered by the same engine, signed the same way.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import structlog
 from nats.aio.msg import Msg
@@ -20,6 +22,9 @@ from servicekit.contracts.webhook_hub import (
     CreateSubscription,
     Deleted,
     DeleteSubscription,
+    DeliveriesListed,
+    DeliveryRecord,
+    ListDeliveries,
     Listed,
     ListSubscriptions,
     NewSubscriptionRecord,
@@ -30,6 +35,7 @@ from servicekit.errors import NotFound, ServiceError, UnprocessableEntity
 from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop
 
+from webhook_hub.deliveries.service import DeliveryService
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 from webhook_hub.subscriptions.schemas import SubscriptionCreate
@@ -79,11 +85,36 @@ class SubscriptionRequests:
     async def delete(self, request: DeleteSubscription) -> Deleted:
         async with self.runtime.session_factory() as session, session.begin():
             service = SubscriptionService(session, self.settings, self.guard)
-            subscription = await service.get(request.tenant, request.id)
-            if subscription.created_by_source != request.source:
-                raise NotFound("Subscription not found")
+            await self._made_by_source(service, request.tenant, request.id, request.source)
             await service.delete(request.tenant, request.id)
         return Deleted()
+
+    async def deliveries(self, request: ListDeliveries) -> DeliveriesListed:
+        async with self.runtime.session_factory() as session:
+            service = SubscriptionService(session, self.settings, self.guard)
+            await self._made_by_source(service, request.tenant, request.id, request.source)
+            page = await DeliveryService(session).page(
+                request.tenant,
+                request.id,
+                limit=request.limit,
+                cursor=None,
+                status=None,
+                event_type=None,
+            )
+        return DeliveriesListed(
+            deliveries=[
+                DeliveryRecord.model_validate(row, from_attributes=True) for row in page.items
+            ]
+        )
+
+    @staticmethod
+    async def _made_by_source(
+        service: SubscriptionService, tenant: str, subscription_id: uuid.UUID, source: str
+    ) -> None:
+        """The tenant's subscription made by `source`; any other id is 404 alike."""
+        subscription = await service.get(tenant, subscription_id)
+        if subscription.created_by_source != source:
+            raise NotFound("Subscription not found")
 
     async def handle(self, msg: Msg) -> None:
         action = msg.subject.removeprefix(SUBJECT_PREFIX)
@@ -96,6 +127,8 @@ class SubscriptionRequests:
                 reply = await self.list(ListSubscriptions.model_validate(payload))
             elif action == "delete":
                 reply = await self.delete(DeleteSubscription.model_validate(payload))
+            elif action == "deliveries":
+                reply = await self.deliveries(ListDeliveries.model_validate(payload))
             else:
                 reply = Refused.of(NotFound("unknown action"))
         except (ValidationError, ValueError) as exc:
