@@ -269,3 +269,18 @@ async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
         answer = await page.goto(path)
         assert answer is not None
         assert answer.status == 404, path
+
+
+async def test_the_api_docs_render_offline(
+    browser_page: BrowserPage, server: str, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    await page.goto(f"{server}/docs")
+    await page.locator(".swagger-ui .information-container").wait_for()
+    await page.get_by_text("scraper-manager").first.wait_for()
+    await page.goto(f"{server}/redoc")
+    await page.locator(".api-content h1", has_text="scraper-manager").wait_for()
+    await screenshots(page, screenshot_dir, "scrapers-redoc")
+    assert browser_page.blocked_requests == []
+    # ReDoc hard-codes its footer logo from its CDN: the CSP stops it before any request.
+    assert [v for v in browser_page.csp_violations if "redoc.ly" not in v] == []
