@@ -15,7 +15,7 @@ help:
 	@echo "make test     lint, then every test"
 	@echo "make test-e2e the end-to-end suite alone (the stack as real processes)"
 	@echo "make lint     ruff, ruff format --check, mypy --strict"
-	@echo "make check-deploy  compose schema, kustomize overlays validated, hadolint"
+	@echo "make check-deploy  compose schema, kustomize overlays and ServiceMonitors validated, hadolint, Grafana dashboards"
 	@echo "make fmt      format and auto-fix"
 	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
 	@echo "make fuzz     schemathesis with NUL and lone surrogates, FUZZ_EXAMPLES per operation (default 100), new inputs each run"
@@ -44,6 +44,7 @@ lint: install
 	@for d in libs/servicekit $(addprefix services/,$(SERVICES)); do \
 		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache tests) || exit 1; done
 	(cd tests-e2e && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .)
+	(cd deploy/grafana && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .)
 
 # Deployment files, checked without a cluster or a Docker engine: the Compose specification's
 # schema, every kustomize overlay rendered and validated for the target Kubernetes version,
@@ -58,6 +59,10 @@ check-deploy: install
 		echo "$$overlay: $$(grep -c '^kind:' $$rendered) resources valid for Kubernetes $(K8S_VERSION)"; \
 		rm -f $$rendered; done
 	$(RUN) hadolint deploy/Dockerfile
+	@# Grafana dashboards: JSON with Grafana's keys, PromQL that parses and names only metrics
+	@# the services register (read from their modules, not from a list); the checker's tests.
+	$(PYTEST) -q deploy/grafana
+	$(RUN) python deploy/grafana/validate.py
 
 # One pair of embedded servers for the whole suite; each pytest run gets its own databases.
 test: lint check-deploy
