@@ -135,16 +135,16 @@ def check_dashboard(file: str, dashboard: Any, exported: set[str]) -> list[Probl
         targets = [t for t in panel.get("targets", []) if t.get("expr")]
         if not targets:
             problems.append(Problem(file, where, "no query"))
+        named: set[str] = set()
         for target in targets:
             try:
-                names = metric_names_in(target["expr"])
+                named.update(metric_names_in(target["expr"]))
             except ValueError as exc:
                 problems.append(Problem(file, where, f"{target['expr']!r} is not PromQL: {exc}"))
-                continue
-            problems += [
-                Problem(file, where, f"{name!r} is not a metric the services export")
-                for name in sorted(set(names) - exported)
-            ]
+        problems += [
+            Problem(file, where, f"{name!r} is not a metric the services export")
+            for name in sorted(named - exported)
+        ]
     return problems
 
 
