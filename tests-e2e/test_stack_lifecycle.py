@@ -39,6 +39,14 @@ class RunningStack:
     def service_ports(self) -> list[int]:
         return [int(info["url"].rsplit(":", 1)[1]) for info in self.summary["services"].values()]
 
+    def probe_urls(self) -> dict[str, str]:
+        return {
+            worker["label"]: worker["probe_url"]
+            for info in self.summary["services"].values()
+            for worker in info["workers"]
+            if "probe_url" in worker
+        }
+
 
 def start_stack(
     data_dir: Path, server_ports: dict[str, int], output: Path, started: list[psutil.Process]
@@ -101,6 +109,8 @@ class Lifecycle:
 
     leftovers_alive: list[int]
     readiness: dict[str, int]
+    # What each worker's /metrics answered, with no probe flag given (the default).
+    worker_metrics: dict[str, str]
     children: int
     stop_seconds: float
     alive_after_stop: list[int]
@@ -133,6 +143,11 @@ def lifecycle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lifecycle]:
             name: httpx.get(f"{info['url']}/readyz", timeout=5).status_code
             for name, info in second.summary["services"].items()
         }
+        worker_metrics = {
+            label: httpx.get(f"{url}/metrics", timeout=5).text
+            for label, url in second.probe_urls().items()
+        }
+        probe_ports = [int(url.rsplit(":", 1)[1]) for url in second.probe_urls().values()]
         _, leftovers = psutil.wait_procs(left_behind, timeout=5)
 
         began = time.monotonic()
@@ -145,10 +160,11 @@ def lifecycle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lifecycle]:
         yield Lifecycle(
             leftovers_alive=[p.pid for p in leftovers],
             readiness=readiness,
+            worker_metrics=worker_metrics,
             children=len(children),
             stop_seconds=stop_seconds,
             alive_after_stop=[p.pid for p in alive],
-            open_after_stop=open_ports([*ports.values(), *second.service_ports()]),
+            open_after_stop=open_ports([*ports.values(), *second.service_ports(), *probe_ports]),
             output=second.output.read_text(),
             returncode=second.process.returncode,
         )
@@ -171,6 +187,19 @@ def test_a_stack_killed_with_sigkill_is_cleared_away_by_the_next_start(
         "commerce-content": 200,
     }
     assert lifecycle.leftovers_alive == []
+
+
+@pytest.mark.timeout(600)
+def test_every_worker_serves_its_metrics_by_default(lifecycle: Lifecycle) -> None:
+    assert sorted(lifecycle.worker_metrics) == [
+        "commerce-content-worker",
+        "scraper-manager-worker",
+        "webhook-hub-worker",
+    ]
+    for text in lifecycle.worker_metrics.values():
+        assert "outbox_backlog" in text
+    assert "scraper_run_duration_seconds" in lifecycle.worker_metrics["scraper-manager-worker"]
+    assert "metrics: http://127.0.0.1:" in lifecycle.output
 
 
 @pytest.mark.timeout(600)

@@ -144,6 +144,15 @@ class Stack:
             return explicit
         return free_port() if self.args.free_ports else default
 
+    def probe_port(self, service: Service, n: int) -> int:
+        """Worker n's probe port: the API's port plus 100 * n (8101 for webhook-hub's first
+        worker), so a local Prometheus can keep one scrape config; a free one with
+        --free-ports or when that port is taken."""
+        port = service.port + 100 * n
+        if self.args.free_ports or port_open("127.0.0.1", port):
+            return free_port()
+        return port
+
     def claim_data_dir(self) -> None:
         """Refuse a data directory another live stack uses; stop what a killed one left."""
         self.data.mkdir(parents=True, exist_ok=True)
@@ -422,7 +431,7 @@ class Stack:
                 label = f"{service.name}-worker" + (f"-{n}" if self.args.workers > 1 else "")
                 worker_env = dict(env)
                 if self.args.worker_probes:
-                    port = free_port()
+                    port = self.probe_port(service, n)
                     worker_env[f"{service.prefix}WORKER_PROBE_PORT"] = str(port)
                     workers.append({"label": label, "probe_url": f"http://127.0.0.1:{port}"})
                 else:
@@ -445,6 +454,10 @@ class Stack:
         for name, info in summary["services"].items():
             print(f"  {name:17} {info['url']}  (docs {info['url']}/docs)")
             print(f"  {'':17} dev admin key: {info['admin_key']}")
+            print(f"  {'':17} metrics: {info['url']}/metrics (API)")
+            for worker in info["workers"]:
+                if "probe_url" in worker:
+                    print(f"  {'':17} metrics: {worker['probe_url']}/metrics ({worker['label']})")
             if name == "commerce-content":
                 print(f"  {'':17} GraphQL (GraphiQL in a browser): {info['url']}/graphql")
                 print(f"  {'':17} content API key (X-API-Key): {info['content_api_key']}")
@@ -533,7 +546,10 @@ def main(argv: list[str] | None = None) -> int:
         "--supervise", action="store_true", help="restart processes that exit, do not stop"
     )
     parser.add_argument(
-        "--worker-probes", action="store_true", help="workers serve /healthz, /readyz, /metrics"
+        "--worker-probes",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="each worker serves /healthz, /readyz and /metrics on a port of its own (default)",
     )
     args = parser.parse_args(argv)
     if args.data_dir is None:

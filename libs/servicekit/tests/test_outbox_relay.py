@@ -8,8 +8,10 @@ import nats
 import pytest
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from prometheus_client import REGISTRY
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.events import record_event
+from servicekit.events.backlog import measure_outbox_backlog
 from servicekit.events.relay import OutboxRelay
 from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
@@ -196,3 +198,24 @@ async def test_unique_ids_for_every_recorded_event(db_session: AsyncSession) -> 
     second = await record_event(db_session, "probe.happened", {})
     assert isinstance(first, uuid.UUID)
     assert first != second
+
+
+async def test_outbox_backlog_counts_unsent_rows_and_falls_to_zero_once_published(
+    committing_session: AsyncSession,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+    kit_settings: ServiceSettings,
+) -> None:
+    relay = relay_for(db_engine, js, kit_settings)
+    await relay.publish_pending()  # rows other tests left behind
+    event_type = unique_event_type("backlog")
+    async with committing_session.begin():
+        for n in range(3):
+            await record_event(committing_session, event_type, {"n": n})
+
+    assert await measure_outbox_backlog(db_engine) == 3
+    assert REGISTRY.get_sample_value("outbox_backlog") == 3
+    while await relay.publish_pending():
+        continue
+    assert await measure_outbox_backlog(db_engine) == 0
+    assert REGISTRY.get_sample_value("outbox_backlog") == 0

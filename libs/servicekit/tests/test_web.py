@@ -215,6 +215,60 @@ async def test_metrics_count_requests_by_route_template(client: httpx.AsyncClien
     assert "http_request_duration_seconds_bucket" in metrics
 
 
+def app_with_nested_routes(settings: ServiceSettings) -> Any:
+    """Routes behind two router prefixes and behind a mounted sub-application."""
+    app = build_app(settings)
+    subscriptions = APIRouter(prefix="/subscriptions")
+
+    @subscriptions.get("")
+    async def list_subscriptions() -> list[int]:
+        return []
+
+    @subscriptions.get("/{subscription_id}")
+    async def get_subscription(subscription_id: int) -> int:
+        return subscription_id
+
+    webhooks = APIRouter(prefix="/webhooks")
+    webhooks.include_router(subscriptions)
+    app.include_router(webhooks)
+    mounted = FastAPI()
+
+    @mounted.get("/things/{name}")
+    async def get_thing(name: str) -> str:
+        return name
+
+    app.mount("/portal", mounted)
+    return app
+
+
+async def test_metrics_label_a_route_behind_router_prefixes_by_its_full_template(
+    kit_settings: ServiceSettings,
+) -> None:
+    async with serve_app(app_with_nested_routes(kit_settings)) as http:
+        await http.get("/webhooks/subscriptions")
+        await http.get("/webhooks/subscriptions/7")
+        metrics = (await http.get("/metrics")).text
+    assert 'route="/webhooks/subscriptions",status="200"' in metrics
+    assert 'route="/webhooks/subscriptions/{subscription_id}",status="200"' in metrics
+    assert 'route="/subscriptions' not in metrics
+
+
+async def test_metrics_label_a_route_of_a_mounted_app_with_the_mount_path(
+    kit_settings: ServiceSettings,
+) -> None:
+    async with serve_app(app_with_nested_routes(kit_settings)) as http:
+        await http.get("/portal/things/a")
+        metrics = (await http.get("/metrics")).text
+    assert 'route="/portal/things/{name}",status="200"' in metrics
+
+
+async def test_metrics_label_an_unknown_path_as_unmatched(client: httpx.AsyncClient) -> None:
+    await client.get("/no/such/path/42")
+    metrics = (await client.get("/metrics")).text
+    assert 'route="unmatched",status="404"' in metrics
+    assert "/no/such/path" not in metrics
+
+
 async def test_streamed_body_over_the_limit_gets_413(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import httpx
+from prometheus_client import REGISTRY
 from scraper_manager.settings import Settings
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -68,6 +69,24 @@ async def test_a_run_crawls_the_site_and_collects_default_items(
     view = (await client.get(f"{BASE}/{scraper_id}/status", headers=who.headers)).json()
     assert view["status"] == "completed"
     assert view["items_count"] == 12
+
+
+def finished_runs_timed(status: str) -> float:
+    return REGISTRY.get_sample_value("scraper_run_duration_seconds_count", {"status": status}) or 0
+
+
+async def test_a_finished_run_is_timed_under_its_status(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
+) -> None:
+    timed_before = finished_runs_timed("completed")
+    who = await make_client(db_engine, "write")
+    scraper_id, run_id = await start_crawl(client, who, url=f"{website.url}/page/0", max_pages=3)
+    run = await wait_for_status(client, who, scraper_id, run_id, {"completed", "failed"})
+    assert run["status"] == "completed"
+    assert finished_runs_timed("completed") == timed_before + 1
+    seconds = REGISTRY.get_sample_value("scraper_run_duration_seconds_sum", {"status": "completed"})
+    assert seconds is not None
+    assert seconds > 0
 
 
 async def test_selectors_and_item_selector_make_one_item_per_element(

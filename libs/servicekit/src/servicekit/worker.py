@@ -11,6 +11,7 @@ from typing import Any
 
 import structlog
 
+from servicekit.events.backlog import outbox_backlog_loop
 from servicekit.events.registry import EventTypeRegistry
 from servicekit.events.relay import OutboxRelay
 from servicekit.runtime import ServiceRuntime
@@ -76,7 +77,7 @@ async def _run_loops(
     logger.info("worker started", service=source)
     tasks = [
         asyncio.create_task(each(runtime, stop), name=each.__qualname__)
-        for each in (outbox_relay_loop(source), *loops)
+        for each in (outbox_relay_loop(source), outbox_backlog_loop, *loops)
     ]
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait({stopper, *tasks}, return_when=asyncio.FIRST_COMPLETED)

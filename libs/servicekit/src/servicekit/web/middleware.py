@@ -5,12 +5,16 @@ from __future__ import annotations
 import re
 import time
 import uuid
+import weakref
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from servicekit.errors import PayloadTooLarge
@@ -74,12 +78,61 @@ class HttpMetrics:
         )
 
 
+class RouteTemplates:
+    """The full template of the route a request matched, e.g. `/webhooks/subscriptions/{id}`.
+
+    FastAPI includes routers lazily: `scope["route"]` is the route as its own router declared
+    it (`/{id}` under `prefix="/subscriptions"`), without the prefixes it was included under,
+    and a mounted app's route lacks the mount path. The full templates come from FastAPI's
+    route contexts, indexed once per application (again when routes are added later).
+    """
+
+    def __init__(self) -> None:
+        # per application: id of a route object -> the templates it is reachable under
+        self._index: weakref.WeakKeyDictionary[Any, dict[int, list[tuple[re.Pattern[str], str]]]]
+        self._index = weakref.WeakKeyDictionary()
+
+    def template(self, scope: Scope) -> str:
+        route = scope.get("route")
+        if route is None:
+            return "unmatched"
+        root_path: str = scope.get("root_path", "")
+        # A Mount appends its path to root_path and keeps the outer one in app_root_path.
+        mount_prefix = root_path[len(scope.get("app_root_path", root_path)) :]
+        path: str = scope.get("path", "")
+        route_path = path[len(root_path) :] if path.startswith(root_path) else path
+        candidates = self._candidates(scope.get("app"), route)
+        for regex, template in candidates:
+            if regex.match(route_path):
+                return mount_prefix + template
+        if candidates:
+            return mount_prefix + candidates[0][1]
+        own = getattr(route, "path_format", None) or getattr(route, "path", None)
+        return mount_prefix + own if isinstance(own, str) else "unmatched"
+
+    def _candidates(self, app: Any, route: object) -> list[tuple[re.Pattern[str], str]]:
+        routes = getattr(app, "routes", None)
+        if routes is None:
+            return []
+        index = self._index.get(app)
+        if index is None or id(route) not in index:
+            index = {}
+            for context in iter_route_contexts(routes):
+                template = context.path_format
+                if isinstance(template, str):
+                    regex, _, _ = compile_path(template)
+                    index.setdefault(id(context.original_route), []).append((regex, template))
+            self._index[app] = index
+        return index.get(id(route), [])
+
+
 class MetricsMiddleware:
     """Counts and times requests under their route template, never the raw path (cardinality)."""
 
     def __init__(self, app: ASGIApp, metrics: HttpMetrics) -> None:
         self.app = app
         self.metrics = metrics
+        self.templates = RouteTemplates()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -97,8 +150,7 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_recording)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = self.templates.template(scope)
             method = scope["method"]
             self.metrics.requests.labels(method, template, str(status)).inc()
             self.metrics.latency.labels(method, template).observe(time.perf_counter() - started)

@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 import structlog
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 from servicekit.db.notify import NotifyListener
 from servicekit.events import record_event
 from servicekit.net import (
@@ -52,6 +52,13 @@ logger = structlog.get_logger(__name__)
 # On the worker's /metrics (WORKER_PROBE_PORT): what this process has crawled.
 RUNS_FINISHED = Counter("scraper_runs_finished", "Runs this worker finished", ["status"])
 PAGES_FETCHED = Counter("scraper_pages_fetched", "Pages this worker fetched")
+RUN_DURATION = Histogram(
+    "scraper_run_duration_seconds",
+    "Runs this worker finished, by how long they ran (start to finish) and how they ended",
+    ["status"],
+    # A crawl lasts seconds to hours.
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600),
+)
 # NOTIFYed when a run is created, so an idle worker fetches it at once.
 RUNS_CHANNEL = "scraper_runs"
 
@@ -386,6 +393,8 @@ class RunExecutor:
             await insert_lines(await session.connection(), run_id, log.take())
             run.status = status
             run.finished_at = datetime.now(UTC)
+            started = run.started_at or run.finished_at
+            ran = max((run.finished_at - started).total_seconds(), 0.0)
             run.pages_fetched = stats.pages_fetched
             run.requests_failed = stats.requests_failed
             run.retries = stats.retries
@@ -403,6 +412,7 @@ class RunExecutor:
             await record_event(session, kind, event_of(run), tenant=run.owner)
         RUNS_FINISHED.labels(status).inc()
         PAGES_FETCHED.inc(stats.pages_fetched)
+        RUN_DURATION.labels(status.value).observe(ran)
 
 
 def log_prune_loop(settings: Settings) -> WorkerLoop:
