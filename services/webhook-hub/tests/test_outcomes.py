@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime
 
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
-from webhook_hub.delivery_engine.jobs import DeliveryJob, delivery_id_for
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, delivery_id_for
 from webhook_hub.delivery_engine.outcomes import record_outcomes
-from webhook_hub.delivery_engine.sender import AttemptResult
 from webhook_hub.models import Consumer, Subscription
 from webhook_hub.settings import Settings
 
@@ -92,7 +92,7 @@ async def test_a_delivery_stored_before_keeps_its_row_and_gains_the_attempt(
     first = first_attempt(subscription, 500)
     await record_outcomes(db_session, [first], service_settings)
     # The same event's delivery again (republished), with a success this time.
-    again = AttemptResult(**{**first.__dict__, "status_code": 200, "error": None})
+    again = dataclasses.replace(first, status_code=200, error=None)
     await record_outcomes(db_session, [again, first_attempt(subscription)], service_settings)
     rows = await rows_of(db_session, subscription.id)
     assert [(status, attempts, n) for status, attempts, _, n in rows] == [

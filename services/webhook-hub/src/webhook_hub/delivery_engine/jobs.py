@@ -7,6 +7,7 @@ import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from nats.aio.msg import Msg
@@ -69,3 +70,27 @@ class DeliveryJob:
     def message_id(self) -> str:
         """`webhook-id`: one per event and subscription, the same on every retry."""
         return f"msg_{self.delivery_id.hex}"
+
+
+class Failure(StrEnum):
+    """Why an attempt got no HTTP answer."""
+
+    TIMEOUT = "timeout"
+    REFUSED = "refused"  # the address policy (SSRF) refused the endpoint
+    NETWORK = "network"  # no connection, TLS refused, connection reset, ...
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    job: DeliveryJob
+    attempted_at: datetime
+    status_code: int | None
+    response_body: str | None
+    duration_ms: int
+    error: str | None
+    retry_after: str | None
+    failure: Failure | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
