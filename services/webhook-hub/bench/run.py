@@ -181,21 +181,24 @@ class Bench:
             "WEBHOOK_HUB_LOG_LEVEL": "WARNING",
             **{k: v for k, v in os.environ.items() if k.startswith("WEBHOOK_HUB_")},
         }
-        command = [str(BIN / "webhook-hub"), "worker"]
+        worker = subprocess.Popen(
+            [str(BIN / "webhook-hub"), "worker"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.workers.append(worker)
         if self.profile is not None:
-            # Sampled stacks of each worker, collapsed (one line per stack with its count).
+            # Sampled stacks, collapsed (one line per stack with its count): py-spy writes
+            # them when the worker ends.
             self.profile.mkdir(parents=True, exist_ok=True)
-            out = self.profile / f"worker-{len(self.workers)}-{time.time():.0f}.txt"
-            command = ["py-spy", "record", "--format", "raw", "-r", "200", "-o", str(out), "--"]
-            command += [str(BIN / "webhook-hub"), "worker"]
-        self.workers.append(
+            out = self.profile / f"worker-{worker.pid}.txt"
+            sampler = ["py-spy", "record", "--format", "raw", "-r", "100", "-o", str(out)]
             subprocess.Popen(
-                command,
-                env=env,
+                [*sampler, "--pid", str(worker.pid)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-        )
 
     def stop(self) -> None:
         for process in (*self.workers, self.receiver):

@@ -23,7 +23,7 @@ def make_job(
         subscription_id=subscription_id or uuid.uuid4(),
         event_type="order.paid",
         event_time=WHEN,
-        payload={"id": 7},
+        payload_json=b'{"id":7}',
         attempts=attempts,
         endpoint_url=endpoint_url,
         secrets=["c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"],

@@ -202,7 +202,7 @@ async def test_the_guard_is_checked_again_at_delivery_time(http_receiver: HttpRe
         subscription_id=uuid.uuid4(),
         event_type="order.paid",
         event_time=datetime.now(UTC),
-        payload={},
+        payload_json=b"{}",
         attempts=0,
         endpoint_url=http_receiver.url,
         secrets=["MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from datetime import UTC, datetime
 
+from pydantic_core import to_json
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, delivery_id_for
@@ -37,7 +39,7 @@ def first_attempt(subscription: Subscription, status: int | None = 200) -> Attem
         subscription_id=subscription.id,
         event_type="order.paid",
         event_time=datetime.now(UTC),
-        payload={"id": 7, "note": 'caf\u00e9 "quoted" \\ tab\t'},
+        payload_json=to_json({"id": 7, "note": 'caf\u00e9 "quoted" \\ tab\t'}),
         attempts=0,
         endpoint_url=subscription.endpoint_url,
         secrets=[subscription.secret],
@@ -82,7 +84,7 @@ async def test_a_first_attempt_writes_its_delivery_in_its_final_state_with_one_a
         ("succeeded", 1, 1),
     ]
     # The payload survives COPY's text format exactly (quotes, backslashes, tabs, non-ASCII).
-    assert all(payload == succeeded.job.payload for _, _, payload, _ in rows)
+    assert all(payload == json.loads(succeeded.job.payload_json) for _, _, payload, _ in rows)
 
 
 async def test_a_delivery_stored_before_keeps_its_row_and_gains_the_attempt(

@@ -98,7 +98,8 @@ _CLAIM = text(
     FROM picked, subscriptions s
     WHERE d.id = picked.id AND s.id = d.subscription_id AND d.status = :pending
       AND (d.lease_until IS NULL OR d.lease_until < now())
-    RETURNING d.id, d.subscription_id, d.event_type, d.event_time, d.payload, d.attempts,
+    RETURNING d.id, d.subscription_id, d.event_type, d.event_time,
+              d.payload::text AS payload_json, d.attempts,
               s.endpoint_url, s.secret, s.secret_old, s.secret_rotated_at, s.headers,
               s.timeout_seconds, s.owner
     """
@@ -237,7 +238,7 @@ class DeliveryEngine:
             subscription_id=row.subscription_id,
             event_type=row.event_type,
             event_time=row.event_time,
-            payload=row.payload,
+            payload_json=row.payload_json.encode(),
             attempts=row.attempts,
             endpoint_url=row.endpoint_url,
             secrets=signing_secrets(

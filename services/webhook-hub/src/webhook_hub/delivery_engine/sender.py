@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
-from pydantic_core import to_json
 from pyreqwest.client import Client, ClientBuilder
 from pyreqwest.exceptions import PyreqwestError
 from servicekit.net import AddressRefused, resolve_checked
@@ -29,22 +28,8 @@ from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 RECHECK_SECONDS = 60.0
 # Distinct endpoint origins with a client at once; the least recently used go first.
 MAX_CLIENTS = 4096
-
-
-def render_body(job: DeliveryJob) -> bytes:
-    """The Standard Webhooks payload shape: `{"type", "timestamp", "data"}`."""
-    timestamp = job.event_time.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    return b"".join(
-        (
-            b'{"type":',
-            to_json(job.event_type),
-            b',"timestamp":"',
-            timestamp.encode(),
-            b'","data":',
-            job.payload_json,
-            b"}",
-        )
-    )
+# Answers without a body, whatever their headers say.
+_NO_BODY = frozenset({204, 304})
 
 
 @dataclass
@@ -73,6 +58,13 @@ class WebhookSender:
         self._pool_size = pool_size_per_endpoint
         # (scheme, host, port) -> its client; insertion order is use order (an LRU).
         self._origins: dict[tuple[str, str, int], _Origin] = {}
+        self._timeouts: dict[int, timedelta] = {}
+
+    def _timeout(self, seconds: int) -> timedelta:
+        timeout = self._timeouts.get(seconds)
+        if timeout is None:
+            timeout = self._timeouts[seconds] = timedelta(seconds=seconds)
+        return timeout
 
     async def close(self) -> None:
         origins, self._origins = list(self._origins.values()), {}
@@ -126,7 +118,7 @@ class WebhookSender:
     async def attempt(self, job: DeliveryJob) -> AttemptResult:
         attempted_at = datetime.now(UTC)
         started = time.perf_counter()
-        body = render_body(job)
+        body = job.body
         headers = {
             **job.headers,
             "content-type": "application/json",
@@ -144,16 +136,19 @@ class WebhookSender:
                 client.post(job.endpoint_url)
                 .headers(headers)
                 .body_bytes(body)
-                .timeout(timedelta(seconds=job.timeout_seconds))
+                .timeout(self._timeout(job.timeout_seconds))
                 .streamed_read_buffer_limit(self._limit)
                 .build_streamed()
             )
             async with request as response:
                 status = response.status
                 retry_after = response.get_header("retry-after")
-                # At most the limit is read: the connection of a longer answer is dropped.
-                raw = await response.body_reader.read(self._limit)
-                text = bytes(raw or b"").decode("utf-8", errors="replace")
+                if status in _NO_BODY or response.get_header("content-length") == "0":
+                    text = ""  # nothing to wait for: one round trip into the client less
+                else:
+                    # At most the limit is read: the connection of a longer answer is dropped.
+                    raw = await response.body_reader.read(self._limit)
+                    text = bytes(raw or b"").decode("utf-8", errors="replace")
         except AddressRefused as exc:
             error, failure = f"refused: {exc}", Failure.REFUSED
         except TimeoutError:
