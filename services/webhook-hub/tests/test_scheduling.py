@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from webhook_hub.delivery_engine.jobs import DeliveryJob
 from webhook_hub.delivery_engine.scheduling import Scheduler
 
 from tests.job_factories import make_job
@@ -11,6 +12,16 @@ from tests.job_factories import make_job
 
 def scheduler(capacity: int = 512, per_subscription: int = 2, floor: int = 16) -> Scheduler:
     return Scheduler(capacity=capacity, per_subscription=per_subscription, owner_floor=floor)
+
+
+def one_sending_one_waiting() -> tuple[Scheduler, DeliveryJob, DeliveryJob]:
+    """A subscription capped at one attempt: its first job in flight, its second queued."""
+    s = scheduler(per_subscription=1)
+    sub = uuid.uuid4()
+    first, second = make_job(sub), make_job(sub)
+    s.offer(first, 0.0)
+    s.offer(second, 0.0)
+    return s, first, second
 
 
 def test_a_job_with_room_starts_at_once() -> None:
@@ -26,24 +37,15 @@ def test_a_subscription_at_its_cap_queues_further_jobs() -> None:
     assert s.queue_depths() == {sub: 1}
 
 
-def test_a_queued_subscription_keeps_its_order_even_when_a_slot_frees() -> None:
-    s = scheduler(per_subscription=1)
-    sub = uuid.uuid4()
-    first, second, third = (make_job(sub) for _ in range(3))
-    s.offer(first, 0.0)
-    s.offer(second, 0.0)
-    next_job, others = s.finish(first)
-    assert (next_job, others) == (second, [])
-    # A newcomer does not overtake the queue: it joins it.
+def test_a_newcomer_joins_its_subscriptions_queue_instead_of_overtaking_it() -> None:
+    s, first, _ = one_sending_one_waiting()
+    third = make_job(first.subscription_id)
     assert not s.offer(third, 0.0)
+    assert s.queue_depths() == {first.subscription_id: 2}
 
 
 def test_a_finished_attempt_hands_its_slot_to_its_subscriptions_next_job() -> None:
-    s = scheduler(per_subscription=1)
-    sub = uuid.uuid4()
-    first, second = make_job(sub), make_job(sub)
-    s.offer(first, 0.0)
-    s.offer(second, 0.0)
+    s, first, second = one_sending_one_waiting()
     assert s.finish(first) == (second, [])
     assert (s.in_flight, s.waiting, s.queue_depths()) == (1, 0, {})
 
@@ -108,11 +110,7 @@ def test_setting_aside_an_owners_queue_enlarges_the_others_shares() -> None:
 
 
 def test_an_abandoned_attempt_frees_its_slot_for_a_waiting_job() -> None:
-    s = scheduler(per_subscription=1)
-    sub = uuid.uuid4()
-    first, second = make_job(sub), make_job(sub)
-    s.offer(first, 0.0)
-    s.offer(second, 0.0)
+    s, first, second = one_sending_one_waiting()
     assert s.abandon(first) == [second]
     assert s.in_flight == 1
 
