@@ -130,6 +130,17 @@ def observe(batch: list[AttemptResult]) -> None:
     _FAILED.inc(len(batch) - succeeded)
 
 
+def show_queue_depths(depths: dict[uuid.UUID, int], shown: set[str]) -> set[str]:
+    """Set the queue-depth gauge to `depths`, removing the series of subscriptions `shown`
+    before and no longer queued (a bounded label set); returns the subscriptions shown now."""
+    now = {str(subscription): depth for subscription, depth in depths.items()}
+    for gone in shown - now.keys():
+        QUEUE_DEPTH.remove(gone)
+    for subscription, depth in now.items():
+        QUEUE_DEPTH.labels(subscription).set(depth)
+    return set(now)
+
+
 class DeliveryEngine:
     def __init__(
         self,
@@ -316,12 +327,7 @@ class DeliveryEngine:
         return len(batch) + len(aside)
 
     def _show_queue_depths(self) -> None:
-        depths = {str(s): n for s, n in self._scheduler.queue_depths().items()}
-        for gone in self._depth_labels - depths.keys():
-            QUEUE_DEPTH.remove(gone)
-        for subscription, depth in depths.items():
-            QUEUE_DEPTH.labels(subscription).set(depth)
-        self._depth_labels = set(depths)
+        self._depth_labels = show_queue_depths(self._scheduler.queue_depths(), self._depth_labels)
 
     async def _keep_events_claimed(self, stop: asyncio.Event) -> None:
         """Tell JetStream the events still being worked on are, before it hands them out again
