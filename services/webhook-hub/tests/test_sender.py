@@ -263,3 +263,22 @@ async def test_the_signature_and_webhook_id_reach_the_receiver(
     assert seen[0]["webhook-id"] == job.message_id
     assert seen[0]["webhook-signature"].startswith("v1,")
     assert seen[0]["user-agent"] == "test"
+
+
+async def test_attempts_to_one_endpoint_reuse_a_kept_alive_connection(
+    serve: Callable[..., Awaitable[int]],
+) -> None:
+    peers: list[object] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        peers.append(request.transport.get_extra_info("peername"))
+        return web.Response(text="ok")
+
+    port = await serve(handle)
+    one = sender()
+    for _ in range(3):
+        result = await one.attempt(make_job(endpoint_url=f"http://127.0.0.1:{port}/hook"))
+        assert result.status_code == 200
+    assert len(peers) == 3
+    assert len(set(peers)) == 1  # one connection, from one client port
