@@ -1,9 +1,14 @@
 """`make bench` for webhook-hub: end-to-end throughput and latency on this machine.
 
 Starts embedded PostgreSQL and NATS, a receiver on 127.0.0.1 (nginx from Debian's packages
-when installed, otherwise a small aiohttp receiver) pinned to the last core, and a real
-`webhook-hub worker` process; publishes events into `EVENTS` and waits until every
-delivery arrives (or a bounded time passes). Prints a table. Everything stays on loopback and
+when installed, otherwise a small aiohttp receiver) pinned to the last core, and real
+`webhook-hub worker` processes. Two kinds of scenario: a drain (events published while no
+worker runs, so the load generator's cost is out of the measured path; the workers then
+start and empty the backlog) and publish-while-delivering (at full speed or a fixed rate).
+Each row has the rate, publication-to-receipt latency, first-attempt success, lost and
+duplicate `webhook-id`s, and the CPU the product's processes (workers, PostgreSQL, NATS)
+spent per delivered event. Then the bare sign-and-POST loops of aiohttp and of pyreqwest (the
+engine's sender) to the same receiver, in the same run. Everything stays on loopback and
 stops by itself.
 """
 
@@ -25,8 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import nats
+import psutil
 import psycopg
 import uvloop
 from servicekit.db.admin import database_url_for, ensure_database
@@ -37,7 +42,7 @@ from servicekit.embedded.postgres import EmbeddedPostgres
 from servicekit.events import CloudEvent
 from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
-from servicekit.signing import generate_secret, webhook_headers
+from servicekit.signing import generate_secret
 
 HERE = Path(__file__).resolve().parent
 NGINX_CONF = """
@@ -46,7 +51,9 @@ pid {dir}/nginx.pid;
 error_log {dir}/nginx-error.log;
 events {{ worker_connections 4096; }}
 http {{
-    access_log off;
+    # Each request's webhook-id, to count duplicates as the receiver sees them.
+    log_format ids '$http_webhook_id';
+    access_log {dir}/ids.log ids buffer=256k flush=1s;
     client_body_buffer_size 64k;
     keepalive_requests 1000000;
     server {{
@@ -57,8 +64,9 @@ http {{
 """
 MIGRATIONS = HERE.parent / "migrations"
 BIN = Path(sys.executable).parent
-EVENT_TYPE = "bench.happened"
 PACING_TICK_SECONDS = 0.005
+sys.path.insert(0, str(HERE))
+from bare import LOOPS  # noqa: E402  (the bench's sibling module, not a package)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -68,9 +76,44 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+class ProcessCpu:
+    """CPU seconds (user + system) of the product's processes, per group, from psutil."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        self.groups = groups
+
+    def snapshot(self) -> dict[str, dict[int, float]]:
+        taken: dict[str, dict[int, float]] = {}
+        for group, pids in self.groups.items():
+            seen: dict[int, float] = {}
+            for pid in pids:
+                try:
+                    root = psutil.Process(pid)
+                    for process in (root, *root.children(recursive=True)):
+                        times = process.cpu_times()
+                        seen[process.pid] = times.user + times.system
+                except psutil.Error:
+                    continue  # gone meanwhile
+            taken[group] = seen
+        return taken
+
+    @staticmethod
+    def spent(
+        before: dict[str, dict[int, float]], after: dict[str, dict[int, float]]
+    ) -> dict[str, float]:
+        """Seconds per group between two snapshots (processes started since count from 0)."""
+        return {
+            group: sum(t - before.get(group, {}).get(pid, 0.0) for pid, t in now.items())
+            for group, now in after.items()
+        }
+
+
 class Bench:
-    def __init__(self, workdir: Path, durable: bool, python_receiver: bool) -> None:
+    def __init__(
+        self, workdir: Path, durable: bool, python_receiver: bool, profile: Path | None = None
+    ) -> None:
         self.workdir = workdir
+        self.profile = profile
         self.python_receiver = python_receiver
         self.receiver_kind = ""
         self.postgres = EmbeddedPostgres(workdir / "pg", durable=durable)
@@ -106,6 +149,30 @@ class Bench:
         )
         wait_for_port("127.0.0.1", self.receiver_port, 30)
 
+    def cpu(self) -> ProcessCpu:
+        return ProcessCpu(
+            {
+                "workers": [w.pid for w in self.workers if w.poll() is None],
+                "postgres": [self.postgres.pid] if self.postgres.pid else [],
+                "nats": [self.nats.pid] if self.nats.pid else [],
+            }
+        )
+
+    def stop_workers(self) -> None:
+        for process in self.workers:
+            process.terminate()
+        for process in self.workers:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.workers = []
+
+    def receiver_ids(self) -> list[str]:
+        """The webhook-ids nginx has logged so far (flushed every second)."""
+        log = self.workdir / "ids.log"
+        return log.read_text().split() if log.exists() else []
+
     def start_worker(self) -> None:
         env = {
             **os.environ,
@@ -114,14 +181,24 @@ class Bench:
             "WEBHOOK_HUB_LOG_LEVEL": "WARNING",
             **{k: v for k, v in os.environ.items() if k.startswith("WEBHOOK_HUB_")},
         }
-        self.workers.append(
+        worker = subprocess.Popen(
+            [str(BIN / "webhook-hub"), "worker"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.workers.append(worker)
+        if self.profile is not None:
+            # Sampled stacks, collapsed (one line per stack with its count): py-spy writes
+            # them when the worker ends.
+            self.profile.mkdir(parents=True, exist_ok=True)
+            out = self.profile / f"worker-{worker.pid}.txt"
+            sampler = ["py-spy", "record", "--format", "raw", "-r", "100", "-o", str(out)]
             subprocess.Popen(
-                [str(BIN / "webhook-hub"), "worker"],
-                env=env,
+                [*sampler, "--pid", str(worker.pid)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-        )
 
     def stop(self) -> None:
         for process in (*self.workers, self.receiver):
@@ -177,12 +254,20 @@ class Bench:
             row = conn.execute(
                 "SELECT count(DISTINCT d.id),"
                 " coalesce(extract(epoch FROM max(a.attempted_at"
-                "   + a.duration_ms * interval '1 millisecond')), 0)"
+                "   + a.duration_ms * interval '1 millisecond')), 0),"
+                " coalesce(extract(epoch FROM min(a.attempted_at)), 0),"
+                " count(*)"
                 " FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.id"
                 " WHERE d.event_type = %s AND d.status = 'succeeded' AND a.status_code < 300",
                 (event_type,),
             ).fetchone()
             assert row is not None
+            first = conn.execute(
+                "SELECT count(*) FILTER (WHERE status = 'succeeded' AND attempts = 1), count(*)"
+                " FROM deliveries WHERE event_type = %s",
+                (event_type,),
+            ).fetchone()
+            assert first is not None
             latencies = [
                 float(r[0])
                 for r in conn.execute(
@@ -196,6 +281,10 @@ class Bench:
         return {
             "distinct": int(row[0]),
             "last_at": float(row[1]) or started,
+            "first_at": float(row[2]) or started,
+            "successes": int(row[3]),
+            "first_attempt_ok": int(first[0]),
+            "stored": int(first[1]),
             "latencies": latencies,
         }
 
@@ -250,16 +339,23 @@ class Bench:
         return started, finished
 
     async def scenario(
-        self, name: str, events: int, subscriptions: int, rate: float | None, budget: float
+        self,
+        name: str,
+        events: int,
+        subscriptions: int,
+        rate: float | None,
+        budget: float,
+        *,
+        drain: bool = False,
+        workers: int = 1,
     ) -> dict[str, Any]:
+        """Publish `events` for `subscriptions` subscriptions and wait for every delivery. A
+        drain publishes them all before the workers start and measures from the first
+        delivery on; otherwise the workers run while the events are published."""
         event_type = f"bench.s{uuid.uuid4().hex[:8]}"
         self.subscribe(subscriptions, event_type)
         expected = events * subscriptions
-
-        def stats_now() -> dict[str, Any]:
-            if self.receiver_kind == "nginx":
-                return self.database_stats(event_type, started)
-            return self.receiver_stats()
+        ids_before = len(self.receiver_ids())
 
         def delivered_now() -> int:
             """Progress while the run lasts: a count only, so the watching takes little of
@@ -270,64 +366,74 @@ class Bench:
 
         if self.receiver_kind != "nginx":
             self.reset_receiver()
+        if drain:
+            self.stop_workers()
         started = time.time()
+        cpu = self.cpu()
+        before = cpu.snapshot()
         started, published = await self.publish(events, rate, event_type)
+        if drain:
+            for _ in range(workers):
+                self.start_worker()
+            # From the first delivery on: the workers' start-up (imports, connections) is
+            # not the cost of delivering.
+            deadline = time.time() + 60
+            while delivered_now() == 0 and time.time() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+            cpu = self.cpu()
+            before = cpu.snapshot()
+            delivered_at_start = delivered_now()
+        else:
+            delivered_at_start = 0
         deadline = time.time() + budget
         # Polling another process's database: there is no event to wait on.
         while delivered_now() < expected and time.time() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(1.0)
+        spent = cpu.spent(before, cpu.snapshot())
         # Outcomes are recorded a moment after receipt: read once more for complete figures.
-        await asyncio.sleep(1.0)
-        stats = stats_now()
-        elapsed = max(stats["last_at"] - started, 1e-9)
+        await asyncio.sleep(1.5)
+        stats = self.database_stats(event_type, started)
+        if self.receiver_kind == "nginx":
+            ids = self.receiver_ids()[ids_before:]
+            duplicates = len(ids) - len(set(ids))
+        else:
+            received = self.receiver_stats()
+            duplicates = int(received["posts"]) - int(received["distinct"])
+            stats["latencies"] = received["latencies"]
+        window_start = stats["first_at"] if drain else started
+        elapsed = max(stats["last_at"] - window_start, 1e-9)
+        measured = max(stats["distinct"] - delivered_at_start, 1)
         result = {
             "scenario": name,
             "events": events,
             "subs": subscriptions,
-            "offered_rate": rate or round(events / max(published - started, 1e-9)),
+            "offered_rate": "backlog"
+            if drain
+            else rate or round(events / max(published - started, 1e-9)),
             "events_per_s": round(stats["distinct"] / subscriptions / elapsed),
             "deliveries_per_s": round(stats["distinct"] / elapsed),
             "p50_ms": round(percentile(stats["latencies"], 0.50) * 1000, 1),
-            "p95_ms": round(percentile(stats["latencies"], 0.95) * 1000, 1),
             "p99_ms": round(percentile(stats["latencies"], 0.99) * 1000, 1),
+            "first_ok_%": round(100 * stats["first_attempt_ok"] / max(stats["stored"], 1), 2),
             "lost": expected - stats["distinct"],
+            "dup_ids": duplicates,
+            **{
+                f"cpu_us_{group}": round(seconds / measured * 1e6)
+                for group, seconds in spent.items()
+            },
+            "cpu_us_total": round(sum(spent.values()) / measured * 1e6),
         }
         print(json.dumps(result), flush=True)
         return result
 
-    async def bare_loop(self, requests: int, concurrency: int) -> dict[str, Any]:
-        """The ceiling: sign and POST from one aiohttp session, nothing else."""
-        if self.receiver_kind != "nginx":
-            self.reset_receiver()
-        secret = generate_secret()
+    async def bare_loops(self, requests: int, concurrency: int) -> dict[str, dict[str, Any]]:
+        """The ceilings: sign and POST with each client, nothing else, to the same receiver."""
         url = f"http://127.0.0.1:{self.receiver_port}/bare"
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for n in range(requests):
-            queue.put_nowait(n)
-        connector = aiohttp.TCPConnector(limit=concurrency)
-        async with aiohttp.ClientSession(connector=connector) as http:
-
-            async def sender() -> None:
-                while not queue.empty():
-                    n = queue.get_nowait()
-                    body = json.dumps(
-                        {
-                            "type": EVENT_TYPE,
-                            "timestamp": "2026-11-22T00:00:00Z",
-                            "data": {"n": n, "sent_at": time.time()},
-                        }
-                    ).encode()
-                    headers = {
-                        "content-type": "application/json",
-                        **webhook_headers(f"msg_{n}", body, [secret]),
-                    }
-                    async with http.post(url, data=body, headers=headers) as response:
-                        await response.read()
-
-            started = time.time()
-            await asyncio.gather(*(sender() for _ in range(concurrency)))
-            elapsed = time.time() - started
-        return {"requests": requests, "per_s": round(requests / elapsed)}
+        loops = {}
+        for name, loop in LOOPS.items():
+            loops[name] = await loop(url, requests, concurrency)
+            print(name, json.dumps(loops[name]), flush=True)
+        return loops
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -343,35 +449,51 @@ def table(rows: list[dict[str, Any]]) -> str:
 async def main_async(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="webhook-hub-bench-") as workdir:
         bench = Bench(
-            Path(workdir), durable=not args.unsafe_fast_db, python_receiver=args.python_receiver
+            Path(workdir),
+            durable=not args.unsafe_fast_db,
+            python_receiver=args.python_receiver,
+            profile=args.profile,
         )
         try:
             bench.start()
             for _ in range(args.workers):
                 bench.start_worker()
             await asyncio.sleep(3)
-            rows = [
-                await bench.scenario("max rate, 1 sub", args.events, 1, None, args.budget),
-                await bench.scenario("max rate, 10 subs", args.events // 5, 10, None, args.budget),
-                await bench.scenario("1,000/s, 1 sub", 1000 * args.seconds, 1, 1000, args.budget),
-                await bench.scenario("5,000/s, 1 sub", 5000 * args.seconds, 1, 5000, args.budget),
+            e, w, b, n = args.events, args.workers, args.budget, args.seconds
+            plan: list[tuple[str, int, int, float | None, bool]] = [
+                ("drain, 1 sub", e, 1, None, True),
+                ("drain, 10 subs", e // 5, 10, None, True),
+                ("max rate, 1 sub", e, 1, None, False),
+                ("max rate, 10 subs", e // 5, 10, None, False),
+                ("1,000/s, 1 sub", 1000 * n, 1, 1000, False),
+                ("5,000/s, 1 sub", 5000 * n, 1, 5000, False),
             ]
-            bare = await bench.bare_loop(args.events, 256)
+            rows = [
+                await bench.scenario(name, events, subs, rate, b, drain=drain, workers=w)
+                for name, events, subs, rate, drain in plan
+                if args.only in name
+            ]
+            bench.stop_workers()  # the bare loops measure the clients alone
+            bare = await bench.bare_loops(args.events, 256)
             receiver = bench.receiver_kind
         finally:
             bench.stop()
     print(
         f"\nwebhook-hub benchmark on {platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, {args.workers} worker process(es), receiver {receiver}, PostgreSQL fsync {'off' if args.unsafe_fast_db else 'on'}\n"
+        f"Python {platform.python_version()}, {args.workers} worker process(es), "
+        f"receiver {receiver}, PostgreSQL fsync {'off' if args.unsafe_fast_db else 'on'}\n"
     )
     print(table(rows))
-    best = max(row["deliveries_per_s"] for row in rows[:2])
-    print(
-        f"\nbare aiohttp sign-and-POST loop to the same receiver: {bare['per_s']} requests/s;"
-        f" engine at max rate: {best} deliveries/s = {best / bare['per_s']:.0%} of the bare loop"
-    )
+    best = max(row["deliveries_per_s"] for row in rows)
+    print()
+    for name, loop in bare.items():
+        print(
+            f"bare {name} sign-and-POST loop: {loop['per_s']} requests/s, {loop['cpu_us']} µs CPU"
+            f" per request; engine's best: {best} deliveries/s = {best / loop['per_s']:.0%} of it"
+        )
     lost = sum(row["lost"] for row in rows)
-    print(f"events lost: {lost}")
+    duplicates = sum(row["dup_ids"] for row in rows)
+    print(f"events lost: {lost}; duplicate webhook-ids: {duplicates}")
     return 0 if lost == 0 else 1
 
 
@@ -382,6 +504,12 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=180, help="seconds to wait per scenario")
     parser.add_argument("--unsafe-fast-db", action="store_true", help="PostgreSQL without fsync")
     parser.add_argument("--workers", type=int, default=1, help="worker processes")
+    parser.add_argument(
+        "--profile", type=Path, help="record each worker with py-spy into this folder"
+    )
+    parser.add_argument(
+        "--only", default="", help="run only the scenarios whose name contains this"
+    )
     parser.add_argument(
         "--python-receiver", action="store_true", help="use the aiohttp receiver even with nginx"
     )

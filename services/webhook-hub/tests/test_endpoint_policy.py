@@ -1,18 +1,9 @@
 """webhook-hub's endpoint guard is servicekit's shared address policy: every internal form is
-refused, and the sender connects only to the address that was checked."""
+refused (that the sender connects only to the address that was checked: test_sender.py)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
-
-import aiohttp
 import pytest
-from aiohttp import web
-from servicekit.testing.resolver import ScriptedResolver
-from webhook_hub.delivery_engine.jobs import DeliveryJob
-from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.subscriptions.endpoint_policy import (
     EndpointGuard,
     EndpointRefused,
@@ -53,76 +44,6 @@ async def test_metadata_stays_refused_inside_an_allowed_network() -> None:
 def test_transport_and_metadata_headers_are_refused(name: str) -> None:
     with pytest.raises(EndpointRefused):
         check_headers({name: "x"})
-
-
-@pytest.fixture
-async def internal_receiver() -> AsyncIterator[tuple[int, list[str]]]:
-    """A receiver on 127.0.0.2 (standing for an internal address) and the port it shares with
-    one on 127.0.0.1 (standing for the public address the guard allows)."""
-    hits: list[str] = []
-
-    async def handle(request: web.Request) -> web.Response:
-        hits.append(request.host)
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_post("/hook", handle)
-    public = web.AppRunner(app, access_log=None)
-    await public.setup()
-    await web.TCPSite(public, "127.0.0.1", 0).start()
-    port = int(public.addresses[0][1])
-    internal_app = web.Application()
-    internal_app.router.add_post("/hook", handle)
-    internal = web.AppRunner(internal_app, access_log=None)
-    await internal.setup()
-    await web.TCPSite(internal, "127.0.0.2", port).start()
-    yield port, hits
-    await public.cleanup()
-    await internal.cleanup()
-
-
-def job_for(url: str) -> DeliveryJob:
-    return DeliveryJob(
-        delivery_id=uuid.uuid4(),
-        subscription_id=uuid.uuid4(),
-        event_type="order.paid",
-        event_time=datetime.now(UTC),
-        payload={},
-        attempts=0,
-        endpoint_url=url,
-        secrets=["MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
-        headers={},
-        timeout_seconds=2,
-    )
-
-
-async def test_the_sender_refuses_a_name_whose_answer_changes_after_the_check(
-    internal_receiver: tuple[int, list[str]],
-) -> None:
-    port, hits = internal_receiver
-    resolver = ScriptedResolver(["127.0.0.1", "127.0.0.2"])
-    guard = EndpointGuard(["127.0.0.1/32"], resolver=resolver)
-    async with aiohttp.ClientSession(connector=guard.connector(use_dns_cache=False)) as http:
-        sender = WebhookSender(http, user_agent="t", response_body_limit=4096, guard=guard)
-        result = await sender.attempt(job_for(f"http://rebind.test:{port}/hook"))
-    assert resolver.lookups == ["rebind.test", "rebind.test"]
-    assert result.status_code is None
-    assert (result.error or "").startswith("refused")
-    assert hits == []
-
-
-async def test_the_sender_delivers_to_the_address_it_checked(
-    internal_receiver: tuple[int, list[str]],
-) -> None:
-    port, hits = internal_receiver
-    resolver = ScriptedResolver(["127.0.0.1", "127.0.0.2"])
-    guard = EndpointGuard(["127.0.0.1/32"], resolver=resolver)
-    async with aiohttp.ClientSession(connector=guard.connector(use_dns_cache=False)) as http:
-        sender = WebhookSender(http, user_agent="t", response_body_limit=4096, guard=None)
-        result = await sender.attempt(job_for(f"http://rebind.test:{port}/hook"))
-    assert result.status_code == 200
-    assert resolver.lookups == ["rebind.test"]
-    assert hits == [f"rebind.test:{port}"]
 
 
 async def test_the_guard_remembers_a_bounded_number_of_checked_endpoints() -> None:

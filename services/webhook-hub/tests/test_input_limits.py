@@ -6,7 +6,6 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
-import aiohttp
 import httpx
 import pytest
 from servicekit.testing import HttpReceiver, serve_app
@@ -203,18 +202,15 @@ async def test_the_guard_is_checked_again_at_delivery_time(http_receiver: HttpRe
         subscription_id=uuid.uuid4(),
         event_type="order.paid",
         event_time=datetime.now(UTC),
-        payload={},
+        payload_json=b"{}",
         attempts=0,
         endpoint_url=http_receiver.url,
         secrets=["MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
         headers={},
         timeout_seconds=2,
     )
-    async with aiohttp.ClientSession() as http:
-        guarded = WebhookSender(
-            http, user_agent="t", response_body_limit=4096, guard=EndpointGuard()
-        )
-        result = await guarded.attempt(job)
+    guarded = WebhookSender(user_agent="t", response_body_limit=4096, guard=EndpointGuard())
+    result = await guarded.attempt(job)
     assert result.status_code is None
     assert result.error is not None
     assert result.error.startswith("refused")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import uuid
 from datetime import UTC, datetime
 
+from pydantic_core import to_json
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
-from webhook_hub.delivery_engine.jobs import DeliveryJob, delivery_id_for
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, delivery_id_for
 from webhook_hub.delivery_engine.outcomes import record_outcomes
-from webhook_hub.delivery_engine.sender import AttemptResult
 from webhook_hub.models import Consumer, Subscription
 from webhook_hub.settings import Settings
 
@@ -37,7 +39,7 @@ def first_attempt(subscription: Subscription, status: int | None = 200) -> Attem
         subscription_id=subscription.id,
         event_type="order.paid",
         event_time=datetime.now(UTC),
-        payload={"id": 7, "note": 'caf\u00e9 "quoted" \\ tab\t'},
+        payload_json=to_json({"id": 7, "note": 'caf\u00e9 "quoted" \\ tab\t'}),
         attempts=0,
         endpoint_url=subscription.endpoint_url,
         secrets=[subscription.secret],
@@ -82,7 +84,7 @@ async def test_a_first_attempt_writes_its_delivery_in_its_final_state_with_one_a
         ("succeeded", 1, 1),
     ]
     # The payload survives COPY's text format exactly (quotes, backslashes, tabs, non-ASCII).
-    assert all(payload == succeeded.job.payload for _, _, payload, _ in rows)
+    assert all(payload == json.loads(succeeded.job.payload_json) for _, _, payload, _ in rows)
 
 
 async def test_a_delivery_stored_before_keeps_its_row_and_gains_the_attempt(
@@ -92,7 +94,7 @@ async def test_a_delivery_stored_before_keeps_its_row_and_gains_the_attempt(
     first = first_attempt(subscription, 500)
     await record_outcomes(db_session, [first], service_settings)
     # The same event's delivery again (republished), with a success this time.
-    again = AttemptResult(**{**first.__dict__, "status_code": 200, "error": None})
+    again = dataclasses.replace(first, status_code=200, error=None)
     await record_outcomes(db_session, [again, first_attempt(subscription)], service_settings)
     rows = await rows_of(db_session, subscription.id)
     assert [(status, attempts, n) for status, attempts, _, n in rows] == [

@@ -38,6 +38,8 @@ class Settings(PageSettings):
     # claimed again (same webhook-id) once the lease runs out.
     delivery_lease_extra_seconds: float = 30.0
     response_body_limit: int = 4096
+    # Connecting to an endpoint may take this long (within the subscription's total timeout).
+    delivery_connect_timeout_seconds: float = 5.0
     dispatch_batch_size: int = 500
     # An event is acknowledged once its deliveries are stored; until then JetStream holds it
     # for this long (kept alive while a slow endpoint answers), then hands it out again.

@@ -4,9 +4,7 @@ NATS request/reply service for other services."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-import aiohttp
 from servicekit.events.consumer import EventFeed
 from servicekit.mail_outbox import mail_loop
 from servicekit.runtime import ServiceRuntime
@@ -27,24 +25,15 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
     """Dispatch and delivery in one loop: dispatch hands new events' deliveries to the engine."""
 
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
-        options: dict[str, Any] = {
-            "limit": settings.delivery_concurrency,
-            "limit_per_host": settings.per_subscription_concurrency * 4,
-            "keepalive_timeout": 30,
-            "ttl_dns_cache": 60,
-        }
         guard = EndpointGuard(settings.allowed_networks) if settings.ssrf_guard_enabled else None
-        # With the guard, every connection goes to an address the shared policy checked.
-        connector = (
-            guard.connector(**options) if guard is not None else aiohttp.TCPConnector(**options)
+        sender = WebhookSender(
+            user_agent=settings.user_agent,
+            response_body_limit=settings.response_body_limit,
+            guard=guard,
+            connect_timeout_seconds=settings.delivery_connect_timeout_seconds,
+            pool_size_per_endpoint=settings.per_subscription_concurrency,
         )
-        async with aiohttp.ClientSession(connector=connector) as http:
-            sender = WebhookSender(
-                http,
-                user_agent=settings.user_agent,
-                response_body_limit=settings.response_body_limit,
-                guard=guard,
-            )
+        try:
             engine = DeliveryEngine(runtime.session_factory, settings, sender)
             feed = EventFeed(
                 runtime.nats.js,
@@ -55,6 +44,8 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
             )
             dispatch = DispatchLoop(feed, runtime.session_factory, Dispatcher(settings), engine)
             await asyncio.gather(engine.run(stop), dispatch.run(stop))
+        finally:
+            await sender.close()
 
     return run
 

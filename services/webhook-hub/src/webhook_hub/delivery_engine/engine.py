@@ -6,10 +6,9 @@ stored with its outcome. The claim loop leases due deliveries from the database 
 and deliveries set aside): a worker that dies mid-flight leaves its claims to expire, and
 another worker (or itself after a restart) sends them again with the same `webhook-id`.
 
-Each subscription has a concurrency cap, so one slow endpoint cannot hold up the others, and
-each owner a fair share of the worker's slots (admission.py), so one owner's many slow
-endpoints cannot hold up other owners: an admitted delivery beyond either waits in its
-subscription's queue, and one that waits there too long is set aside (stored as pending, for
+Which delivery starts when (per-subscription caps, owners' fair shares, queues) is decided by
+scheduling.py, what an answer means and what comes next by decisions.py; this module only
+runs tasks, and a delivery that waits too long for a slot is set aside (stored as pending, for
 the claim loop; a claimed one has its lease released) so its event can be acknowledged.
 """
 
@@ -19,23 +18,23 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections import defaultdict, deque
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge, Histogram
 from servicekit.db.notify import NotifyListener
 from sqlalchemy import BindParameter, bindparam, text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DELIVERIES_CHANNEL, wake_delivery_workers
-from webhook_hub.delivery_engine.admission import may_start, owner_share
-from webhook_hub.delivery_engine.jobs import DeliveryJob, EventTicket
+from webhook_hub.delivery_engine.decisions import Outcome, outcome_of
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, EventTicket
 from webhook_hub.delivery_engine.outcomes import record_outcomes
 from webhook_hub.delivery_engine.policy import signing_secrets
-from webhook_hub.delivery_engine.sender import AttemptResult, WebhookSender
+from webhook_hub.delivery_engine.scheduling import Scheduler
+from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.models import AttemptOutcome, DeliveryStatus
 from webhook_hub.settings import Settings
 
@@ -44,6 +43,28 @@ logger = structlog.get_logger(__name__)
 ATTEMPTS = Counter(
     "webhook_delivery_attempts", "Delivery attempts recorded by this worker", ["outcome"]
 )
+# Observed when a batch is recorded, off the sending path.
+ATTEMPT_SECONDS = Histogram(
+    "webhook_delivery_attempt_seconds",
+    "Duration of one delivery attempt, by outcome (delivered, gone, throttled, rejected, "
+    "timed_out, refused, unreachable)",
+    ["outcome"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+LAG_SECONDS = Histogram(
+    "webhook_delivery_lag_seconds",
+    "From an event's publication to its receiver's 2xx answer",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
+)
+# Only subscriptions with work queued here have a series (removed when their queue empties).
+QUEUE_DEPTH = Gauge(
+    "webhook_delivery_queue_depth",
+    "Deliveries waiting in this worker's in-memory queue of a subscription",
+    ["subscription"],
+)
+_SUCCEEDED = ATTEMPTS.labels(AttemptOutcome.SUCCEEDED.value)
+_FAILED = ATTEMPTS.labels(AttemptOutcome.FAILED.value)
+_ATTEMPT_SECONDS = {outcome: ATTEMPT_SECONDS.labels(outcome.value) for outcome in Outcome}
 
 # The status reaches the server as a literal (rendered from the enum), not a bound parameter:
 # the due index is partial on `status = 'pending'`, and only a literal lets every plan use it.
@@ -77,7 +98,8 @@ _CLAIM = text(
     FROM picked, subscriptions s
     WHERE d.id = picked.id AND s.id = d.subscription_id AND d.status = :pending
       AND (d.lease_until IS NULL OR d.lease_until < now())
-    RETURNING d.id, d.subscription_id, d.event_type, d.event_time, d.payload, d.attempts,
+    RETURNING d.id, d.subscription_id, d.event_type, d.event_time,
+              d.payload::text AS payload_json, d.attempts,
               s.endpoint_url, s.secret, s.secret_old, s.secret_rotated_at, s.headers,
               s.timeout_seconds, s.owner
     """
@@ -94,6 +116,31 @@ FLUSH_BATCH = 1000
 CLAIM_PAUSE_SECONDS = 0.05
 
 
+def observe(batch: list[AttemptResult]) -> None:
+    """The operators' metrics of a recorded batch."""
+    succeeded = 0
+    for result in batch:
+        outcome = outcome_of(result.status_code, result.failure)
+        _ATTEMPT_SECONDS[outcome].observe(result.duration_ms / 1000)
+        if outcome is Outcome.DELIVERED:
+            succeeded += 1
+            received = result.attempted_at + timedelta(milliseconds=result.duration_ms)
+            LAG_SECONDS.observe((received - result.job.event_time).total_seconds())
+    _SUCCEEDED.inc(succeeded)
+    _FAILED.inc(len(batch) - succeeded)
+
+
+def show_queue_depths(depths: dict[uuid.UUID, int], shown: set[str]) -> set[str]:
+    """Set the queue-depth gauge to `depths`, removing the series of subscriptions `shown`
+    before and no longer queued (a bounded label set); returns the subscriptions shown now."""
+    now = {str(subscription): depth for subscription, depth in depths.items()}
+    for gone in shown - now.keys():
+        QUEUE_DEPTH.remove(gone)
+    for subscription, depth in now.items():
+        QUEUE_DEPTH.labels(subscription).set(depth)
+    return set(now)
+
+
 class DeliveryEngine:
     def __init__(
         self,
@@ -104,17 +151,12 @@ class DeliveryEngine:
         self._session_factory = session_factory
         self._settings = settings
         self._sender = sender
-        # Attempts in flight: per subscription, per owner, in all.
-        self._in_flight: dict[uuid.UUID, int] = defaultdict(int)
-        self._owner_in_flight: dict[str, int] = defaultdict(int)
-        self._total_in_flight = 0
-        # In flight plus waiting, per owner: its keys are the owners with work here.
-        self._owner_load: dict[str, int] = {}
-        # Admitted deliveries waiting for a slot, oldest first, per subscription; and the
-        # subscriptions with waiting deliveries of each owner.
-        self._waiting: dict[uuid.UUID, deque[tuple[float, DeliveryJob]]] = {}
-        self._waiting_of_owner: dict[str, dict[uuid.UUID, None]] = {}
-        self._waiting_count = 0
+        # Which delivery goes next (queues, caps, fair shares): pure, in scheduling.py.
+        self._scheduler = Scheduler(
+            capacity=settings.delivery_concurrency,
+            per_subscription=settings.per_subscription_concurrency,
+            owner_floor=settings.owner_concurrency_floor,
+        )
         self._room = asyncio.Event()
         # The event message behind each admitted delivery not stored yet.
         self._tickets: dict[uuid.UUID, EventTicket] = {}
@@ -128,6 +170,7 @@ class DeliveryEngine:
         # The last claim held back for want of room: a finished attempt may make some.
         self._claim_held_back = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._depth_labels: set[str] = set()
 
     # --- new events, from dispatch ------------------------------------------------------
 
@@ -146,98 +189,27 @@ class DeliveryEngine:
 
     def offer(self, job: DeliveryJob, now: float) -> None:
         """Start the job if its subscription and its owner have room, else queue it."""
-        if (
-            job.subscription_id not in self._waiting
-            and self._in_flight[job.subscription_id] < self._settings.per_subscription_concurrency
-            and self._admissible(job.owner)
-        ):
-            self.start(job)
-            return
-        queue = self._waiting.get(job.subscription_id)
-        if queue is None:
-            queue = self._waiting[job.subscription_id] = deque()
-            self._waiting_of_owner.setdefault(job.owner, {})[job.subscription_id] = None
-        queue.append((now, job))
-        self._waiting_count += 1
-        self._owner_load[job.owner] = self._owner_load.get(job.owner, 0) + 1
-
-    def _admissible(self, owner: str) -> bool:
-        active = len(self._owner_load) + (owner not in self._owner_load)
-        return may_start(
-            owner_in_flight=self._owner_in_flight.get(owner, 0),
-            total_in_flight=self._total_in_flight,
-            active_owners=active,
-            capacity=self._settings.delivery_concurrency,
-            floor=self._settings.owner_concurrency_floor,
-        )
-
-    def _unload(self, owner: str) -> None:
-        load = self._owner_load[owner] - 1
-        if load:
-            self._owner_load[owner] = load
-        else:
-            del self._owner_load[owner]
+        if self._scheduler.offer(job, now):
+            self._start(job)
 
     async def room(self) -> None:
         """Wait while the queues hold as many deliveries as dispatch may leave waiting."""
-        while self._waiting_count >= self._settings.dispatch_backlog:
+        while self._scheduler.waiting >= self._settings.dispatch_backlog:
             self._room.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), 1.0)
 
-    def _take_waiting(self, subscription_id: uuid.UUID) -> DeliveryJob:
-        queue = self._waiting[subscription_id]
-        _, job = queue.popleft()
-        if not queue:
-            self._forget_queue(subscription_id, job.owner)
-        self._waiting_count -= 1
-        self._unload(job.owner)
-        if self._waiting_count < self._settings.dispatch_backlog:
-            self._room.set()
-        return job
-
-    def _forget_queue(self, subscription_id: uuid.UUID, owner: str) -> None:
-        del self._waiting[subscription_id]
-        subscriptions = self._waiting_of_owner[owner]
-        del subscriptions[subscription_id]
-        if not subscriptions:
-            del self._waiting_of_owner[owner]
-
-    def _pump(self) -> None:
-        """Start the waiting deliveries that now have room, owner by owner."""
-        cap = self._settings.per_subscription_concurrency
-        for owner in list(self._waiting_of_owner):
-            while self._admissible(owner):
-                subscriptions = self._waiting_of_owner.get(owner)
-                if not subscriptions:
-                    break
-                # Not iterated on after a take (which may drop the subscription from it).
-                ready = next((s for s in subscriptions if self._in_flight[s] < cap), None)
-                if ready is None:
-                    break
-                self.start(self._take_waiting(ready))
-                if ready in subscriptions:  # round robin between an owner's subscriptions
-                    del subscriptions[ready]
-                    subscriptions[ready] = None
-
     def set_aside_stale(self, now: float) -> None:
         """Deliveries that waited too long for their subscription (a slow endpoint) are stored
         as pending instead, so their events can be acknowledged; a claim loop sends them."""
-        oldest = now - self._settings.dispatch_queue_seconds
-        for subscription_id in [s for s, q in self._waiting.items() if q[0][0] <= oldest]:
-            queue = self._waiting[subscription_id]
-            owner = queue[0][1].owner
-            while queue and queue[0][0] <= oldest:
-                self._set_aside.append(queue.popleft()[1])
-                self._waiting_count -= 1
-                self._unload(owner)
-            if not queue:
-                self._forget_queue(subscription_id, owner)
-        if self._waiting_count:  # fewer owners with work: larger shares for the others
-            self._pump()
-        if self._set_aside:
-            self._room.set()
+        aside, started = self._scheduler.stale(now - self._settings.dispatch_queue_seconds)
+        for job in started:
+            self._start(job)
+        if aside:
+            self._set_aside.extend(aside)
             self._results_ready.set()
+        if self._scheduler.waiting < self._settings.dispatch_backlog:
+            self._room.set()
 
     def set_aside_all(self) -> None:
         self.set_aside_stale(float("inf"))
@@ -245,22 +217,9 @@ class DeliveryEngine:
     # --- due deliveries, from the database -------------------------------------------------
 
     async def claim(self) -> list[DeliveryJob]:
-        cap = self._settings.per_subscription_concurrency
-        saturated = [sub for sub, n in self._in_flight.items() if n >= cap]
-        saturated_owners = [o for o in self._owner_in_flight if not self._admissible(o)]
-        # What an owner not busy here yet may take: claims beyond an owner's room would only
-        # wait for a slot.
-        per_owner = owner_share(
-            self._settings.delivery_concurrency,
-            len(self._owner_load) + 1,
-            self._settings.owner_concurrency_floor,
-        )
-        free = self._settings.delivery_concurrency - self._total_in_flight
-        limit = min(self._settings.delivery_claim_batch, free)
-        self._claim_held_back = (
-            bool(saturated) or bool(saturated_owners) or limit < self._settings.delivery_claim_batch
-        )
-        if limit <= 0:
+        limits = self._scheduler.claim_limits(self._settings.delivery_claim_batch)
+        self._claim_held_back = limits.held_back
+        if limits.limit <= 0:
             return []
         async with self._session_factory() as session, session.begin():
             connection = await session.connection()
@@ -271,12 +230,12 @@ class DeliveryEngine:
                 await connection.execute(
                     _CLAIM,
                     {
-                        "saturated": [str(s) for s in saturated],
-                        "saturated_owners": saturated_owners,
-                        "per_subscription": cap,
-                        "per_owner": per_owner,
-                        "limit": limit,
-                        "scan": limit * 4,
+                        "saturated": [str(s) for s in limits.saturated],
+                        "saturated_owners": limits.saturated_owners,
+                        "per_subscription": self._settings.per_subscription_concurrency,
+                        "per_owner": limits.per_owner,
+                        "limit": limits.limit,
+                        "scan": limits.limit * 4,
                         "lease_extra": self._settings.delivery_lease_extra_seconds,
                     },
                 )
@@ -290,7 +249,7 @@ class DeliveryEngine:
             subscription_id=row.subscription_id,
             event_type=row.event_type,
             event_time=row.event_time,
-            payload=row.payload,
+            payload_json=row.payload_json.encode(),
             attempts=row.attempts,
             endpoint_url=row.endpoint_url,
             secrets=signing_secrets(
@@ -307,46 +266,11 @@ class DeliveryEngine:
 
     # --- sending -------------------------------------------------------------------------
 
-    def start(self, job: DeliveryJob) -> None:
-        """Send the job now (its room was checked): takes a slot of its subscription, of its
-        owner and of the worker."""
-        self._take_slot(job)
+    def _start(self, job: DeliveryJob) -> None:
+        """Send the job in a task of its own (the scheduler took its slot)."""
         task = asyncio.create_task(self._send(job))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    def _take_slot(self, job: DeliveryJob) -> None:
-        self._in_flight[job.subscription_id] += 1
-        self._owner_in_flight[job.owner] += 1
-        self._total_in_flight += 1
-        self._owner_load[job.owner] = self._owner_load.get(job.owner, 0) + 1
-
-    def _free_slot(self, job: DeliveryJob) -> None:
-        subscription_id, owner = job.subscription_id, job.owner
-        self._in_flight[subscription_id] -= 1
-        if self._in_flight[subscription_id] <= 0:
-            del self._in_flight[subscription_id]
-        self._owner_in_flight[owner] -= 1
-        if self._owner_in_flight[owner] <= 0:
-            del self._owner_in_flight[owner]
-        self._total_in_flight -= 1
-        self._unload(owner)
-
-    def _next_for(self, job: DeliveryJob) -> DeliveryJob | None:
-        """After an attempt (its slot freed): the subscription's next waiting job, to send in
-        this same task, when it has room and no other owner is waiting (the common case, kept
-        cheap); otherwise whatever waits and has room is started, fairly, in tasks of its
-        own."""
-        if not self._waiting_count:
-            return None
-        owner = job.owner
-        others_waiting = len(self._waiting_of_owner) > (owner in self._waiting_of_owner)
-        if not others_waiting and job.subscription_id in self._waiting and self._admissible(owner):
-            next_job = self._take_waiting(job.subscription_id)
-            self._take_slot(next_job)
-            return next_job
-        self._pump()
-        return None
 
     async def _send(self, job: DeliveryJob) -> None:
         """One slot: sends this job, then (while it has room) its subscription's waiting ones
@@ -358,13 +282,15 @@ class DeliveryEngine:
                 self._results.append(result)
                 self._results_ready.set()
                 done, current = current, None
-                self._free_slot(done)
-                current = self._next_for(done)
+                current, others = self._scheduler.finish(done)
+                for other in others:
+                    self._start(other)
+                if self._scheduler.waiting < self._settings.dispatch_backlog:
+                    self._room.set()
         except BaseException:
             if current is not None:  # its slot is still held
-                self._free_slot(current)
-                if self._waiting_count:
-                    self._pump()
+                for other in self._scheduler.abandon(current):
+                    self._start(other)
             raise
         finally:
             if self._claim_held_back:
@@ -393,14 +319,15 @@ class DeliveryEngine:
             self._results = batch + self._results
             self._set_aside = aside + self._set_aside
             raise
-        for result in batch:  # counted once recorded, so a retried flush counts nothing twice
-            outcome = AttemptOutcome.SUCCEEDED if result.succeeded else AttemptOutcome.FAILED
-            ATTEMPTS.labels(outcome.value).inc()
+        observe(batch)  # once recorded, so a retried flush counts nothing twice
         for job in (*(result.job for result in batch), *aside):
             ticket = self._tickets.pop(job.delivery_id, None)
             if ticket is not None and ticket.settle_one():
                 await ticket.msg.ack()
         return len(batch) + len(aside)
+
+    def _show_queue_depths(self) -> None:
+        self._depth_labels = show_queue_depths(self._scheduler.queue_depths(), self._depth_labels)
 
     async def _keep_events_claimed(self, stop: asyncio.Event) -> None:
         """Tell JetStream the events still being worked on are, before it hands them out again
@@ -425,6 +352,7 @@ class DeliveryEngine:
             await asyncio.sleep(FLUSH_INTERVAL_SECONDS)
             now = time.monotonic()
             self.set_aside_stale(now)
+            self._show_queue_depths()
             try:
                 # A full batch means more results are waiting: record them all.
                 flushed = FLUSH_BATCH

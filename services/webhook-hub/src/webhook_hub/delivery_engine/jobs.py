@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from enum import StrEnum
 
 from nats.aio.msg import Msg
 from pydantic_core import to_json
@@ -42,13 +41,33 @@ class EventTicket:
         return self.outstanding == 0
 
 
-@dataclass(frozen=True)
+def render_body(event_type: str, event_time: datetime, payload_json: bytes) -> bytes:
+    """The Standard Webhooks payload shape: `{"type", "timestamp", "data"}`."""
+    timestamp = event_time.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return b"".join(
+        (
+            b'{"type":',
+            to_json(event_type),
+            b',"timestamp":"',
+            timestamp.encode(),
+            b'","data":',
+            payload_json,
+            b"}",
+        )
+    )
+
+
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, and dispatch
+# builds one job per event and subscription (the hot path). Nothing changes a job.
+@dataclass(eq=False)
 class DeliveryJob:
     delivery_id: uuid.UUID
     subscription_id: uuid.UUID
     event_type: str
     event_time: datetime
-    payload: dict[str, Any]
+    # The event's data as JSON, encoded once per event (shared by its deliveries) or read
+    # as text from the stored row: never decoded only to be encoded again.
+    payload_json: bytes
     attempts: int
     endpoint_url: str
     secrets: list[str]
@@ -59,13 +78,38 @@ class DeliveryJob:
     stored: bool = True
     # The subscription's owner: the worker's slots are shared fairly between owners.
     owner: str = ""
+    # The request body: the same bytes for every delivery of an event.
+    body: bytes = b""
 
-    @functools.cached_property
-    def payload_json(self) -> bytes:
-        """The event's data as JSON: encoded once, for the request body and the stored row."""
-        return to_json(self.payload)
+    def __post_init__(self) -> None:
+        if not self.body:
+            self.body = render_body(self.event_type, self.event_time, self.payload_json)
 
     @property
     def message_id(self) -> str:
         """`webhook-id`: one per event and subscription, the same on every retry."""
         return f"msg_{self.delivery_id.hex}"
+
+
+class Failure(StrEnum):
+    """Why an attempt got no HTTP answer."""
+
+    TIMEOUT = "timeout"
+    REFUSED = "refused"  # the address policy (SSRF) refused the endpoint
+    NETWORK = "network"  # no connection, TLS refused, connection reset, ...
+
+
+@dataclass(slots=True)  # not frozen: one per attempt, and frozen fields cost each a call
+class AttemptResult:
+    job: DeliveryJob
+    attempted_at: datetime
+    status_code: int | None
+    response_body: str | None
+    duration_ms: int
+    error: str | None
+    retry_after: str | None
+    failure: Failure | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300

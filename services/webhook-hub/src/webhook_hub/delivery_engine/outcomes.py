@@ -1,5 +1,6 @@
 """Recording a batch of attempts in one transaction: the attempt log, each delivery's next
-step, each subscription's consecutive-failure count, and auto-disable with its notice.
+step, each subscription's consecutive-failure count, and auto-disable (the decisions are
+decisions.py's and subscriptions.disabling's; this module only writes them).
 
 An event's first attempt has no delivery row yet (its event message stands for it until
 then): the row is written here, already in the state the attempt left it in, so a delivery
@@ -11,27 +12,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from servicekit.events import record_event
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import wake_delivery_workers
-from webhook_hub.delivery_engine.jobs import DeliveryJob
-from webhook_hub.delivery_engine.policy import (
-    RETRY_AFTER_STATUSES,
-    next_attempt_delay,
-    parse_retry_after,
-)
-from webhook_hub.delivery_engine.sender import AttemptResult
-from webhook_hub.events import SUBSCRIPTION_DISABLED, SubscriptionDisabled
-from webhook_hub.models import DeliveryStatus, MailMessage
+from webhook_hub.delivery_engine.decisions import NextStep, RetryRules, next_step, tally
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
+from webhook_hub.models import DeliveryStatus
 from webhook_hub.settings import Settings
+from webhook_hub.subscriptions.disabling import disable_reason, disable_subscription
 
 # One statement per batch over arrays (unnest), not one per row: the worker's CPU, not the
 # database, bounds throughput, and row-by-row executemany costs it dearly.
@@ -143,55 +137,6 @@ _UPDATE_SUBSCRIPTION = text(
     RETURNING id, failure_count, is_active
     """
 )
-_DISABLE = text(
-    """
-    UPDATE subscriptions SET is_active = false, disabled_at = :now, disabled_reason = :reason,
-        updated_at = :now
-    WHERE id = :id AND is_active
-    RETURNING id, consumer_id, owner, endpoint_url, failure_count
-    """
-)
-_CONSUMER_EMAIL = text("SELECT email FROM consumers WHERE owner = :owner")
-
-
-@dataclass
-class _SubscriptionTally:
-    reset: bool = False
-    failures: int = 0  # consecutive failures after the last success in this batch
-    last_success: datetime | None = None
-    gone: bool = False
-    attempts: list[AttemptResult] = field(default_factory=list)
-
-
-def _next_step(result: AttemptResult, settings: Settings) -> dict[str, Any]:
-    attempts_made = result.job.attempts + 1
-    if result.succeeded:
-        return {
-            "status": DeliveryStatus.SUCCEEDED,
-            "next_attempt_at": None,
-            "completed_at": result.attempted_at,
-        }
-    retry_after = None
-    if result.status_code in RETRY_AFTER_STATUSES:
-        retry_after = parse_retry_after(result.retry_after, result.attempted_at)
-    delay = next_attempt_delay(
-        attempts_made,
-        settings.retry_schedule_seconds,
-        settings.retry_jitter,
-        retry_after=retry_after,
-        retry_after_cap=settings.retry_after_cap_seconds,
-    )
-    if delay is None or result.status_code == 410:
-        return {
-            "status": DeliveryStatus.FAILED,
-            "next_attempt_at": None,
-            "completed_at": result.attempted_at,
-        }
-    return {
-        "status": DeliveryStatus.PENDING,
-        "next_attempt_at": result.attempted_at + timedelta(seconds=delay),
-        "completed_at": None,
-    }
 
 
 def _delivery_row(job: DeliveryJob, state: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -208,17 +153,17 @@ def _delivery_row(job: DeliveryJob, state: tuple[Any, ...]) -> tuple[Any, ...]:
     )
 
 
-def _first_row(result: AttemptResult, step: dict[str, Any]) -> tuple[Any, ...]:
+def _first_row(result: AttemptResult, step: NextStep) -> tuple[Any, ...]:
     """The delivery row of an event's first attempt, in the state the attempt left it."""
     state = (
-        step["status"],
+        step.status,
         1,
-        step["next_attempt_at"],
+        step.next_attempt_at,
         result.attempted_at,
         result.status_code,
         result.error,
         result.attempted_at,
-        step["completed_at"],
+        step.completed_at,
     )
     return _delivery_row(result.job, state)
 
@@ -259,7 +204,10 @@ async def record_outcomes(
     disabled = await _tally_subscriptions(session, ordered, settings)
     connection = await session.connection()
     # The last result per delivery wins (a batch holds at most one attempt of each, normally).
-    steps = {r.job.delivery_id: (r, _next_step(r, settings)) for r in ordered}
+    rules = RetryRules(
+        settings.retry_schedule_seconds, settings.retry_jitter, settings.retry_after_cap_seconds
+    )
+    steps = {r.job.delivery_id: (r, next_step(r, rules)) for r in ordered}
     now = datetime.now(UTC)
     new_rows = [_first_row(r, step) for r, step in steps.values() if not r.job.stored]
     new_rows += [_pending_row(job, now) for job in set_aside]
@@ -305,12 +253,12 @@ async def record_outcomes(
             _UPDATE_DELIVERIES,
             {
                 "ids": [r.job.delivery_id for r, _ in updates],
-                "statuses": [step["status"] for _, step in updates],
-                "next_attempt_at": [step["next_attempt_at"] for _, step in updates],
+                "statuses": [step.status for _, step in updates],
+                "next_attempt_at": [step.next_attempt_at for _, step in updates],
                 "attempted_at": [r.attempted_at for r, _ in updates],
                 "status_codes": [r.status_code for r, _ in updates],
                 "errors": [r.error for r, _ in updates],
-                "completed_at": [step["completed_at"] for _, step in updates],
+                "completed_at": [step.completed_at for _, step in updates],
             },
         )
     return disabled
@@ -322,73 +270,26 @@ async def _tally_subscriptions(
     """Each subscription's consecutive failures and last success; disables those that reach
     the threshold (or answered 410 Gone). Returns the ids disabled."""
     connection = await session.connection()
-    tallies: dict[uuid.UUID, _SubscriptionTally] = {}
-    for r in ordered:
-        tally = tallies.setdefault(r.job.subscription_id, _SubscriptionTally())
-        if r.succeeded:
-            tally.reset, tally.failures, tally.last_success = True, 0, r.attempted_at
-        else:
-            tally.failures += 1
-            tally.gone = tally.gone or r.status_code == 410
     to_disable: dict[uuid.UUID, str] = {}
-    for sub_id, tally in sorted(tallies.items()):
+    for sub_id, entry in sorted(tally(ordered).items()):
         row = (
             await connection.execute(
                 _UPDATE_SUBSCRIPTION,
                 {
                     "id": sub_id,
-                    "reset": tally.reset,
-                    "failures": tally.failures,
-                    "last_success": tally.last_success,
+                    "reset": entry.reset,
+                    "failures": entry.failures,
+                    "last_success": entry.last_success,
                 },
             )
         ).first()
         if row is None or not row.is_active:
             continue
-        if tally.gone:
-            to_disable[sub_id] = "the endpoint answered 410 Gone"
-        elif row.failure_count >= settings.failure_threshold:
-            to_disable[sub_id] = f"{row.failure_count} consecutive failed deliveries"
+        reason = disable_reason(
+            gone=entry.gone, failure_count=row.failure_count, threshold=settings.failure_threshold
+        )
+        if reason is not None:
+            to_disable[sub_id] = reason
     for sub_id, reason in to_disable.items():
         await disable_subscription(session, sub_id, reason)
     return list(to_disable)
-
-
-async def disable_subscription(
-    session: AsyncSession, subscription_id: uuid.UUID, reason: str
-) -> bool:
-    """Disable, publish `subscription.disabled` to its owner, and mail the owner."""
-    connection = await session.connection()
-    now = datetime.now(UTC)
-    row = (
-        await connection.execute(_DISABLE, {"id": subscription_id, "now": now, "reason": reason})
-    ).first()
-    if row is None:
-        return False
-    payload = SubscriptionDisabled(
-        subscription_id=row.id,
-        consumer_id=row.consumer_id,
-        endpoint_url=row.endpoint_url,
-        failure_count=row.failure_count,
-        disabled_at=now,
-        reason=reason,
-    )
-    await record_event(session, SUBSCRIPTION_DISABLED, payload, tenant=row.owner)
-    email = await connection.scalar(_CONSUMER_EMAIL, {"owner": row.owner})
-    if email:
-        session.add(
-            MailMessage(
-                recipient=email,
-                subject=f"Webhook subscription disabled: {row.endpoint_url}",
-                body=(
-                    f"Your webhook subscription {row.id} to {row.endpoint_url} was disabled "
-                    f"on {now.isoformat()} because {reason}.\n\n"
-                    "No events are delivered to it until you re-enable it with "
-                    f'PATCH /webhooks/subscriptions/{row.id} and {{"is_active": true}}. '
-                    "Deliveries that failed meanwhile can be sent again with "
-                    f"POST /webhooks/subscriptions/{row.id}/recover.\n"
-                ),
-            )
-        )
-        await session.flush()
-    return True

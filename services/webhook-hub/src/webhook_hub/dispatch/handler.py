@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from pydantic_core import to_json
 from servicekit.events import CloudEvent
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from webhook_hub.delivery_engine.jobs import DeliveryJob, delivery_id_for
+from webhook_hub.delivery_engine.jobs import DeliveryJob, delivery_id_for, render_body
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.settings import Settings
 
@@ -77,6 +78,9 @@ class Dispatcher:
         for event in events:
             jobs: list[DeliveryJob] = []
             private = event.type in personal
+            # Encoded and rendered once per event, shared by its deliveries.
+            payload_json = to_json(event.data)
+            body = render_body(event.type, event.time, payload_json)
             for sub in subscriptions:
                 if event.type not in sub.events and "*" not in sub.events:
                     continue
@@ -94,7 +98,7 @@ class Dispatcher:
                         subscription_id=sub.id,
                         event_type=event.type,
                         event_time=event.time,
-                        payload=event.data,
+                        payload_json=payload_json,
                         attempts=0,
                         endpoint_url=sub.endpoint_url,
                         secrets=secrets[sub.id],
@@ -103,6 +107,7 @@ class Dispatcher:
                         event_id=event.id,
                         stored=False,
                         owner=sub.owner,
+                        body=body,
                     )
                 )
             per_event.append(jobs)

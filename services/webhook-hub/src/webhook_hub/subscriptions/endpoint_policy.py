@@ -96,6 +96,11 @@ class EndpointGuard:
         self._checked: OrderedDict[str, float] = OrderedDict()
 
     @property
+    def resolver(self) -> AbstractResolver | None:
+        """The resolver names are looked up with (None: the system's)."""
+        return self._resolver
+
+    @property
     def remembered(self) -> int:
         """How many passed checks are remembered."""
         return len(self._checked)

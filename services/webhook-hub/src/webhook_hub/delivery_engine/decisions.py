@@ -1,0 +1,121 @@
+"""What an attempt's answer means and what happens next: pure decisions, no I/O.
+
+An attempt ends in one `Outcome`; the outcome, the attempts made and the retry rules give
+the delivery's next step (done, retry at a time, or given up), and a batch of outcomes gives
+each subscription's tally of consecutive failures, from which `subscriptions.disabling`
+decides whether to disable it.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from webhook_hub.delivery_engine.jobs import AttemptResult, Failure
+from webhook_hub.delivery_engine.policy import (
+    RETRY_AFTER_STATUSES,
+    next_attempt_delay,
+    parse_retry_after,
+)
+from webhook_hub.models import DeliveryStatus
+
+
+class Outcome(StrEnum):
+    """An attempt's outcome (also the `outcome` label of the attempt-duration histogram)."""
+
+    DELIVERED = "delivered"  # 2xx
+    GONE = "gone"  # 410: the receiver asks us to stop
+    THROTTLED = "throttled"  # 429 or 503: Retry-After is honoured
+    REJECTED = "rejected"  # any other status
+    TIMED_OUT = "timed_out"
+    REFUSED = "refused"  # the endpoint's address is not allowed (SSRF)
+    UNREACHABLE = "unreachable"  # no answer: connection or TLS error
+
+
+_FAILURE_OUTCOMES = {
+    Failure.TIMEOUT: Outcome.TIMED_OUT,
+    Failure.REFUSED: Outcome.REFUSED,
+    Failure.NETWORK: Outcome.UNREACHABLE,
+}
+
+
+def outcome_of(status_code: int | None, failure: Failure | None) -> Outcome:
+    if status_code is None:
+        return _FAILURE_OUTCOMES[failure or Failure.NETWORK]
+    if 200 <= status_code < 300:
+        return Outcome.DELIVERED
+    if status_code == 410:
+        return Outcome.GONE
+    if status_code in RETRY_AFTER_STATUSES:
+        return Outcome.THROTTLED
+    return Outcome.REJECTED
+
+
+@dataclass(frozen=True)
+class RetryRules:
+    schedule: Sequence[float]
+    jitter: float
+    retry_after_cap: float
+
+
+@dataclass(frozen=True, slots=True)
+class NextStep:
+    status: DeliveryStatus
+    next_attempt_at: datetime | None
+    completed_at: datetime | None
+
+
+def next_step(
+    result: AttemptResult, rules: RetryRules, rng: random.Random | None = None
+) -> NextStep:
+    """The delivery's state after `result`: succeeded, failed for good (410 Gone, or the
+    schedule is spent), or pending until the next attempt (no sooner than `Retry-After`)."""
+    at = result.attempted_at
+    outcome = outcome_of(result.status_code, result.failure)
+    if outcome is Outcome.DELIVERED:
+        return NextStep(DeliveryStatus.SUCCEEDED, None, at)
+    if outcome is Outcome.GONE:
+        return NextStep(DeliveryStatus.FAILED, None, at)
+    retry_after = None
+    if outcome is Outcome.THROTTLED:
+        retry_after = parse_retry_after(result.retry_after, at)
+    delay = next_attempt_delay(
+        result.job.attempts + 1,
+        rules.schedule,
+        rules.jitter,
+        retry_after=retry_after,
+        retry_after_cap=rules.retry_after_cap,
+        rng=rng,
+    )
+    if delay is None:
+        return NextStep(DeliveryStatus.FAILED, None, at)
+    return NextStep(DeliveryStatus.PENDING, at + timedelta(seconds=delay), None)
+
+
+@dataclass
+class SubscriptionTally:
+    """What a batch of attempts says about one subscription."""
+
+    reset: bool = False  # a success: the stored failure count starts again from `failures`
+    failures: int = 0  # consecutive failures after the last success in this batch
+    last_success: datetime | None = None
+    gone: bool = False  # an endpoint answered 410 Gone
+
+
+def tally(results: Sequence[AttemptResult]) -> dict[uuid.UUID, SubscriptionTally]:
+    """Each subscription's tally over `results`, which are in the order they were made."""
+    tallies: dict[uuid.UUID, SubscriptionTally] = {}
+    for r in results:
+        entry = tallies.get(r.job.subscription_id)
+        if entry is None:
+            entry = tallies[r.job.subscription_id] = SubscriptionTally()
+        if r.succeeded:
+            entry.reset, entry.failures, entry.last_success = True, 0, r.attempted_at
+        else:
+            entry.failures += 1
+            entry.gone = entry.gone or r.status_code == 410
+    return tallies

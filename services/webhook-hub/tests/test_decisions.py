@@ -1,0 +1,150 @@
+"""What an attempt's answer means, the delivery's next step, and the auto-disable decision:
+pure functions (no database)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import timedelta
+
+import pytest
+from webhook_hub.delivery_engine.decisions import (
+    Outcome,
+    RetryRules,
+    next_step,
+    outcome_of,
+    tally,
+)
+from webhook_hub.delivery_engine.jobs import Failure
+from webhook_hub.models import DeliveryStatus
+from webhook_hub.subscriptions.disabling import disable_reason
+
+from tests.job_factories import WHEN, make_job, make_result
+
+RULES = RetryRules(schedule=[5.0, 300.0], jitter=0.0, retry_after_cap=3600.0)
+
+
+@pytest.mark.parametrize(
+    ("status", "failure", "outcome"),
+    [
+        (200, None, Outcome.DELIVERED),
+        (204, None, Outcome.DELIVERED),
+        (299, None, Outcome.DELIVERED),
+        (410, None, Outcome.GONE),
+        (429, None, Outcome.THROTTLED),
+        (503, None, Outcome.THROTTLED),
+        (500, None, Outcome.REJECTED),
+        (302, None, Outcome.REJECTED),
+        (None, Failure.TIMEOUT, Outcome.TIMED_OUT),
+        (None, Failure.REFUSED, Outcome.REFUSED),
+        (None, Failure.NETWORK, Outcome.UNREACHABLE),
+        (None, None, Outcome.UNREACHABLE),
+    ],
+)
+def test_each_answer_has_one_outcome(
+    status: int | None, failure: Failure | None, outcome: Outcome
+) -> None:
+    assert outcome_of(status, failure) is outcome
+
+
+def test_a_2xx_completes_the_delivery() -> None:
+    step = next_step(make_result(status=200), RULES)
+    assert (step.status, step.next_attempt_at, step.completed_at) == (
+        DeliveryStatus.SUCCEEDED,
+        None,
+        WHEN,
+    )
+
+
+def test_410_gone_fails_the_delivery_at_once_whatever_the_schedule_left() -> None:
+    step = next_step(make_result(status=410), RULES)
+    assert (step.status, step.next_attempt_at) == (DeliveryStatus.FAILED, None)
+
+
+def test_an_error_status_is_retried_after_the_schedules_delay() -> None:
+    step = next_step(make_result(status=500), RULES)
+    assert step.status is DeliveryStatus.PENDING
+    assert step.next_attempt_at == WHEN + timedelta(seconds=5)
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_of_429_and_503_lengthens_the_wait(status: int) -> None:
+    step = next_step(make_result(status=status, retry_after="120"), RULES)
+    assert step.next_attempt_at == WHEN + timedelta(seconds=120)
+
+
+def test_retry_after_of_another_status_is_ignored() -> None:
+    step = next_step(make_result(status=500, retry_after="120"), RULES)
+    assert step.next_attempt_at == WHEN + timedelta(seconds=5)
+
+
+def test_retry_after_is_capped_by_the_rules() -> None:
+    step = next_step(make_result(status=429, retry_after="999999"), RULES)
+    assert step.next_attempt_at == WHEN + timedelta(seconds=3600)
+
+
+def test_a_timeout_is_retried_like_any_failure() -> None:
+    step = next_step(make_result(status=None, failure=Failure.TIMEOUT), RULES)
+    assert step.next_attempt_at == WHEN + timedelta(seconds=5)
+
+
+def test_the_second_retry_follows_the_schedules_second_delay() -> None:
+    step = next_step(make_result(make_job(attempts=1), status=500), RULES)
+    assert step.next_attempt_at == WHEN + timedelta(seconds=300)
+
+
+def test_once_the_schedule_is_spent_the_delivery_fails_for_good() -> None:
+    step = next_step(make_result(make_job(attempts=2), status=500), RULES)
+    assert (step.status, step.completed_at) == (DeliveryStatus.FAILED, WHEN)
+
+
+def test_jitter_spreads_the_retry_within_its_bounds() -> None:
+    rules = RetryRules(schedule=[100.0], jitter=0.2, retry_after_cap=3600.0)
+    step = next_step(make_result(status=500), rules, rng=random.Random(1))
+    assert step.next_attempt_at is not None
+    assert 80 <= (step.next_attempt_at - WHEN).total_seconds() <= 120
+
+
+def test_a_tally_counts_the_failures_after_the_last_success() -> None:
+    sub = uuid.uuid4()
+    results = [
+        make_result(make_job(sub), status=500),
+        make_result(make_job(sub), status=200, at=WHEN + timedelta(seconds=1)),
+        make_result(make_job(sub), status=500, at=WHEN + timedelta(seconds=2)),
+        make_result(make_job(sub), status=None, failure=Failure.TIMEOUT),
+    ]
+    entry = tally(results)[sub]
+    assert (entry.reset, entry.failures, entry.last_success, entry.gone) == (
+        True,
+        2,
+        WHEN + timedelta(seconds=1),
+        False,
+    )
+
+
+def test_a_tally_without_success_adds_to_the_stored_count() -> None:
+    sub = uuid.uuid4()
+    entry = tally([make_result(make_job(sub), status=500)])[sub]
+    assert (entry.reset, entry.failures) == (False, 1)
+
+
+def test_a_tally_remembers_a_410() -> None:
+    sub = uuid.uuid4()
+    results = [make_result(make_job(sub), status=410), make_result(make_job(sub), status=200)]
+    assert tally(results)[sub].gone
+
+
+def test_a_subscription_is_disabled_at_the_failure_threshold() -> None:
+    assert disable_reason(gone=False, failure_count=100, threshold=100) == (
+        "100 consecutive failed deliveries"
+    )
+
+
+def test_a_subscription_below_the_threshold_stays_active() -> None:
+    assert disable_reason(gone=False, failure_count=99, threshold=100) is None
+
+
+def test_410_gone_disables_at_once() -> None:
+    assert disable_reason(gone=True, failure_count=1, threshold=100) == (
+        "the endpoint answered 410 Gone"
+    )

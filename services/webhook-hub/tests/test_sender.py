@@ -1,0 +1,284 @@
+"""The sender against real local servers: TLS verification, IPv6, no redirects, a bounded
+read of the answer, timeouts, and the connection made to the address the guard checked."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import ipaddress
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from servicekit.testing.resolver import ScriptedResolver
+from webhook_hub.delivery_engine.decisions import Outcome, outcome_of
+from webhook_hub.delivery_engine.jobs import Failure
+from webhook_hub.delivery_engine.sender import WebhookSender
+from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
+
+from tests.job_factories import make_job
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+LIMIT = 4096
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[..., Awaitable[int]]]:
+    """Starts `handler` on a loopback address (any port, or the one given); returns the port."""
+    runners: list[web.AppRunner] = []
+
+    async def start(
+        handler: Handler, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+    ) -> int:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        runners.append(runner)
+        await web.TCPSite(runner, host, port, ssl_context=tls).start()
+        return int(runner.addresses[0][1])
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+def sender(guard: EndpointGuard | None = None, roots: tuple[bytes, ...] = ()) -> WebhookSender:
+    return WebhookSender(
+        user_agent="test", response_body_limit=LIMIT, guard=guard, root_certificates_pem=roots
+    )
+
+
+async def ok(request: web.Request) -> web.Response:
+    await request.read()
+    return web.Response(text="ok")
+
+
+@pytest.fixture
+def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, bytes]:
+    """A server context with a self-signed certificate for 127.0.0.1, and its PEM."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    (tmp_path / "cert.pem").write_bytes(pem)
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    return context, pem
+
+
+async def test_https_to_a_certificate_the_sender_trusts_is_delivered(
+    serve: Callable[..., Awaitable[int]], self_signed: tuple[ssl.SSLContext, bytes]
+) -> None:
+    context, pem = self_signed
+    port = await serve(ok, tls=context)
+    result = await sender(roots=(pem,)).attempt(make_job(endpoint_url=f"https://127.0.0.1:{port}/"))
+    assert (result.status_code, result.error) == (200, None)
+
+
+async def test_https_to_an_untrusted_certificate_is_refused(
+    serve: Callable[..., Awaitable[int]], self_signed: tuple[ssl.SSLContext, bytes]
+) -> None:
+    context, _ = self_signed
+    port = await serve(ok, tls=context)
+    result = await sender().attempt(make_job(endpoint_url=f"https://127.0.0.1:{port}/"))
+    assert result.status_code is None
+    assert outcome_of(result.status_code, result.failure) is Outcome.UNREACHABLE
+    assert result.error is not None
+
+
+async def test_an_ipv6_loopback_endpoint_is_delivered(
+    serve: Callable[..., Awaitable[int]],
+) -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    port = await serve(ok, host="::1")
+    guard = EndpointGuard(["::1/128"])
+    result = await sender(guard).attempt(make_job(endpoint_url=f"http://[::1]:{port}/hook"))
+    assert (result.status_code, result.response_body) == (200, "ok")
+
+
+async def test_a_redirect_is_answered_not_followed(serve: Callable[..., Awaitable[int]]) -> None:
+    followed: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path == "/elsewhere":
+            followed.append(request.path)
+            return web.Response(text="followed")
+        raise web.HTTPFound("/elsewhere")
+
+    port = await serve(handle)
+    result = await sender().attempt(make_job(endpoint_url=f"http://127.0.0.1:{port}/hook"))
+    assert result.status_code == 302
+    assert outcome_of(result.status_code, result.failure) is Outcome.REJECTED
+    assert followed == []
+
+
+async def test_a_100_mb_answer_is_read_only_to_4_kib(serve: Callable[..., Awaitable[int]]) -> None:
+    written = 0
+
+    async def huge(request: web.Request) -> web.StreamResponse:
+        nonlocal written
+        response = web.StreamResponse()
+        response.content_length = 100 * 1024 * 1024
+        await response.prepare(request)
+        chunk = b"x" * 65536
+        try:
+            for _ in range(100 * 16):
+                await response.write(chunk)
+                written += len(chunk)
+        except (ConnectionError, OSError):
+            pass  # the sender hung up: what it never read was never sent
+        return response
+
+    port = await serve(huge)
+    started = time.perf_counter()
+    result = await sender().attempt(make_job(endpoint_url=f"http://127.0.0.1:{port}/big"))
+    assert result.status_code == 200
+    assert result.response_body == "x" * LIMIT
+    await asyncio.sleep(0.5)  # the server notices the closed connection
+    assert written < 20 * 1024 * 1024
+    assert time.perf_counter() - started < 5
+
+
+async def test_a_server_that_never_answers_times_out() -> None:
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts (backlog), never answers
+    try:
+        port = silent.getsockname()[1]
+        started = time.perf_counter()
+        job = make_job(endpoint_url=f"http://127.0.0.1:{port}/", timeout_seconds=1)
+        result = await sender().attempt(job)
+    finally:
+        silent.close()
+    assert result.failure is Failure.TIMEOUT
+    assert outcome_of(result.status_code, result.failure) is Outcome.TIMED_OUT
+    assert 0.9 <= time.perf_counter() - started < 3
+
+
+@pytest.fixture
+async def two_receivers(
+    serve: Callable[..., Awaitable[int]],
+) -> tuple[int, list[str], list[str]]:
+    """One port on 127.0.0.1 (the public address the guard allows) and 127.0.0.2 (standing for
+    an internal one), each counting what reaches it."""
+    public: list[str] = []
+    internal: list[str] = []
+
+    def counting(hits: list[str]) -> Handler:
+        async def handle(request: web.Request) -> web.Response:
+            hits.append(request.host)
+            return web.Response(text="ok")
+
+        return handle
+
+    port = await serve(counting(public))
+    await serve(counting(internal), host="127.0.0.2", port=port)
+    return port, public, internal
+
+
+async def test_a_dns_answer_changing_after_the_check_does_not_move_the_connection(
+    two_receivers: tuple[int, list[str], list[str]],
+) -> None:
+    port, public, internal = two_receivers
+    resolver = ScriptedResolver(["127.0.0.1", "127.0.0.2"])
+    guarded = sender(EndpointGuard(["127.0.0.1/32"], resolver=resolver))
+    for _ in range(3):
+        result = await guarded.attempt(make_job(endpoint_url=f"http://rebind.test:{port}/hook"))
+        assert result.status_code == 200
+    # Checked once; the client never looks the name up itself (it would not resolve).
+    assert resolver.lookups == ["rebind.test"]
+    assert public == [f"rebind.test:{port}"] * 3
+    assert internal == []
+
+
+async def test_a_name_answering_a_refused_address_is_refused_without_a_connection(
+    two_receivers: tuple[int, list[str], list[str]],
+) -> None:
+    port, public, internal = two_receivers
+    guarded = sender(EndpointGuard(["127.0.0.1/32"], resolver=ScriptedResolver(["127.0.0.2"])))
+    result = await guarded.attempt(make_job(endpoint_url=f"http://rebind.test:{port}/hook"))
+    assert result.failure is Failure.REFUSED
+    assert (result.error or "").startswith("refused")
+    assert public == internal == []
+
+
+async def test_after_the_recheck_a_new_answer_is_checked_again(
+    two_receivers: tuple[int, list[str], list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port, public, internal = two_receivers
+    resolver = ScriptedResolver(["127.0.0.1", "127.0.0.2"])
+    guarded = sender(EndpointGuard(["127.0.0.1/32"], resolver=resolver))
+    url = f"http://rebind.test:{port}/hook"
+    assert (await guarded.attempt(make_job(endpoint_url=url))).status_code == 200
+    monkeypatch.setattr("webhook_hub.delivery_engine.sender.RECHECK_SECONDS", 0.0)
+    result = await guarded.attempt(make_job(endpoint_url=url))
+    assert result.failure is Failure.REFUSED
+    assert len(public) == 1
+    assert internal == []
+
+
+async def test_the_signature_and_webhook_id_reach_the_receiver(
+    serve: Callable[..., Awaitable[int]],
+) -> None:
+    seen: list[dict[str, str]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append({name.lower(): value for name, value in request.headers.items()})
+        return web.Response(status=204)
+
+    port = await serve(handle)
+    job = make_job(endpoint_url=f"http://127.0.0.1:{port}/")
+    result = await sender().attempt(job)
+    assert result.status_code == 204
+    assert seen[0]["webhook-id"] == job.message_id
+    assert seen[0]["webhook-signature"].startswith("v1,")
+    assert seen[0]["user-agent"] == "test"
+
+
+async def test_attempts_to_one_endpoint_reuse_a_kept_alive_connection(
+    serve: Callable[..., Awaitable[int]],
+) -> None:
+    peers: list[object] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        peers.append(request.transport.get_extra_info("peername"))
+        return web.Response(text="ok")
+
+    port = await serve(handle)
+    one = sender()
+    for _ in range(3):
+        result = await one.attempt(make_job(endpoint_url=f"http://127.0.0.1:{port}/hook"))
+        assert result.status_code == 200
+    assert len(peers) == 3
+    assert len(set(peers)) == 1  # one connection, from one client port
