@@ -10,6 +10,7 @@ from collections.abc import Callable
 import structlog
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -53,6 +54,9 @@ class RequestIdMiddleware:
         send_with_id = editing_response_headers(
             send, lambda headers: headers.append((REQUEST_ID_HEADER, request_id.encode()))
         )
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attribute("http.request.header.x-request-id", request_id)
         with structlog.contextvars.bound_contextvars(request_id=request_id):
             await self.app(scope, receive, send_with_id)
 
