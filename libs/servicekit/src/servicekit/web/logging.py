@@ -20,6 +20,12 @@ def add_trace_ids(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict
     return event_dict
 
 
+def _stderr_logger(*_: object) -> structlog.PrintLogger:
+    # Whatever sys.stderr is when the line is written, not when logging was configured: a
+    # stream swapped since (a test's capture, now closed) would turn a log line into a 500.
+    return structlog.PrintLogger(sys.stderr)
+
+
 def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
@@ -38,7 +44,7 @@ def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(
