@@ -77,7 +77,7 @@ async def test_fetch_spans_are_sampled_not_one_per_page(spans: RecordedSpans) ->
         await site.stop()
 
     fetches = [span for span in spans.finished if span.name == "crawl fetch"]
-    assert sorted(s.attributes["crawler.fetch.sequence"] for s in fetches if s.attributes) == [
+    assert sorted(int(s.attributes["crawler.fetch.sequence"]) for s in fetches if s.attributes) == [  # type: ignore[arg-type]
         1,
         FETCH_SPAN_EVERY,
         2 * FETCH_SPAN_EVERY,
