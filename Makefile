@@ -21,7 +21,7 @@ help:
 	@echo "make fmt      format and auto-fix"
 	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
 	@echo "make fuzz     schemathesis with NUL and lone surrogates, FUZZ_EXAMPLES per operation (default 100), new inputs each run"
-	@echo "make bench    benchmarks that print their figures (webhook delivery, crawling vs Scrapy, GraphQL vs REST)"
+	@echo "make bench    benchmarks that print their figures (webhook delivery, crawling vs Scrapy, GraphQL vs REST, tracing overhead)"
 	@echo "make clean    remove the dev data (.data/) and caches"
 
 $(CURDIR)/.tools/bin/uv:
@@ -40,7 +40,7 @@ run: install
 lint: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy libs/servicekit/src services/*/src deploy/local deploy/k8s services/webhook-hub/bench
+	$(RUN) mypy libs/servicekit/src services/*/src deploy/local deploy/k8s services/webhook-hub/bench libs/servicekit/bench
 	$(RUN) mypy services/commerce-content/bench
 	@# Each service's tests are a package named `tests`, so each is checked from its own project.
 	@for d in libs/servicekit $(addprefix services/,$(SERVICES)); do \
@@ -116,6 +116,7 @@ bench: install
 	$(RUN) python services/webhook-hub/bench/run.py --workers 2
 	UV=$(UV) $(RUN) python services/scraper-manager/bench/run.py
 	$(RUN) python services/commerce-content/bench/run.py
+	$(RUN) python libs/servicekit/bench/tracing_overhead.py
 
 fmt: install
 	$(RUN) ruff check --fix .

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from otlp import OtlpReceiver
 from receivers import Receiver
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.embedded.network import free_port
@@ -125,9 +126,19 @@ async def shop_website() -> AsyncIterator[str]:
 
 
 @pytest.fixture(scope="session")
+def otlp() -> Iterator[OtlpReceiver]:
+    """Where every process of the stack exports its spans (OTLP over HTTP)."""
+    receiver = OtlpReceiver()
+    receiver.start()
+    yield receiver
+    receiver.stop()
+
+
+@pytest.fixture(scope="session")
 def stack(
     servers: tuple[EmbeddedPostgres, EmbeddedNats],
     content_receiver: Receiver,
+    otlp: OtlpReceiver,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stack]:
     postgres, nats = servers
@@ -136,7 +147,7 @@ def stack(
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("WEBHOOK_HUB_", "SCRAPER_MANAGER_", "COMMERCE_CONTENT_"))
+        if not key.startswith(("WEBHOOK_HUB_", "SCRAPER_MANAGER_", "COMMERCE_CONTENT_", "OTEL_"))
     }
     env.update(STACK_ENV)
     env.update(
@@ -144,6 +155,9 @@ def stack(
             "DATABASE_URL": postgres.url,
             "NATS_URL": nats.url,
             "COMMERCE_CONTENT_CONTENT_WEBHOOK_URL": content_receiver.url,
+            # Traced as an operator would: only the standard variables.
+            "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url,
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
         }
     )
     env.pop("SMTP_URL", None)  # the stack's own SMTP sink

@@ -16,6 +16,8 @@ from servicekit.events.registry import EventTypeRegistry
 from servicekit.events.relay import OutboxRelay
 from servicekit.runtime import ServiceRuntime
 from servicekit.settings import ServiceSettings
+from servicekit.tracing.setup import configure_tracing, shutdown_tracing
+from servicekit.web.logging import configure_logging
 from servicekit.worker_probes import worker_probes
 
 logger = structlog.get_logger(__name__)
@@ -49,6 +51,8 @@ async def run_worker(
     stop: asyncio.Event | None = None,
 ) -> None:
     """Run the relay and the service's loops until SIGINT/SIGTERM (or `stop`) ."""
+    configure_logging(settings.log_level, json=settings.log_json)
+    configure_tracing(source)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -61,6 +65,7 @@ async def run_worker(
     finally:
         await runtime.close()
         logger.info("worker stopped", service=source)
+        shutdown_tracing()
 
 
 async def _run_loops(

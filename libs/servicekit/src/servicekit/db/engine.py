@@ -7,6 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.settings import ServiceSettings
+from servicekit.tracing.setup import instrument_engine
 
 
 def to_sqlalchemy_url(url: str) -> str:
@@ -26,13 +27,15 @@ def to_libpq_url(url: str) -> str:
 
 
 def create_engine(settings: ServiceSettings) -> AsyncEngine:
-    return create_async_engine(
+    engine = create_async_engine(
         to_sqlalchemy_url(settings.database_url),
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         pool_pre_ping=True,
         pool_recycle=1800,
     )
+    instrument_engine(engine)
+    return engine
 
 
 def create_session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -52,6 +52,17 @@ def create_foundation_tables() -> None:
     op.create_index("ix_processed_events_processed_at", "processed_events", ["processed_at"])
 
 
+def add_outbox_trace_context() -> None:
+    """The W3C trace context an outbox row carries into its envelope (servicekit.tracing)."""
+    op.add_column("outbox_events", sa.Column("traceparent", sa.String(55), nullable=True))
+    op.add_column("outbox_events", sa.Column("tracestate", sa.String(512), nullable=True))
+
+
+def drop_outbox_trace_context() -> None:
+    op.drop_column("outbox_events", "tracestate")
+    op.drop_column("outbox_events", "traceparent")
+
+
 def drop_foundation_tables() -> None:
     op.drop_table("processed_events")
     op.drop_table("outbox_events")

@@ -46,6 +46,9 @@ class OutboxEvent(SQLModel, table=True):
     type: str = Field(max_length=200)
     tenant: str | None = Field(default=None, max_length=200)
     data: dict[str, Any] = Field(sa_column=sa.Column(postgresql.JSONB(), nullable=False))
+    # W3C trace context of the span that recorded the event (the envelope's extension).
+    traceparent: str | None = Field(default=None, max_length=55)
+    tracestate: str | None = Field(default=None, max_length=512)
     occurred_at: datetime = Field(
         default_factory=utcnow,
         sa_type=sa.DateTime(timezone=True),

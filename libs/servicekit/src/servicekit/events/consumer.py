@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.events.envelope import CloudEvent
+from servicekit.tracing.spans import consume_span
 
 logger = structlog.get_logger(__name__)
 
@@ -149,20 +150,30 @@ class EventConsumer:
         if not batch:
             return
         events = [event for _, event in batch]
-        try:
-            async with self._session_factory() as session, session.begin():
-                new_events = await self._fresh(session, events)
-                if new_events:
-                    await self._handler(session, new_events)
-        except Exception as exc:
-            logger.warning(
-                "event batch failed; redelivering later", consumer=self.durable, error=repr(exc)
-            )
+        with consume_span(self.durable, events):
+            try:
+                async with self._session_factory() as session, session.begin():
+                    new_events = await self._fresh(session, events)
+                    if new_events:
+                        await self._handler(session, new_events)
+            except Exception as exc:
+                logger.warning(
+                    "event batch failed; redelivering later",
+                    consumer=self.durable,
+                    event_ids=[str(event.id) for event in events],
+                    error=repr(exc),
+                )
+                for msg, _ in batch:
+                    await msg.nak(delay=self._nak_delay)
+                return
             for msg, _ in batch:
-                await msg.nak(delay=self._nak_delay)
-            return
-        for msg, _ in batch:
-            await msg.ack()
+                await msg.ack()
+            logger.info(
+                "event batch processed",
+                consumer=self.durable,
+                events=len(events),
+                new=len(new_events),
+            )
 
     async def _fresh(self, session: AsyncSession, events: list[CloudEvent]) -> list[CloudEvent]:
         """The events not seen before, each once."""

@@ -28,6 +28,10 @@ class CloudEvent(BaseModel):
     data: dict[str, Any]
     # Extension attribute: the one consumer this event belongs to, when it belongs to one.
     tenant: str | None = None
+    # CloudEvents distributed-tracing extension: the W3C context of the span that recorded the
+    # event, so consumers continue the producer's trace. Absent when nothing was traced.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     @property
     def subject(self) -> str:

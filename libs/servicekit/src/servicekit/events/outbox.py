@@ -13,6 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from servicekit.db.models import OutboxEvent
 from servicekit.events.envelope import EVENT_TYPE_PATTERN
+from servicekit.tracing.propagation import TRACEPARENT, TRACESTATE
+from servicekit.tracing.spans import outbox_record_span
 
 OUTBOX_CHANNEL = "outbox_events"
 _TYPE_RE = re.compile(EVENT_TYPE_PATTERN)
@@ -33,16 +35,20 @@ async def record_event(
     if not _TYPE_RE.match(type):
         raise ValueError(f"event type {type!r} is not of the form <resource>.<action>")
     payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-    event = OutboxEvent(
-        id=event_id or uuid.uuid4(),
-        type=type,
-        tenant=tenant,
-        data=payload,
-        occurred_at=datetime.now(UTC),
-    )
-    session.add(event)
-    await session.flush()
-    # NOTIFY inside a transaction is delivered at commit, and never for a rollback.
-    connection = await session.connection()
-    await connection.execute(text(f"NOTIFY {OUTBOX_CHANNEL}"))
+    new_id = event_id or uuid.uuid4()
+    with outbox_record_span(type, str(new_id)) as trace_headers:
+        event = OutboxEvent(
+            id=new_id,
+            type=type,
+            tenant=tenant,
+            data=payload,
+            traceparent=trace_headers.get(TRACEPARENT),
+            tracestate=trace_headers.get(TRACESTATE),
+            occurred_at=datetime.now(UTC),
+        )
+        session.add(event)
+        await session.flush()
+        # NOTIFY inside a transaction is delivered at commit, and never for a rollback.
+        connection = await session.connection()
+        await connection.execute(text(f"NOTIFY {OUTBOX_CHANNEL}"))
     return event.id

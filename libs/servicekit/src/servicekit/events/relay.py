@@ -13,12 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from servicekit.db.notify import NotifyListener
 from servicekit.events.envelope import CloudEvent
 from servicekit.events.outbox import OUTBOX_CHANNEL
+from servicekit.tracing.spans import publish_span
 
 logger = structlog.get_logger(__name__)
 
 _CLAIM = text(
     """
-    SELECT id, type, tenant, data, occurred_at FROM outbox_events
+    SELECT id, type, tenant, data, traceparent, tracestate, occurred_at FROM outbox_events
     WHERE published_at IS NULL
     ORDER BY seq
     LIMIT :limit
@@ -70,17 +71,21 @@ class OutboxRelay:
                     time=row.occurred_at,
                     data=row.data,
                     tenant=row.tenant,
+                    traceparent=row.traceparent,
+                    tracestate=row.tracestate,
                 )
-                acks.append(
-                    await self._js.publish_async(
-                        event.subject,
-                        event.to_json(),
-                        headers={"Nats-Msg-Id": str(event.id)},
+                with publish_span(event) as trace_headers:
+                    acks.append(
+                        await self._js.publish_async(
+                            event.subject,
+                            event.to_json(),
+                            headers={"Nats-Msg-Id": str(event.id), **trace_headers},
+                        )
                     )
-                )
             # Raising here rolls the claim back; the rows go out on the next attempt.
             await asyncio.wait_for(asyncio.gather(*acks), timeout=self._publish_timeout)
             await conn.execute(_MARK_SENT, {"ids": [row.id for row in rows]})
+        logger.info("outbox batch published", source=self._source, events=len(rows))
         return len(rows)
 
     async def purge_published(self) -> int:

@@ -26,6 +26,7 @@ from servicekit.testing.browser import browser, browser_page, screenshot_dir
 from servicekit.testing.receiver import HttpReceiver
 from servicekit.testing.servers import nats_server, postgres_server
 from servicekit.testing.service import ServiceUnderTest
+from servicekit.testing.tracing import RecordedSpans, recording_spans
 
 # Browser fixtures (Playwright on Debian's chromium), for every service's tests.
 __all__ = ["browser", "browser_page", "screenshot_dir"]
@@ -186,6 +187,13 @@ async def http_receiver() -> AsyncIterator[HttpReceiver]:
     await receiver.start()
     yield receiver
     await receiver.stop()
+
+
+@pytest.fixture
+def spans() -> Iterator[RecordedSpans]:
+    """The spans finished during the test (the SDK is installed in-process on first use)."""
+    with recording_spans() as recorded:
+        yield recorded
 
 
 @pytest.fixture

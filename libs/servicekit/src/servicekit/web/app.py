@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from servicekit.events.registry import EventTypeRegistry
 from servicekit.runtime import ServiceRuntime
 from servicekit.settings import ServiceSettings
+from servicekit.tracing.setup import configure_tracing, instrument_fastapi
 from servicekit.web.errors import ErrorRenderer, install_error_handlers
 from servicekit.web.health import operations_router
 from servicekit.web.input_guard import (
@@ -54,6 +55,7 @@ def create_service_app(
     Nothing global: the runtime lives on `app.state`, so tests build as many apps as they like.
     """
     configure_logging(settings.log_level, json=settings.log_json)
+    configure_tracing(type(settings).service_name)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -100,6 +102,8 @@ def create_service_app(
     app.add_middleware(MetricsMiddleware, metrics=HttpMetrics(app.state.metrics_registry))
     app.add_middleware(RequestIdMiddleware)
     app.add_middleware(HtmlSecurityHeadersMiddleware)
+    # Outermost, so the server span covers every middleware (and the request id is on it).
+    instrument_fastapi(app)
     app.include_router(operations_router())
     _document_guards(
         app,

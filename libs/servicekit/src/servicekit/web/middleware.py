@@ -13,6 +13,7 @@ import structlog
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
+from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -57,6 +58,9 @@ class RequestIdMiddleware:
         send_with_id = editing_response_headers(
             send, lambda headers: headers.append((REQUEST_ID_HEADER, request_id.encode()))
         )
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attribute("http.request.header.x-request-id", request_id)
         with structlog.contextvars.bound_contextvars(request_id=request_id):
             await self.app(scope, receive, send_with_id)
 

@@ -15,6 +15,9 @@ from graphql import (
     StringValueNode,
     ValidationRule,
 )
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+from servicekit.tracing import tracer, tracing_enabled
 from servicekit.web.input_guard import bad_text_in, bad_text_reason
 from strawberry.extensions import MaskErrors, SchemaExtension
 
@@ -61,6 +64,9 @@ class OperationPolicy(SchemaExtension):
             context.result = ExecutionResult(data=None, errors=[bad_input(reason)])
         elif document is not None and operation is not None:
             self.requested = analyzer.cost(document, operation, context.variables)
+            span = trace.get_current_span()
+            if span.is_recording():
+                span.set_attribute("graphql.operation.cost", self.requested)
             if self.requested > self.max_cost:
                 context.result = ExecutionResult(
                     data=None,
@@ -95,6 +101,29 @@ class OperationPolicy(SchemaExtension):
         if self.requested is None:
             return {}
         return {"cost": {"requestedQueryCost": self.requested, "maximumAvailable": self.max_cost}}
+
+
+class OperationSpan(SchemaExtension):
+    """One span per GraphQL operation, named `<type> <name>` as the semantic conventions say,
+    with its cost (set by OperationPolicy); never one per field, which would be hundreds for
+    a page of products. Nothing is done when tracing is off."""
+
+    def on_operation(self) -> Iterator[None]:
+        if not tracing_enabled():
+            yield
+            return
+        context = self.execution_context
+        with tracer.start_as_current_span("graphql") as span:
+            yield
+            kind = context.operation_type.value if context.operation_type else "operation"
+            name = context.operation_name
+            span.update_name(f"{kind} {name}" if name else kind)
+            span.set_attribute("graphql.operation.type", kind)
+            if name:
+                span.set_attribute("graphql.operation.name", name)
+            result = context.result
+            if result is not None and getattr(result, "errors", None):
+                span.set_status(Status(StatusCode.ERROR, "the operation answered with errors"))
 
 
 def is_unexpected(error: GraphQLError) -> bool:

@@ -25,6 +25,7 @@ from commerce_content.graphql_api.adapter import core_schema, executor_for
 from commerce_content.graphql_api.extensions import (
     MaskUnexpectedErrors,
     OperationPolicy,
+    OperationSpan,
     RefuseUnstorableLiterals,
     is_unexpected,
 )
@@ -68,6 +69,8 @@ def build_schema(settings: Settings) -> CommerceSchema:
         *(DisableIntrospection().validation_rules if settings.is_production else []),
     ]
     extensions: list[Callable[[], SchemaExtension]] = [
+        # First, so the operation's span is current for everything the others do.
+        OperationSpan,
         lambda: MaxTokensLimiter(max_token_count=settings.graphql_max_tokens),
         lambda: AddValidationRules(rules),
         lambda: ParserCache(maxsize=CACHED_DOCUMENTS),

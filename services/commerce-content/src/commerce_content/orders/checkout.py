@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel, to_snake
 from servicekit.events import record_event
@@ -32,6 +33,8 @@ from commerce_content.orders.stock import quantities, reserve
 from commerce_content.payments.provider import CheckoutRequest, LineItem, PaymentProvider
 from commerce_content.settings import Settings
 from commerce_content.text_rules import has_control_characters
+
+logger = structlog.get_logger(__name__)
 
 
 def _as_spelled(loc: tuple[int | str, ...], raw: Any) -> str:
@@ -181,6 +184,7 @@ class CheckoutService:
             self.session.add(item)
         await self.session.flush()
         await record_event(self.session, ORDER_CREATED, OrderSummary.of(order))
+        logger.info("checkout created", order_id=str(order.id), payment_session_id=session.id)
         return CheckoutResult(order, session.url)
 
     def _address(self, raw: Any) -> dict[str, Any] | None:

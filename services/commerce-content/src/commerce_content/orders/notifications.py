@@ -190,6 +190,7 @@ async def _mark_paid(
     session.add(order)
     await session.flush()
     await record_event(session, ORDER_PAID, OrderSummary.of(order))
+    logger.info("order paid", order_id=str(order.id), payment_id=order.payment_id)
 
 
 PROVIDERS = ("stripe",)

@@ -22,8 +22,11 @@ from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 import structlog
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 from parsel import Selector
 from servicekit.net import AddressRefused, ProxyTarget, refusal_of
+from servicekit.tracing import tracer, tracing_enabled
 
 from scraper_manager.crawler.extraction import (
     canonical,
@@ -43,6 +46,10 @@ READ_CHUNK = 64 * 1024
 PARSE_INLINE_BYTES = 256 * 1024
 PROXY_COOL_DOWN_SECONDS = 30.0
 STOP_GRACE_SECONDS = 1.0
+# The first fetch and one in FETCH_SPAN_EVERY get a span of their own: a 100,000-page crawl
+# is a run span with about a thousand fetch spans, not 100,000. Failed requests are events on
+# whichever span is current (the run's, or a sampled fetch's).
+FETCH_SPAN_EVERY = 100
 ItemsSink = Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]]
 ProxyRoute = Callable[[str], Awaitable[ProxyTarget]]
 # Never carried to another origin, whoever set them.
@@ -160,6 +167,7 @@ class Crawl:
         self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         self._seen: set[str] = set()
         self._started = 0
+        self._fetches = 0
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._sink_lock = asyncio.Lock()
 
@@ -266,6 +274,26 @@ class Crawl:
         return [clean_value(item) for item in items], links
 
     async def _fetch(self, url: str) -> Response | None:
+        self._fetches += 1
+        sequence = self._fetches
+        if not tracing_enabled() or (sequence != 1 and sequence % FETCH_SPAN_EVERY):
+            return await self._fetch_with_retries(url)
+        with tracer.start_as_current_span(
+            "crawl fetch",
+            kind=SpanKind.CLIENT,
+            attributes={"url.full": without_credentials(url), "crawler.fetch.sequence": sequence},
+        ) as span:
+            response = await self._fetch_with_retries(url)
+            if response is not None:
+                span.set_attribute("http.response.status_code", response.status)
+            return response
+
+    def _failed(self, url: str, **attributes: str | int) -> None:
+        trace.get_current_span().add_event(
+            "request failed", {"url.full": without_credentials(url), **attributes}
+        )
+
+    async def _fetch_with_retries(self, url: str) -> Response | None:
         attempt = 0
         while True:
             if self.stop.is_set():
@@ -293,6 +321,7 @@ class Crawl:
                 self.stats.requests_failed += 1
                 self.stats.last_error = f"{url}: {error}"[:500]
                 self.log.error("request failed", url=url, error=error, attempts=attempt + 1)
+                self._failed(url, error=error, attempts=attempt + 1)
                 return None
             if response.status in RETRY_STATUSES and attempt < self.config.max_retries:
                 attempt += 1
@@ -315,6 +344,7 @@ class Crawl:
                 self.log.error(
                     "request failed", url=url, status=response.status, attempts=attempt + 1
                 )
+                self._failed(url, status=response.status, attempts=attempt + 1)
             return response
 
     def _refused(self, url: str, refusal: AddressRefused) -> None:

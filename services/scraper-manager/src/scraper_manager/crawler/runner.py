@@ -15,6 +15,9 @@ from typing import Any
 
 import aiohttp
 import structlog
+from opentelemetry.context import Context
+from opentelemetry.instrumentation.utils import suppress_http_instrumentation
+from opentelemetry.trace import Status, StatusCode
 from prometheus_client import Counter, Histogram
 from servicekit.db.notify import NotifyListener
 from servicekit.events import record_event
@@ -26,12 +29,13 @@ from servicekit.net import (
     refused_header,
 )
 from servicekit.runtime import ServiceRuntime
+from servicekit.tracing import tracer
 from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 
 from scraper_manager.crawler.engine import STOP_GRACE_SECONDS, Crawl, CrawlConfig
 from scraper_manager.crawler.queue import enqueue_run, pull_subscription, run_id_of
-from scraper_manager.crawler.runlog import RunLog
+from scraper_manager.crawler.runlog import RunLog, without_credentials
 from scraper_manager.crawler.signals import listen_for_stops
 from scraper_manager.crawler.text import clean_text, clean_value
 from scraper_manager.events import (
@@ -301,21 +305,50 @@ class RunExecutor:
         done = asyncio.Event()
         beat = asyncio.create_task(self._heartbeat(run_id, crawl, stop, requested, done))
         error: str | None = None
-        try:
-            await crawl.run()
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"[:500]
-            logger.exception("run crashed", run_id=run_id)
-        finally:
-            # Told, not cancelled: a beat cut off mid-write would leave its connection dangling.
-            done.set()
-            await beat
-            self.stops.pop(run_id, None)
-        if requested.is_set():
-            log.info("stop honoured", in_flight_grace_seconds=STOP_GRACE_SECONDS)
-        if error is not None:
-            log.error("run crashed", error=error)
-        await self._finish(run_id, crawl, requested.is_set(), error)
+        logger.info("run started", run_id=run_id, scraper_id=scraper.id, url=config.url)
+        with tracer.start_as_current_span(
+            "crawl run",
+            # Its own trace: a run is started by a schedule or a request that ended long ago.
+            context=Context(),
+            attributes={
+                "crawler.run.id": run_id,
+                "crawler.scraper.id": scraper.id,
+                "url.full": without_credentials(config.url),
+                "crawler.max_pages": config.max_pages,
+            },
+        ) as span:
+            try:
+                # No client span per page from the aiohttp instrumentation, and no traceparent
+                # sent to the sites crawled: the engine samples its own fetch spans.
+                with suppress_http_instrumentation():
+                    await crawl.run()
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"[:500]
+                logger.exception("run crashed", run_id=run_id)
+                span.record_exception(exc)
+            finally:
+                # Told, not cancelled: a beat cut off mid-write would leave its connection
+                # dangling.
+                done.set()
+                await beat
+                self.stops.pop(run_id, None)
+            if requested.is_set():
+                log.info("stop honoured", in_flight_grace_seconds=STOP_GRACE_SECONDS)
+            if error is not None:
+                log.error("run crashed", error=error)
+            status = await self._finish(run_id, crawl, requested.is_set(), error)
+            stats = crawl.stats
+            span.set_attributes(
+                {
+                    "crawler.run.status": status.value,
+                    "crawler.pages_fetched": stats.pages_fetched,
+                    "crawler.items_collected": stats.items_collected,
+                    "crawler.requests_failed": stats.requests_failed,
+                    "crawler.retries": stats.retries,
+                }
+            )
+            if status is RunStatus.FAILED:
+                span.set_status(Status(StatusCode.ERROR, error or "the run failed"))
 
     async def _heartbeat(
         self,
@@ -358,7 +391,9 @@ class RunExecutor:
                 requested.set()
                 stop.set()
 
-    async def _finish(self, run_id: int, crawl: Crawl, stopped: bool, error: str | None) -> None:
+    async def _finish(
+        self, run_id: int, crawl: Crawl, stopped: bool, error: str | None
+    ) -> RunStatus:
         stats = crawl.stats
         if stopped:
             status = RunStatus.STOPPED
@@ -389,7 +424,7 @@ class RunExecutor:
         async with self.runtime.session_factory() as session, session.begin():
             run = await session.get(Run, run_id, with_for_update=True)
             if run is None or run.status != RunStatus.RUNNING:
-                return  # deleted, or reaped meanwhile
+                return status  # deleted, or reaped meanwhile
             await insert_lines(await session.connection(), run_id, log.take())
             run.status = status
             run.finished_at = datetime.now(UTC)
@@ -413,6 +448,16 @@ class RunExecutor:
         RUNS_FINISHED.labels(status).inc()
         PAGES_FETCHED.inc(stats.pages_fetched)
         RUN_DURATION.labels(status.value).observe(ran)
+        (logger.info if status == RunStatus.COMPLETED else logger.warning)(
+            "run finished",
+            run_id=run_id,
+            status=status.value,
+            pages_fetched=stats.pages_fetched,
+            items_collected=stats.items_collected,
+            requests_failed=stats.requests_failed,
+            last_error=error or stats.last_error,
+        )
+        return status
 
 
 def log_prune_loop(settings: Settings) -> WorkerLoop:

@@ -1,0 +1,133 @@
+"""The SDK, configured only by the standard `OTEL_*` variables.
+
+With no `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), or with
+`OTEL_SDK_DISABLED=true`, no SDK is installed at all: the API's no-op tracer answers every
+call, no instrumentation wraps anything, and nothing is exported. A real provider with no
+exporter would still create, sample and drop every span.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+SUPPORTED_PROTOCOLS = frozenset({"http/protobuf"})
+# Probes and scrapes every few seconds would bury the traces that matter.
+EXCLUDED_URLS = "/healthz,/readyz,/metrics"
+
+_installed: TracerProvider | None = None
+
+
+class TracingConfigError(ValueError):
+    """An `OTEL_*` variable asks for something this SDK set-up does not do."""
+
+
+def tracing_requested(environ: Mapping[str, str]) -> bool:
+    """Whether the environment asks for spans to be exported."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return bool(
+        environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+
+
+def build_tracer_provider(
+    environ: Mapping[str, str],
+    service_name: str,
+    *,
+    exporter: SpanExporter | None = None,
+) -> TracerProvider | None:
+    """A provider exporting over OTLP/HTTP as the environment says, or None when it says
+    nothing should be exported. `exporter` replaces the OTLP one (tests)."""
+    if not tracing_requested(environ):
+        return None
+    protocol = (
+        environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+    if protocol not in SUPPORTED_PROTOCOLS:
+        raise TracingConfigError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use http/protobuf"
+        )
+    # Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME from os.environ;
+    # the service's own name is the default that OTEL_SERVICE_NAME overrides.
+    attributes: dict[str, Any] = {SERVICE_NAME: environ.get("OTEL_SERVICE_NAME") or service_name}
+    resource = Resource.create(attributes)
+    # The sampler comes from OTEL_TRACES_SAMPLER(+_ARG), read by the SDK itself.
+    provider = TracerProvider(resource=resource)
+    if exporter is None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter()
+    # OTEL_BSP_* (queue, batch size, delay) are read by the processor.
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
+
+
+def configure_tracing(service_name: str) -> bool:
+    """Install the SDK for this process when the environment asks for it (once; later calls
+    are no-ops); whether spans are being recorded."""
+    global _installed
+    if _installed is None:
+        provider = build_tracer_provider(os.environ, service_name)
+        if provider is None:
+            return tracing_enabled()
+        trace.set_tracer_provider(provider)
+        _installed = provider
+        _instrument_http_clients()
+    return True
+
+
+def tracing_enabled() -> bool:
+    """An SDK provider is installed (by `configure_tracing` or a test)."""
+    return isinstance(trace.get_tracer_provider(), TracerProvider)
+
+
+def shutdown_tracing() -> None:
+    """Flush what is queued (the SDK also does it at exit)."""
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        provider.force_flush(timeout_millis=5_000)
+
+
+def _instrument_http_clients() -> None:
+    from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+    HTTPXClientInstrumentor().instrument()
+    AioHttpClientInstrumentor().instrument()
+
+
+def instrument_fastapi(app: Any) -> None:
+    """Server spans for every request (named by the route template), when tracing is on."""
+    if not tracing_enabled():
+        return
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+    # No span per ASGI receive/send message: three spans a request, two of them noise.
+    FastAPIInstrumentor.instrument_app(
+        app, excluded_urls=EXCLUDED_URLS, exclude_spans=["receive", "send"]
+    )
+
+
+def instrument_engine(engine: AsyncEngine) -> None:
+    """A span per SQL statement on this engine, when tracing is on. The instrumentor's global
+    `instrument()` takes one engine per process; tests and the stack open several."""
+    if not tracing_enabled():
+        return
+    from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
+
+    tracer = trace.get_tracer("opentelemetry.instrumentation.sqlalchemy")
+    usage = metrics.get_meter("opentelemetry.instrumentation.sqlalchemy").create_up_down_counter(
+        "db.client.connections.usage", unit="connections"
+    )
+    EngineTracer(tracer, engine.sync_engine, usage)  # type: ignore[no-untyped-call]

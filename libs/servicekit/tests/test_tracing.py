@@ -1,0 +1,324 @@
+"""servicekit.tracing: set-up from OTEL_* only, trace context through outbox, relay and
+consumers, the delivery-attempt API for webhook-hub, and trace ids in log lines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+
+import pytest
+import structlog
+from nats.js import JetStreamContext
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+from servicekit.events import CloudEvent, record_event
+from servicekit.testing.receiver import HttpReceiver
+from servicekit.testing.tracing import RecordedSpans
+from servicekit.tracing import (
+    TRACEPARENT,
+    attempt_span,
+    build_tracer_provider,
+    consume_span,
+    current_trace_headers,
+    dispatch_span,
+    inject_traceparent,
+    tracer,
+)
+from servicekit.tracing.setup import TracingConfigError
+from servicekit.web.logging import configure_logging
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from tests.factories import unique_event_type
+from tests.test_consumer import Recorder, consumer_for, drain, publish
+from tests.test_outbox_relay import messages_on, relay_for
+
+ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
+
+
+def trace_id_of(traceparent: str) -> str:
+    return traceparent.split("-")[1]
+
+
+def hex_trace_id(value: int) -> str:
+    return format(value, "032x")
+
+
+# --- set-up from the environment -------------------------------------------------------
+
+
+def test_no_endpoint_installs_no_sdk() -> None:
+    assert build_tracer_provider({}, "kit") is None
+
+
+def test_sdk_disabled_installs_no_sdk_even_with_an_endpoint() -> None:
+    assert build_tracer_provider({**ENDPOINT, "OTEL_SDK_DISABLED": "true"}, "kit") is None
+
+
+def test_service_name_defaults_to_the_services_own() -> None:
+    provider = build_tracer_provider(ENDPOINT, "commerce-content", exporter=InMemorySpanExporter())
+    assert provider is not None
+    assert provider.resource.attributes["service.name"] == "commerce-content"
+
+
+def test_otel_service_name_overrides_the_default() -> None:
+    environ = {**ENDPOINT, "OTEL_SERVICE_NAME": "shop-eu"}
+    provider = build_tracer_provider(environ, "commerce-content", exporter=InMemorySpanExporter())
+    assert provider is not None
+    assert provider.resource.attributes["service.name"] == "shop-eu"
+
+
+def test_a_protocol_other_than_http_protobuf_is_refused() -> None:
+    with pytest.raises(TracingConfigError, match="grpc"):
+        build_tracer_provider({**ENDPOINT, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "kit")
+
+
+# A process of its own: the SDK's provider is global, once per process.
+_EXPORT_ONE_SPAN = """
+from servicekit.tracing import configure_tracing, shutdown_tracing, tracer
+print(configure_tracing("kit-probe"))
+with tracer.start_as_current_span("probe"):
+    pass
+shutdown_tracing()
+"""
+
+
+async def spans_exported_by_a_process(receiver: HttpReceiver, **environ: str) -> int:
+    env = (
+        {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        | {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        | environ
+    )
+    # Not subprocess.run: the receiver answers on this event loop.
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _EXPORT_ONE_SPAN, env=env, stdout=asyncio.subprocess.DEVNULL
+    )
+    assert await asyncio.wait_for(process.wait(), 60) == 0
+    return len([r for r in receiver.requests if r.path == "/v1/traces"])
+
+
+async def test_an_endpoint_exports_spans_over_otlp_http(http_receiver: HttpReceiver) -> None:
+    assert await spans_exported_by_a_process(http_receiver) == 1
+    request = http_receiver.requests[0]
+    assert request.headers["content-type"] == "application/x-protobuf"
+
+
+async def test_otel_sdk_disabled_exports_nothing(http_receiver: HttpReceiver) -> None:
+    assert await spans_exported_by_a_process(http_receiver, OTEL_SDK_DISABLED="true") == 0
+
+
+# --- trace context through the outbox, the relay and NATS ------------------------------
+
+
+async def test_the_envelope_carries_the_outbox_record_spans_traceparent(
+    spans: RecordedSpans,
+    committing_session: AsyncSession,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+    kit_settings: object,
+) -> None:
+    event_type = unique_event_type("order")
+    with tracer.start_as_current_span("payment notification") as request_span:
+        async with committing_session.begin():
+            await record_event(committing_session, event_type, {"id": 1})
+    await relay_for(db_engine, js, kit_settings).publish_pending()  # type: ignore[arg-type]
+
+    [message] = await messages_on(js, f"events.{event_type}")
+    body = json.loads(message.data)
+    record = spans.named(f"outbox record {event_type}")
+    trace_id = hex_trace_id(request_span.get_span_context().trace_id)
+    assert trace_id_of(body[TRACEPARENT]) == trace_id
+    assert body[TRACEPARENT].split("-")[2] == format(record.context.span_id, "016x")
+    assert record.kind is SpanKind.PRODUCER
+
+
+async def test_the_relay_publishes_in_the_producers_trace_with_nats_headers(
+    spans: RecordedSpans,
+    committing_session: AsyncSession,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+    kit_settings: object,
+) -> None:
+    event_type = unique_event_type("order")
+    with tracer.start_as_current_span("payment notification"):
+        async with committing_session.begin():
+            await record_event(committing_session, event_type, {"id": 2})
+    await relay_for(db_engine, js, kit_settings).publish_pending()  # type: ignore[arg-type]
+
+    [message] = await messages_on(js, f"events.{event_type}")
+    record = spans.named(f"outbox record {event_type}")
+    publish_span = spans.named(f"publish events.{event_type}")
+    assert publish_span.parent is not None
+    assert publish_span.parent.span_id == record.context.span_id
+    assert publish_span.context.trace_id == record.context.trace_id
+    assert message.headers is not None
+    assert message.headers[TRACEPARENT].split("-")[2] == format(
+        publish_span.context.span_id, "016x"
+    )
+
+
+async def test_an_event_recorded_outside_any_span_still_gets_a_trace_of_its_own(
+    spans: RecordedSpans,
+    committing_session: AsyncSession,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+    kit_settings: object,
+) -> None:
+    event_type = unique_event_type("run")
+    async with committing_session.begin():
+        await record_event(committing_session, event_type, {"id": 3})
+    await relay_for(db_engine, js, kit_settings).publish_pending()  # type: ignore[arg-type]
+
+    [message] = await messages_on(js, f"events.{event_type}")
+    record = spans.named(f"outbox record {event_type}")
+    assert record.parent is None
+    assert trace_id_of(json.loads(message.data)[TRACEPARENT]) == hex_trace_id(
+        record.context.trace_id
+    )
+
+
+# --- consumers -------------------------------------------------------------------------
+
+
+async def test_a_consumer_continues_the_producers_trace(
+    spans: RecordedSpans, js: JetStreamContext, db_engine: AsyncEngine
+) -> None:
+    event_type = unique_event_type()
+    consumer = consumer_for(js, db_engine, event_type, Recorder())
+    await consumer.subscribe()
+    with tracer.start_as_current_span("producer") as producer:
+        event = CloudEvent(source="test", type=event_type, data={}, **current_trace_headers())
+    await publish(js, event)
+    await drain(consumer, rounds=2)
+
+    consumed = spans.named(f"process {consumer.durable}")
+    assert consumed.context.trace_id == producer.get_span_context().trace_id
+    assert consumed.parent is not None
+    assert consumed.parent.span_id == producer.get_span_context().span_id
+
+
+async def test_a_consumer_given_an_event_without_traceparent_starts_a_new_trace(
+    spans: RecordedSpans, js: JetStreamContext, db_engine: AsyncEngine
+) -> None:
+    event_type = unique_event_type()
+    consumer = consumer_for(js, db_engine, event_type, Recorder())
+    await consumer.subscribe()
+    await publish(js, CloudEvent(source="test", type=event_type, data={}))
+    # Whatever is current in the consuming task is not the event's parent.
+    with tracer.start_as_current_span("unrelated") as unrelated:
+        await drain(consumer, rounds=2)
+
+    consumed = spans.named(f"process {consumer.durable}")
+    assert consumed.parent is None
+    assert consumed.context.trace_id != unrelated.get_span_context().trace_id
+
+
+def test_a_batch_of_several_events_links_to_each_producer(spans: RecordedSpans) -> None:
+    producers = []
+    events = []
+    for _ in range(3):
+        with tracer.start_as_current_span("producer") as producer:
+            producers.append(producer.get_span_context())
+            events.append(CloudEvent(source="t", type="a.b", data={}, **current_trace_headers()))
+    with consume_span("batcher", events):
+        pass
+
+    consumed = spans.named("process batcher")
+    assert consumed.parent is None
+    assert [link.context.span_id for link in consumed.links] == [p.span_id for p in producers]
+
+
+# --- webhook-hub's dispatch and attempts -----------------------------------------------
+
+
+def test_dispatch_and_first_attempt_continue_the_event_trace_and_reach_the_receiver(
+    spans: RecordedSpans,
+) -> None:
+    with tracer.start_as_current_span("producer") as producer:
+        event = CloudEvent(source="t", type="order.paid", data={}, **current_trace_headers())
+    outgoing: dict[str, str] = {}
+    with (
+        dispatch_span(event),
+        attempt_span(
+            subscription_id="sub-1", event_type=event.type, webhook_id="msg_1", attempt=1
+        ) as attempt,
+    ):
+        inject_traceparent(outgoing)
+        attempt.finish(status_code=200, outcome="succeeded")
+
+    dispatch = spans.named("dispatch order.paid")
+    delivered = spans.named("deliver order.paid")
+    trace_id = producer.get_span_context().trace_id
+    assert dispatch.context.trace_id == delivered.context.trace_id == trace_id
+    assert delivered.parent is not None
+    assert delivered.parent.span_id == dispatch.context.span_id
+    assert trace_id_of(outgoing[TRACEPARENT]) == hex_trace_id(trace_id)
+    assert delivered.attributes is not None
+    assert dict(delivered.attributes) == {
+        "webhook.subscription_id": "sub-1",
+        "cloudevents.event_type": "order.paid",
+        "webhook.id": "msg_1",
+        "webhook.attempt": 1,
+        "webhook.outcome": "succeeded",
+        "http.response.status_code": 200,
+    }
+
+
+def test_a_retry_links_to_the_original_trace_instead_of_being_its_child(
+    spans: RecordedSpans,
+) -> None:
+    with tracer.start_as_current_span("first attempt") as first:
+        origin = current_trace_headers()
+    with (
+        tracer.start_as_current_span("retry loop"),
+        attempt_span(
+            subscription_id="sub-1",
+            event_type="order.paid",
+            webhook_id="msg_1",
+            attempt=2,
+            origin=origin,
+        ) as attempt,
+    ):
+        attempt.finish(status_code=503, outcome="failed")
+
+    retry = spans.named("deliver order.paid (retry)")
+    assert retry.parent is None
+    assert retry.context.trace_id != first.get_span_context().trace_id
+    assert [link.context.span_id for link in retry.links] == [first.get_span_context().span_id]
+    assert retry.attributes is not None
+    assert retry.attributes["http.response.status_code"] == 503
+    assert not retry.status.is_ok
+
+
+def test_an_attempt_carries_its_own_span_as_traceparent(spans: RecordedSpans) -> None:
+    with attempt_span(subscription_id="s", event_type="a.b", webhook_id="w", attempt=1) as attempt:
+        headers = attempt.trace_headers
+    delivered = spans.named("deliver a.b")
+    assert headers[TRACEPARENT].split("-")[2] == format(delivered.context.span_id, "016x")
+
+
+# --- logs ------------------------------------------------------------------------------
+
+
+def test_log_lines_inside_a_span_carry_trace_and_span_ids(
+    spans: RecordedSpans, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure_logging("INFO", json=True)
+    with tracer.start_as_current_span("work") as span:
+        structlog.get_logger("probe").info("did work", job=str(uuid.uuid4()))
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert line["trace_id"] == hex_trace_id(span.get_span_context().trace_id)
+    assert line["span_id"] == format(span.get_span_context().span_id, "016x")
+
+
+def test_log_lines_outside_a_span_carry_no_trace_ids(
+    spans: RecordedSpans, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure_logging("INFO", json=True)
+    structlog.get_logger("probe").info("idle")
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert "trace_id" not in line
+    assert "span_id" not in line

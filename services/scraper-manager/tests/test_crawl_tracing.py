@@ -1,0 +1,125 @@
+"""A crawl as operators see it in a trace: one span per run, a sampled few fetch spans, failed
+requests as events; and what the worker logs about it."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import aiohttp
+import httpx
+import pytest
+from scraper_manager.crawler.engine import FETCH_SPAN_EVERY, Crawl, CrawlConfig
+from scraper_manager.settings import Settings
+from servicekit.testing.tracing import RecordedSpans
+from servicekit.tracing import tracer
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import make_client
+from tests.test_crawls import start_crawl, wait_for_status
+from tests.website import LocalWebsite
+
+FINAL = {"completed", "failed", "stopped"}
+
+
+async def crawl_site(site: LocalWebsite, max_pages: int) -> None:
+    async with aiohttp.ClientSession() as http:
+        crawl = Crawl(
+            CrawlConfig(
+                url=f"{site.url}/page/0",
+                obey_robots=False,
+                rate_limit=10_000,
+                max_pages=max_pages,
+                max_retries=0,
+                concurrency=4,
+            ),
+            http,
+            user_agent="t",
+            on_items=lambda batch: asyncio.sleep(0),
+            stop=asyncio.Event(),
+        )
+        with tracer.start_as_current_span("crawl run"):
+            await crawl.run()
+
+
+async def test_a_run_is_one_span_with_its_totals_and_the_first_fetch_as_a_child(
+    spans: RecordedSpans,
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    website: LocalWebsite,
+) -> None:
+    who = await make_client(db_engine, "write")
+    _, run_id = await start_crawl(
+        client, who, url=f"{website.url}/page/0", max_pages=3, rate_limit=50
+    )
+    await wait_for_status(client, who, _, run_id, FINAL)
+
+    run = spans.named("crawl run")
+    assert run.parent is None
+    assert run.attributes is not None
+    assert run.attributes["crawler.run.id"] == run_id
+    assert run.attributes["crawler.run.status"] == "completed"
+    assert run.attributes["crawler.pages_fetched"] == 3
+    fetch = spans.named("crawl fetch")
+    assert fetch.parent is not None
+    assert fetch.parent.span_id == run.context.span_id
+    assert fetch.attributes is not None
+    assert fetch.attributes["url.full"] == f"{website.url}/page/0"
+
+
+async def test_fetch_spans_are_sampled_not_one_per_page(spans: RecordedSpans) -> None:
+    site = LocalWebsite(pages=2 * FETCH_SPAN_EVERY + 10)
+    await site.start()
+    try:
+        await crawl_site(site, max_pages=2 * FETCH_SPAN_EVERY + 5)
+    finally:
+        await site.stop()
+
+    fetches = [span for span in spans.finished if span.name == "crawl fetch"]
+    assert sorted(int(s.attributes["crawler.fetch.sequence"]) for s in fetches if s.attributes) == [  # type: ignore[arg-type]
+        1,
+        FETCH_SPAN_EVERY,
+        2 * FETCH_SPAN_EVERY,
+    ]
+
+
+async def test_a_failed_request_is_an_event_on_the_run_span(spans: RecordedSpans) -> None:
+    site = LocalWebsite(pages=6, fail_every=3)
+    await site.start()
+    try:
+        await crawl_site(site, max_pages=6)
+    finally:
+        await site.stop()
+
+    run = spans.named("crawl run")
+    failures = [event for event in run.events if event.name == "request failed"]
+    assert failures
+    assert failures[0].attributes is not None
+    assert failures[0].attributes["status"] == 500
+    assert str(failures[0].attributes["url.full"]).startswith(f"{site.url}/page/3")
+
+
+async def test_the_worker_logs_each_run_start_and_end_with_its_id(
+    capsys: pytest.CaptureFixture[str],
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    website: LocalWebsite,
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper_id, run_id = await start_crawl(
+        client, who, url=f"{website.url}/page/0", max_pages=2, rate_limit=50
+    )
+    await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    await asyncio.sleep(0.2)  # the finish is logged just after the status is written
+
+    # The console renderer's colours, off: the words are what is asserted.
+    err = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().err)
+    started = [line for line in err.splitlines() if "run started" in line]
+    finished = [line for line in err.splitlines() if "run finished" in line]
+    assert any(f"run_id={run_id}" in line or f'"run_id": {run_id}' in line for line in started)
+    assert any(
+        (f"run_id={run_id}" in line or f'"run_id": {run_id}' in line) and "completed" in line
+        for line in finished
+    )
