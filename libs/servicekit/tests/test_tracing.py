@@ -4,17 +4,21 @@ consumers, the delivery-attempt API for webhook-hub, and trace ids in log lines.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import uuid
+from typing import Any
 
 import pytest
 import structlog
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import Span, SpanKind
 from servicekit.events import CloudEvent, record_event
+from servicekit.settings import ServiceSettings
 from servicekit.testing.receiver import HttpReceiver
 from servicekit.testing.tracing import RecordedSpans
 from servicekit.tracing import (
@@ -113,20 +117,44 @@ async def test_otel_sdk_disabled_exports_nothing(http_receiver: HttpReceiver) ->
 # --- trace context through the outbox, the relay and NATS ------------------------------
 
 
-async def test_the_envelope_carries_the_outbox_record_spans_traceparent(
-    spans: RecordedSpans,
+class Relayed:
+    """Records an event (inside a request-like span, or outside any) and relays it."""
+
+    def __init__(
+        self, session: AsyncSession, engine: AsyncEngine, js: JetStreamContext, settings: Any
+    ) -> None:
+        self.session, self.engine, self.js, self.settings = session, engine, js, settings
+
+    async def __call__(self, event_type: str, *, in_span: bool = True) -> tuple[Msg, Span | None]:
+        request_span = None
+        with contextlib.ExitStack() as stack:
+            if in_span:
+                request_span = stack.enter_context(
+                    tracer.start_as_current_span("payment notification")
+                )
+            async with self.session.begin():
+                await record_event(self.session, event_type, {"id": 1})
+        await relay_for(self.engine, self.js, self.settings).publish_pending()
+        [message] = await messages_on(self.js, f"events.{event_type}")
+        return message, request_span
+
+
+@pytest.fixture
+def relayed(
     committing_session: AsyncSession,
     db_engine: AsyncEngine,
     js: JetStreamContext,
-    kit_settings: object,
+    kit_settings: ServiceSettings,
+) -> Relayed:
+    return Relayed(committing_session, db_engine, js, kit_settings)
+
+
+async def test_the_envelope_carries_the_outbox_record_spans_traceparent(
+    spans: RecordedSpans, relayed: Relayed
 ) -> None:
     event_type = unique_event_type("order")
-    with tracer.start_as_current_span("payment notification") as request_span:
-        async with committing_session.begin():
-            await record_event(committing_session, event_type, {"id": 1})
-    await relay_for(db_engine, js, kit_settings).publish_pending()  # type: ignore[arg-type]
-
-    [message] = await messages_on(js, f"events.{event_type}")
+    message, request_span = await relayed(event_type)
+    assert request_span is not None
     body = json.loads(message.data)
     record = spans.named(f"outbox record {event_type}")
     trace_id = hex_trace_id(request_span.get_span_context().trace_id)
@@ -136,19 +164,10 @@ async def test_the_envelope_carries_the_outbox_record_spans_traceparent(
 
 
 async def test_the_relay_publishes_in_the_producers_trace_with_nats_headers(
-    spans: RecordedSpans,
-    committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: object,
+    spans: RecordedSpans, relayed: Relayed
 ) -> None:
     event_type = unique_event_type("order")
-    with tracer.start_as_current_span("payment notification"):
-        async with committing_session.begin():
-            await record_event(committing_session, event_type, {"id": 2})
-    await relay_for(db_engine, js, kit_settings).publish_pending()  # type: ignore[arg-type]
-
-    [message] = await messages_on(js, f"events.{event_type}")
+    message, _ = await relayed(event_type)
     record = spans.named(f"outbox record {event_type}")
     publish_span = spans.named(f"publish events.{event_type}")
     assert publish_span.parent is not None
@@ -161,18 +180,10 @@ async def test_the_relay_publishes_in_the_producers_trace_with_nats_headers(
 
 
 async def test_an_event_recorded_outside_any_span_still_gets_a_trace_of_its_own(
-    spans: RecordedSpans,
-    committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: object,
+    spans: RecordedSpans, relayed: Relayed
 ) -> None:
     event_type = unique_event_type("run")
-    async with committing_session.begin():
-        await record_event(committing_session, event_type, {"id": 3})
-    await relay_for(db_engine, js, kit_settings).publish_pending()  # type: ignore[arg-type]
-
-    [message] = await messages_on(js, f"events.{event_type}")
+    message, _ = await relayed(event_type, in_span=False)
     record = spans.named(f"outbox record {event_type}")
     assert record.parent is None
     assert trace_id_of(json.loads(message.data)[TRACEPARENT]) == hex_trace_id(

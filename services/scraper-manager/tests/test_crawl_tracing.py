@@ -42,6 +42,18 @@ async def crawl_site(site: LocalWebsite, max_pages: int) -> None:
             await crawl.run()
 
 
+async def finished_run(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite, max_pages: int
+) -> int:
+    """A run of the in-process worker, started over the API and waited for; its id."""
+    who = await make_client(db_engine, "write")
+    scraper_id, run_id = await start_crawl(
+        client, who, url=f"{website.url}/page/0", max_pages=max_pages, rate_limit=50
+    )
+    await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    return run_id
+
+
 async def test_a_run_is_one_span_with_its_totals_and_the_first_fetch_as_a_child(
     spans: RecordedSpans,
     worker: Settings,
@@ -49,11 +61,7 @@ async def test_a_run_is_one_span_with_its_totals_and_the_first_fetch_as_a_child(
     db_engine: AsyncEngine,
     website: LocalWebsite,
 ) -> None:
-    who = await make_client(db_engine, "write")
-    _, run_id = await start_crawl(
-        client, who, url=f"{website.url}/page/0", max_pages=3, rate_limit=50
-    )
-    await wait_for_status(client, who, _, run_id, FINAL)
+    run_id = await finished_run(client, db_engine, website, max_pages=3)
 
     run = spans.named("crawl run")
     assert run.parent is None
@@ -107,11 +115,7 @@ async def test_the_worker_logs_each_run_start_and_end_with_its_id(
     db_engine: AsyncEngine,
     website: LocalWebsite,
 ) -> None:
-    who = await make_client(db_engine, "write")
-    scraper_id, run_id = await start_crawl(
-        client, who, url=f"{website.url}/page/0", max_pages=2, rate_limit=50
-    )
-    await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    run_id = await finished_run(client, db_engine, website, max_pages=2)
     await asyncio.sleep(0.2)  # the finish is logged just after the status is written
 
     # The console renderer's colours, off: the words are what is asserted.
