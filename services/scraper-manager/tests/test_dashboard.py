@@ -318,6 +318,22 @@ async def test_the_scrapers_table_shows_each_scrapers_items_sparkline(
     assert "no runs" in page
 
 
+async def test_a_scrapers_page_offers_stop_only_while_a_run_is_under_way(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    finished = await make_scraper(db_engine, who.owner)
+    await make_run(db_engine, finished, status=RunStatus.COMPLETED)
+    running = await make_scraper(db_engine, who.owner)
+    await make_run(db_engine, running, status=RunStatus.RUNNING)
+    await sign_in(client, who)
+    finished_page = (await client.get(f"{DASH}/scrapers/{finished.id}")).text
+    running_page = (await client.get(f"{DASH}/scrapers/{running.id}")).text
+    assert ">Run now</button>" in finished_page
+    assert ">Stop</button>" not in finished_page
+    assert ">Stop</button>" in running_page
+
+
 async def test_a_scrapers_page_charts_pages_and_items_of_its_runs(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
