@@ -249,3 +249,24 @@ async def test_each_owner_charts_only_its_own_endpoints(
     figures = await hour_figures(client, my_sid, hour)
     assert (figures["succeeded"], figures["failed"]) == (1, 0)
     assert (await client.get(f"/portal/endpoints/{their_sid}")).status_code == 404
+
+
+async def test_an_hour_first_stored_by_the_endpoint_list_keeps_its_latency(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer, sid = await quiet_endpoint(client, db_engine, http_receiver)
+    hour = hours_ago(3)
+    await deliveries_in(db_engine, sid, hour, ["succeeded"])
+    async with db_engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO delivery_attempts (delivery_id, attempted_at, status_code,"
+                " duration_ms) SELECT id, created_at, 200, 250 FROM deliveries"
+                " WHERE subscription_id = :sid AND created_at >= :hour"
+            ),
+            {"sid": sid, "hour": hour},
+        )
+    await signed_in(client, consumer)
+    assert (await client.get("/portal/endpoints")).status_code == 200
+    assert (await stored_hours(db_engine, sid))[hour] == (1, 0)
+    assert (await hour_figures(client, sid, hour))["p50"] == 250.0

@@ -57,11 +57,16 @@ def hours_between(first: datetime, now: datetime) -> list[datetime]:
     return [start + HOUR * n for n in range(int((last - start) / HOUR) + 1)]
 
 
+def is_over(hour: datetime, now: datetime) -> bool:
+    """Whether the hour and its grace have passed: it gains no more deliveries."""
+    return hour + HOUR + SETTLE_GRACE <= now
+
+
 def is_settled(hour: datetime, stats: HourStats, now: datetime) -> bool:
-    """Whether an hour's figures are final, so the rollup may keep them: the hour (and its
-    grace) is over and none of its deliveries is pending. Only a retry or a recover makes a
-    settled delivery pending again, and those delete the hour's rollup row."""
-    return stats.pending == 0 and hour + HOUR + SETTLE_GRACE <= now
+    """Whether an hour's figures are final, so the rollup may keep them: the hour is over and
+    none of its deliveries is pending. Only a retry or a recover makes a settled delivery
+    pending again, and those delete the hour's rollup row."""
+    return stats.pending == 0 and is_over(hour, now)
 
 
 def outcome_rows(hours: Mapping[datetime, HourStats]) -> list[tuple[datetime, str, int]]:

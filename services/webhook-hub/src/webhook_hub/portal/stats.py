@@ -23,6 +23,7 @@ from webhook_hub.portal.charts import (
     buckets,
     day_rows,
     hours_between,
+    is_over,
     is_settled,
     latency_chart,
     latency_rows,
@@ -54,7 +55,7 @@ class PortalStatsService:
         the hourly chart's 24 buckets (this hour and the 23 before): one read of the log for
         the whole page."""
         now = now or datetime.now(UTC)
-        stats = await self._hour_stats(subscription_ids, buckets(now, "hour", 24)[0], now)
+        stats = await self._hour_stats(subscription_ids, buckets(now, "hour", 24)[0], now, None)
         return {
             sid: success_rate(total_counts(s for (owner, _), s in stats.items() if owner == sid))
             for sid in subscription_ids
@@ -69,7 +70,7 @@ class PortalStatsService:
         now = now or datetime.now(UTC)
         hours = buckets(now, "hour", 24)
         days = buckets(now, "day", WEEK_DAYS)
-        stats = await self._hour_stats([subscription_id], min(days[0], hours[0]), now)
+        stats = await self._hour_stats([subscription_id], min(days[0], hours[0]), now, hours[0])
         by_hour = {hour: s for (_, hour), s in stats.items()}
         last_day = {hour: s for hour, s in by_hour.items() if hour >= hours[0]}
         return EndpointCharts(
@@ -81,21 +82,26 @@ class PortalStatsService:
         )
 
     async def _hour_stats(
-        self, subscription_ids: Sequence[uuid.UUID], since: datetime, now: datetime
+        self,
+        subscription_ids: Sequence[uuid.UUID],
+        since: datetime,
+        now: datetime,
+        latency_since: datetime | None,
     ) -> dict[tuple[uuid.UUID, datetime], HourStats]:
         """Every (endpoint, hour) from `since`'s hour to now: the rollup's rows, the rest
-        from the log (the settled ones of which are stored)."""
+        from the log (the settled ones of which are stored). Live hours carry latency
+        percentiles only from `latency_since` on (None: not at all)."""
         if not subscription_ids:
             return {}
         stats = await self.hours.stored(subscription_ids, since)
         missing = [
-            (sid, hour)
+            (sid, hour, is_over(hour, now), latency_since is not None and hour >= latency_since)
             for sid in subscription_ids
             for hour in hours_between(since, now)
             if (sid, hour) not in stats
         ]
         if missing:
-            await self.hours.lock_for_reading(sorted({sid for sid, _ in missing}))
+            await self.hours.lock_for_reading(sorted({sid for sid, _, _, _ in missing}))
             fresh = await self.hours.from_log(missing)
             await self.hours.store(
                 {key: s for key, s in fresh.items() if is_settled(key[1], s, now)}
