@@ -20,14 +20,14 @@ STORED_HOURS = (
 )
 # One index range scan of the delivery log per (endpoint, hour) asked for: the hours missing
 # from the rollup, typically the current one or two. The attempts' percentiles (a join, the
-# costly part) only where they are shown (`latency`) or will be stored: an hour that is
-# `over` with nothing pending, `charts.is_settled` (a false filter skips the join).
+# costly part) only for `recent` hours (the latency chart's) that are `charted` or will be
+# stored: `over` with nothing pending, `charts.is_settled` (a false filter skips the join).
 HOURS_FROM_LOG = """
 SELECT m.sid, m.hour_start, o.succeeded, o.failed, o.pending, l.attempts, l.p50, l.p95
 FROM unnest(
     CAST(:sids AS uuid[]), CAST(:hours AS timestamptz[]), CAST(:over AS boolean[]),
-    CAST(:latency AS boolean[])
-) AS m(sid, hour_start, over, latency)
+    CAST(:recent AS boolean[]), CAST(:charted AS boolean[])
+) AS m(sid, hour_start, over, recent, charted)
 CROSS JOIN LATERAL (
     SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
            count(*) FILTER (WHERE status = 'failed') AS failed,
@@ -41,7 +41,7 @@ CROSS JOIN LATERAL (
            percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms) AS p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms) AS p95
     FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.id
-    WHERE (m.latency OR (m.over AND o.pending = 0))
+    WHERE m.recent AND (m.charted OR (m.over AND o.pending = 0))
       AND d.subscription_id = m.sid
       AND d.created_at >= m.hour_start AND d.created_at < m.hour_start + interval '1 hour'
 ) AS l
@@ -120,19 +120,21 @@ class HourStatsRepository:
         }
 
     async def from_log(
-        self, hours: Sequence[tuple[uuid.UUID, datetime, bool, bool]]
+        self, hours: Sequence[tuple[uuid.UUID, datetime, bool, bool, bool]]
     ) -> dict[tuple[uuid.UUID, datetime], HourStats]:
         """Each (endpoint, hour)'s figures computed from the deliveries and attempts; given
-        with whether the hour is over (`charts.is_over`) and whether its latency is wanted
-        anyway. A live hour without wanted latency comes without percentiles."""
+        with whether the hour is over (`charts.is_over`), recent (in the latency chart's
+        window) and charted. Percentiles come only with the hours `HOURS_FROM_LOG` says."""
         if not hours:
             return {}
+        columns = list(zip(*hours, strict=True))
         rows = await self._rows(
             HOURS_FROM_LOG,
-            sids=[sid for sid, _, _, _ in hours],
-            hours=[hour for _, hour, _, _ in hours],
-            over=[over for _, _, over, _ in hours],
-            latency=[latency for _, _, _, latency in hours],
+            sids=list(columns[0]),
+            hours=list(columns[1]),
+            over=list(columns[2]),
+            recent=list(columns[3]),
+            charted=list(columns[4]),
         )
         return {
             (sid, hour): HourStats(

@@ -35,6 +35,7 @@ from webhook_hub.portal.charts import (
 from webhook_hub.portal.repository import HourStatsRepository
 
 WEEK_DAYS = 7
+LATENCY_HOURS = 24  # the hourly and latency charts' buckets
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,9 @@ class PortalStatsService:
         the hourly chart's 24 buckets (this hour and the 23 before): one read of the log for
         the whole page."""
         now = now or datetime.now(UTC)
-        stats = await self._hour_stats(subscription_ids, buckets(now, "hour", 24)[0], now, None)
+        stats = await self._hour_stats(
+            subscription_ids, buckets(now, "hour", LATENCY_HOURS)[0], now, charted=False
+        )
         return {
             sid: success_rate(total_counts(s for (owner, _), s in stats.items() if owner == sid))
             for sid in subscription_ids
@@ -68,9 +71,9 @@ class PortalStatsService:
         chart puts each attempt in the hour its delivery was created (the hour of its first
         attempt), the rollup's key."""
         now = now or datetime.now(UTC)
-        hours = buckets(now, "hour", 24)
+        hours = buckets(now, "hour", LATENCY_HOURS)
         days = buckets(now, "day", WEEK_DAYS)
-        stats = await self._hour_stats([subscription_id], min(days[0], hours[0]), now, hours[0])
+        stats = await self._hour_stats([subscription_id], min(days[0], hours[0]), now, charted=True)
         by_hour = {hour: s for (_, hour), s in stats.items()}
         last_day = {hour: s for hour, s in by_hour.items() if hour >= hours[0]}
         return EndpointCharts(
@@ -86,22 +89,24 @@ class PortalStatsService:
         subscription_ids: Sequence[uuid.UUID],
         since: datetime,
         now: datetime,
-        latency_since: datetime | None,
+        charted: bool,
     ) -> dict[tuple[uuid.UUID, datetime], HourStats]:
         """Every (endpoint, hour) from `since`'s hour to now: the rollup's rows, the rest
-        from the log (the settled ones of which are stored). Live hours carry latency
-        percentiles only from `latency_since` on (None: not at all)."""
+        from the log (the settled ones of which are stored). Attempt percentiles are computed
+        only for the latency chart's 24 hours, and there only for hours stored or `charted`:
+        an older hour's are never shown, and stay null in its row."""
         if not subscription_ids:
             return {}
         stats = await self.hours.stored(subscription_ids, since)
+        latency_from = buckets(now, "hour", LATENCY_HOURS)[0]
         missing = [
-            (sid, hour, is_over(hour, now), latency_since is not None and hour >= latency_since)
+            (sid, hour, is_over(hour, now), hour >= latency_from, charted)
             for sid in subscription_ids
             for hour in hours_between(since, now)
             if (sid, hour) not in stats
         ]
         if missing:
-            await self.hours.lock_for_reading(sorted({sid for sid, _, _, _ in missing}))
+            await self.hours.lock_for_reading(sorted({sid for sid, *_ in missing}))
             fresh = await self.hours.from_log(missing)
             await self.hours.store(
                 {key: s for key, s in fresh.items() if is_settled(key[1], s, now)}
