@@ -44,6 +44,22 @@ async def deliveries_in(
     await set_deliveries(engine, subscription_id, [(status, age) for status in statuses])
 
 
+async def attempts_in(
+    engine: AsyncEngine, subscription_id: str, hour: datetime, duration_ms: int
+) -> None:
+    """One attempt of this duration for each of the endpoint's deliveries created in `hour`."""
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO delivery_attempts (delivery_id, attempted_at, status_code,"
+                " duration_ms) SELECT id, created_at, 200, :ms FROM deliveries"
+                " WHERE subscription_id = :sid"
+                " AND created_at >= :hour AND created_at < :hour + interval '1 hour'"
+            ),
+            {"sid": subscription_id, "hour": hour, "ms": duration_ms},
+        )
+
+
 async def stored_hours(
     engine: AsyncEngine, subscription_id: str
 ) -> dict[datetime, tuple[int, int]]:
@@ -102,16 +118,7 @@ async def test_a_settled_hour_is_stored_and_then_read_from_the_rollup(
     consumer, sid = await quiet_endpoint(client, db_engine, http_receiver)
     hour = hours_ago(3)
     await deliveries_in(db_engine, sid, hour, ["succeeded", "succeeded", "failed"])
-    async with db_engine.begin() as connection:
-        await connection.execute(
-            text(
-                "INSERT INTO delivery_attempts (delivery_id, attempted_at, status_code,"
-                " duration_ms) SELECT id, created_at, 200, 100 * attempts FROM deliveries"
-                " WHERE subscription_id = :sid"
-                " AND created_at >= :hour AND created_at < :hour + interval '1 hour'"
-            ),
-            {"sid": sid, "hour": hour},
-        )
+    await attempts_in(db_engine, sid, hour, 100)
     await signed_in(client, consumer)
     first = await hour_figures(client, sid, hour)
     assert first == {"succeeded": 2, "failed": 1, "pending": 0, "p50": 100.0}
@@ -257,16 +264,32 @@ async def test_an_hour_first_stored_by_the_endpoint_list_keeps_its_latency(
     consumer, sid = await quiet_endpoint(client, db_engine, http_receiver)
     hour = hours_ago(3)
     await deliveries_in(db_engine, sid, hour, ["succeeded"])
-    async with db_engine.begin() as connection:
-        await connection.execute(
-            text(
-                "INSERT INTO delivery_attempts (delivery_id, attempted_at, status_code,"
-                " duration_ms) SELECT id, created_at, 200, 250 FROM deliveries"
-                " WHERE subscription_id = :sid AND created_at >= :hour"
-            ),
-            {"sid": sid, "hour": hour},
-        )
+    await attempts_in(db_engine, sid, hour, 250)
     await signed_in(client, consumer)
     assert (await client.get("/portal/endpoints")).status_code == 200
     assert (await stored_hours(db_engine, sid))[hour] == (1, 0)
     assert (await hour_figures(client, sid, hour))["p50"] == 250.0
+
+
+async def test_an_hour_older_than_the_latency_chart_is_stored_without_percentiles(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer, sid = await quiet_endpoint(client, db_engine, http_receiver)
+    hour = hours_ago(72)
+    await deliveries_in(db_engine, sid, hour, ["succeeded"])
+    await attempts_in(db_engine, sid, hour, 300)
+    await signed_in(client, consumer)
+    page = (await client.get(f"/portal/endpoints/{sid}")).text
+    daily = chart_of(page, "chart-daily")
+    assert daily["series"][0]["values"][daily["x"].index(int(truncate(hour, "day").timestamp()))]
+    async with db_engine.connect() as connection:
+        row = (
+            await connection.execute(
+                text(
+                    "SELECT succeeded, p50_ms FROM delivery_hour_stats"
+                    " WHERE subscription_id = :sid AND hour_start = :hour"
+                ),
+                {"sid": sid, "hour": hour},
+            )
+        ).one()
+    assert tuple(row) == (1, None)  # counted for the daily chart; its latency is never shown
