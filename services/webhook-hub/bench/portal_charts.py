@@ -1,34 +1,40 @@
-"""The portal's aggregate queries on a million-row delivery log: EXPLAIN ANALYZE timings with
-the indexes before migration 0009 and after it.
+"""The portal's figures on a million-row delivery log, read through the hourly rollup of
+migration 0010: wall-clock timings of what a page calls (`PortalStatsService`), cold (the
+rollup empty: the first view computes every hour from the log and stores the settled ones) and
+warm (later views: the rollup, plus the log for the hours not settled yet).
 
-Starts an embedded PostgreSQL in a temporary folder, migrates to 0008, writes ROWS deliveries
+Starts an embedded PostgreSQL in a temporary folder, migrates to head, writes ROWS deliveries
 spread over 7 days across ENDPOINTS endpoints (or all on one with --one-endpoint, the worst
-case; 90 % succeeded, 8 % failed, 2 % pending) and one attempt each with generate_series,
-then times each query the portal runs
-(the SQL is imported from the portal's repository), upgrades to head and times them again.
-Stops by itself. Run: `uv run --frozen python services/webhook-hub/bench/portal_charts.py`.
+case; 90 % succeeded, 8 % failed) and one attempt each with generate_series; 2 % of the
+deliveries of the last --pending-hours hours (default 2: a healthy endpoint, whose pending
+deliveries are the ones in flight or in their first retries) are still pending, and keep
+their hours live. Stops by itself.
+Run: `uv run --frozen python services/webhook-hub/bench/portal_charts.py [--one-endpoint]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
+import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from servicekit.db.admin import database_url_for, ensure_database
+from servicekit.db.engine import create_session_factory
 from servicekit.db.migrations import upgrade
 from servicekit.embedded.postgres import EmbeddedPostgres
-from webhook_hub.portal.repository import (
-    LATENCY_BY_HOUR,
-    OUTCOMES_BY_BUCKET,
-    OUTCOMES_BY_SUBSCRIPTION,
-)
+from sqlalchemy.ext.asyncio import create_async_engine
+from webhook_hub.portal.charts import truncate
+from webhook_hub.portal.repository import HOURS_FROM_LOG, STORED_HOURS
+from webhook_hub.portal.stats import PortalStatsService
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 ENDPOINTS = 100
@@ -47,7 +53,9 @@ SELECT gen_random_uuid(), sid, gen_random_uuid(), 'order.paid', '{"id": 1}', t, 
 FROM (
   SELECT now() - (i * interval '7 days' / %(rows)s) AS t,
          CASE WHEN %(one)s THEN %(big)s ELSE (%(ids)s::uuid[])[1 + i %% %(endpoints)s] END AS sid,
-         CASE WHEN i %% 50 = 0 THEN 'pending' WHEN i %% 12 = 0 THEN 'failed'
+         CASE WHEN i %% 50 = 0 AND i * interval '7 days' / %(rows)s
+                   < %(pending_hours)s * interval '1 hour' THEN 'pending'
+              WHEN i %% 12 = 0 THEN 'failed'
               ELSE 'succeeded' END AS s
   FROM generate_series(1, %(rows)s) AS i
 ) AS g;
@@ -63,46 +71,59 @@ def psycopg_sql(sql: str) -> str:
     return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)
 
 
-def explain(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> tuple[float, str]:
-    rows = conn.execute(
-        f"EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) {psycopg_sql(sql)}", params
-    ).fetchall()
-    plan = "\n".join(str(row[0]) for row in rows)
-    found = re.search(r"Execution Time: ([\d.]+) ms", plan)
-    return (float(found.group(1)) if found else float("nan")), plan
+async def timed(call: Callable[[], Awaitable[Any]]) -> float:
+    started = time.perf_counter()
+    await call()
+    return (time.perf_counter() - started) * 1000
 
 
-def measure(url: str, label: str, big: uuid.UUID, ids: list[uuid.UUID], show: bool) -> None:
-    now = datetime.now(UTC)
-    day = now - timedelta(hours=24)
-    queries = {
-        "24 h success rate, 50 endpoints": (OUTCOMES_BY_SUBSCRIPTION, {"ids": ids, "since": day}),
-        "per hour, 24 h": (OUTCOMES_BY_BUCKET, {"step": "1 hour", "id": big, "since": day}),
-        "per day, 7 days": (
-            OUTCOMES_BY_BUCKET,
-            {"step": "1 day", "id": big, "since": now - timedelta(days=7)},
-        ),
-        "latency p50/p95 per hour": (
-            LATENCY_BY_HOUR,
-            {"id": big, "since": day, "created_since": now - timedelta(hours=48)},
-        ),
-    }
+async def measure(url: str, big: uuid.UUID, page: list[uuid.UUID]) -> None:
+    engine = create_async_engine(url)
+    sessions = create_session_factory(engine)
+
+    async def success_rates() -> None:
+        async with sessions() as session, session.begin():
+            await PortalStatsService(session).success_rates(page)
+
+    async def charts() -> None:
+        async with sessions() as session, session.begin():
+            await PortalStatsService(session).charts(big)
+
+    try:
+        for name, call in (
+            ("24 h success rate, a page of 50 endpoints", success_rates),
+            ("endpoint charts (per hour, per day, latency)", charts),
+        ):
+            async with engine.begin() as connection:
+                await connection.exec_driver_sql("TRUNCATE delivery_hour_stats")
+            cold = await timed(call)
+            warm = [await timed(call) for _ in range(5)]
+            print(
+                f"{name:46} cold {cold:8.1f} ms   warm median {statistics.median(warm):6.1f} ms"
+                f"  (runs {', '.join(f'{w:.1f}' for w in warm)})"
+            )
+    finally:
+        await engine.dispose()
+
+
+def show_plans(url: str, big: uuid.UUID) -> None:
+    """EXPLAIN ANALYZE of a warm view's two reads: the rollup, and the live hours' log."""
     with psycopg.connect(url.replace("+psycopg", "")) as conn:
-        print(f"\n## {label}")
-        for name, (sql, params) in queries.items():
-            explain(conn, sql, params)  # warm the cache: pages run on a warm database
-            timings = sorted(explain(conn, sql, params)[0] for _ in range(3))
-            _, plan = explain(conn, sql, params)
-            print(f"{name:34} median {timings[1]:8.1f} ms  (runs {timings})")
-            if show:
-                print("   " + "\n   ".join(plan.splitlines()))
+        hour = truncate(datetime.now(UTC), "hour")
+        for sql, params in (
+            (STORED_HOURS, {"ids": [big], "since": hour - timedelta(days=7)}),
+            (HOURS_FROM_LOG, {"sids": [big, big], "hours": [hour - timedelta(hours=1), hour]}),
+        ):
+            rows = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS) {psycopg_sql(sql)}", params)
+            print("\n   " + "\n   ".join(str(row[0]) for row in rows))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--one-endpoint", action="store_true", help="every row on one endpoint")
-    parser.add_argument("--plans", action="store_true", help="print every query plan")
+    parser.add_argument("--pending-hours", type=int, default=2)
+    parser.add_argument("--plans", action="store_true", help="print the warm reads' plans")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
         postgres = EmbeddedPostgres(Path(workdir) / "pg")
@@ -110,7 +131,7 @@ def main() -> int:
         try:
             url = database_url_for(postgres.url, "webhook_hub_portal_bench")
             ensure_database(url)
-            upgrade(MIGRATIONS, url, "0008")
+            upgrade(MIGRATIONS, url)
             ids = [uuid.uuid4() for _ in range(ENDPOINTS)]
             big = ids[0]
             started = time.monotonic()
@@ -121,6 +142,7 @@ def main() -> int:
                     "one": args.one_endpoint,
                     "endpoints": ENDPOINTS,
                     "rows": args.rows,
+                    "pending_hours": args.pending_hours,
                 }
                 for statement in filter(str.strip, SEED.split(";\n")):
                     names = set(re.findall(r"%\((\w+)\)s", statement))
@@ -129,13 +151,12 @@ def main() -> int:
                 conn.execute("VACUUM ANALYZE delivery_attempts")
             print(
                 f"{args.rows:,} deliveries and attempts written in {time.monotonic() - started:.0f} s"
+                f" ({'all on one endpoint' if args.one_endpoint else f'over {ENDPOINTS} endpoints'},"
+                f" pending in the last {args.pending_hours} h)"
             )
-            measure(url, "indexes of 0008", big, ids[:PAGE], args.plans)
-            upgrade(MIGRATIONS, url)
-            with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
-                conn.execute("VACUUM ANALYZE deliveries")
-                conn.execute("VACUUM ANALYZE delivery_attempts")
-            measure(url, "indexes of 0009 (head)", big, ids[:PAGE], args.plans)
+            asyncio.run(measure(url, big, ids[:PAGE]))
+            if args.plans:
+                show_plans(url, big)
         finally:
             postgres.stop()
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import uuid
 from datetime import timedelta
@@ -105,6 +107,13 @@ async def signed_in(client: httpx.AsyncClient, consumer: Consumer) -> str:
     )
     assert response.status_code == 303
     return token
+
+
+def chart_of(page: str, chart_id: str) -> dict[str, Any]:
+    """The JSON a portal page hands `charts.js` for the chart with this id."""
+    found = re.search(rf'id="{chart_id}" data-chart=\'([^\']+)\'', page)
+    assert found, chart_id
+    return dict(json.loads(html.unescape(found.group(1))))
 
 
 async def set_deliveries(

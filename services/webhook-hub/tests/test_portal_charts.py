@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from webhook_hub.portal.charts import buckets, latency_chart, outcome_chart, success_rate
+from webhook_hub.portal.charts import (
+    HOUR,
+    SETTLE_GRACE,
+    HourStats,
+    buckets,
+    day_rows,
+    hours_between,
+    is_settled,
+    latency_chart,
+    latency_rows,
+    outcome_chart,
+    outcome_rows,
+    success_rate,
+    total_counts,
+)
 from webhook_hub.portal.forms import local_time_value, parse_local_time
 
 NOW = datetime(2026, 11, 22, 10, 42, 7, tzinfo=UTC)
@@ -62,3 +76,55 @@ def test_a_datetime_local_value_is_read_as_utc() -> None:
 
 def test_a_value_that_is_not_a_date_is_no_moment() -> None:
     assert parse_local_time("yesterday") is None
+
+
+# -- the hourly rollup -----------------------------------------------------------------------
+
+
+def test_hours_between_run_from_the_first_hour_to_the_current_one() -> None:
+    hours = hours_between(NOW - timedelta(hours=2, minutes=5), NOW)
+    assert hours == [datetime(2026, 11, 22, h, tzinfo=UTC) for h in (8, 9, 10)]
+
+
+def test_an_hour_is_settled_once_over_and_its_grace_has_passed() -> None:
+    hour = datetime(2026, 11, 22, 9, tzinfo=UTC)
+    done = HourStats(succeeded=3, failed=1)
+    assert is_settled(hour, done, hour + HOUR + SETTLE_GRACE)
+    assert not is_settled(hour, done, hour + HOUR + SETTLE_GRACE - timedelta(seconds=1))
+
+
+def test_an_hour_with_a_pending_delivery_is_not_settled() -> None:
+    hour = datetime(2026, 11, 20, 9, tzinfo=UTC)
+    assert not is_settled(hour, HourStats(succeeded=3, pending=1), NOW)
+
+
+def test_day_rows_sum_the_hours_of_each_utc_day() -> None:
+    hours = {
+        datetime(2026, 11, 21, 23, tzinfo=UTC): HourStats(succeeded=2, failed=1),
+        datetime(2026, 11, 22, 0, tzinfo=UTC): HourStats(succeeded=4, pending=1),
+        datetime(2026, 11, 22, 9, tzinfo=UTC): HourStats(succeeded=1),
+    }
+    assert sorted(day_rows(hours)) == [
+        (datetime(2026, 11, 21, tzinfo=UTC), "failed", 1),
+        (datetime(2026, 11, 21, tzinfo=UTC), "succeeded", 2),
+        (datetime(2026, 11, 22, tzinfo=UTC), "pending", 1),
+        (datetime(2026, 11, 22, tzinfo=UTC), "succeeded", 5),
+    ]
+
+
+def test_outcome_rows_leave_out_zero_counts() -> None:
+    hour = datetime(2026, 11, 22, 9, tzinfo=UTC)
+    assert outcome_rows({hour: HourStats(failed=2)}) == [(hour, "failed", 2)]
+
+
+def test_latency_rows_keep_each_hours_percentiles_and_skip_hours_without_attempts() -> None:
+    tried, quiet = datetime(2026, 11, 22, 9, tzinfo=UTC), datetime(2026, 11, 22, 8, tzinfo=UTC)
+    rows = latency_rows(
+        {quiet: HourStats(succeeded=1), tried: HourStats(attempts=4, p50_ms=80.0, p95_ms=400.0)}
+    )
+    assert rows == [(tried, 80.0, 400.0)]
+
+
+def test_total_counts_add_the_hours_up_by_status() -> None:
+    totals = total_counts([HourStats(succeeded=2, failed=1), HourStats(succeeded=1, pending=3)])
+    assert totals == {"succeeded": 3, "failed": 1, "pending": 3}

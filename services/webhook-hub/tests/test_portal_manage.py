@@ -5,7 +5,6 @@ since", the charts' figures and the receiver snippets (the Python one run for re
 from __future__ import annotations
 
 import html
-import json
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -24,6 +23,7 @@ from webhook_hub.subscriptions.schemas import SubscriptionRead
 
 from tests.factories import (
     Consumer,
+    chart_of,
     make_consumer,
     only_test_delivery_settled,
     set_deliveries,
@@ -356,12 +356,6 @@ async def test_recover_without_a_moment_says_to_pick_one(
 
 
 # -- charts ----------------------------------------------------------------------------------
-
-
-def chart_of(page: str, chart_id: str) -> dict[str, Any]:
-    found = re.search(rf'id="{chart_id}" data-chart=\'([^\']+)\'', page)
-    assert found, chart_id
-    return dict(json.loads(html.unescape(found.group(1))))
 
 
 async def test_the_endpoint_page_charts_deliveries_by_outcome_and_attempt_latency(

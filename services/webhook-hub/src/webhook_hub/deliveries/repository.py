@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text, tuple_, update
+from sqlalchemy import text, tuple_
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -20,6 +20,20 @@ async def wake_delivery_workers(session: AsyncSession) -> None:
     """Delivered at commit, so workers look for due deliveries right away."""
     connection = await session.connection()
     await connection.execute(text(f"NOTIFY {DELIVERIES_CHANNEL}"))
+
+
+_RESCHEDULE_FAILED = text(
+    """
+    WITH moved AS (
+        UPDATE deliveries SET status = 'pending', next_attempt_at = now(), lease_until = NULL,
+            completed_at = NULL
+        WHERE subscription_id = :id AND status = 'failed' AND created_at >= :since
+        RETURNING created_at
+    )
+    SELECT date_bin('1 hour', created_at, TIMESTAMPTZ '2000-01-01 00:00Z'), count(*)
+    FROM moved GROUP BY 1
+    """
+)
 
 
 class DeliveryRepository:
@@ -102,24 +116,15 @@ class DeliveryRepository:
         await self.session.flush()
         await wake_delivery_workers(self.session)
 
-    async def reschedule_failed_since(self, subscription_id: uuid.UUID, since: datetime) -> int:
-        statement = (
-            update(Delivery)
-            .where(
-                col(Delivery.subscription_id) == subscription_id,
-                col(Delivery.status) == DeliveryStatus.FAILED,
-                col(Delivery.created_at) >= since,
-            )
-            .values(
-                status=DeliveryStatus.PENDING,
-                next_attempt_at=text("now()"),
-                lease_until=None,
-                completed_at=None,
-            )
-        )
-        result = await self.session.exec(statement)
+    async def reschedule_failed_since(
+        self, subscription_id: uuid.UUID, since: datetime
+    ) -> dict[datetime, int]:
+        """Failed deliveries created since `since` due again now: how many, per UTC hour of
+        creation (the portal's rollup forgets those hours)."""
+        connection = await self.session.connection()
+        rows = await connection.execute(_RESCHEDULE_FAILED, {"id": subscription_id, "since": since})
         await wake_delivery_workers(self.session)
-        return int(result.rowcount or 0)
+        return {hour: int(count) for hour, count in rows}
 
     async def _now(self) -> datetime:
         connection = await self.session.connection()

@@ -11,6 +11,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.deliveries.repository import DeliveryRepository
 from webhook_hub.errors import DeliveryNotFound, SubscriptionNotFound
 from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus
+from webhook_hub.portal.charts import truncate
+from webhook_hub.portal.repository import HourStatsRepository
 from webhook_hub.subscriptions.repository import SubscriptionRepository
 
 
@@ -18,6 +20,7 @@ class DeliveryService:
     def __init__(self, session: AsyncSession) -> None:
         self.deliveries = DeliveryRepository(session)
         self.subscriptions = SubscriptionRepository(session)
+        self.rollup = HourStatsRepository(session)
 
     async def _owned_subscription(self, owner: str, subscription_id: uuid.UUID) -> None:
         if await self.subscriptions.get_owned(subscription_id, owner) is None:
@@ -61,9 +64,16 @@ class DeliveryService:
         delivery = await self.deliveries.get_owned(delivery_id, owner)
         if delivery is None:
             raise DeliveryNotFound()
+        # A settled delivery turns pending only here and in `recover`: its hour leaves the
+        # portal's rollup in the same transaction (`portal.stats`).
+        await self.rollup.lock_for_change(delivery.subscription_id)
         await self.deliveries.schedule_now(delivery)
+        await self.rollup.forget(delivery.subscription_id, [truncate(delivery.created_at, "hour")])
         return delivery
 
     async def recover(self, owner: str, subscription_id: uuid.UUID, since: datetime) -> int:
         await self._owned_subscription(owner, subscription_id)
-        return await self.deliveries.reschedule_failed_since(subscription_id, since)
+        await self.rollup.lock_for_change(subscription_id)
+        moved = await self.deliveries.reschedule_failed_since(subscription_id, since)
+        await self.rollup.forget(subscription_id, list(moved))
+        return sum(moved.values())

@@ -4,7 +4,8 @@ deliveries is a zero, not a gap), success rates, and the `data-chart` JSON that 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -25,6 +26,85 @@ def buckets(now: datetime, unit: Unit, count: int) -> list[datetime]:
     """The `count` bucket starts ending with the one `now` is in, oldest first."""
     last = truncate(now, unit)
     return [last - STEP[unit] * back for back in range(count - 1, -1, -1)]
+
+
+# A delivery's first row is written after its first attempt, with that attempt's start as its
+# creation time: up to a timeout (30 s at most) and an outcome flush later. An hour is final
+# only this long after its end; until then it may still gain deliveries.
+SETTLE_GRACE = timedelta(minutes=10)
+HOUR = STEP["hour"]
+
+
+@dataclass(frozen=True)
+class HourStats:
+    """One endpoint's deliveries created in one hour: counted by status, and the p50/p95 of
+    their attempts' durations (None without attempts)."""
+
+    succeeded: int = 0
+    failed: int = 0
+    pending: int = 0
+    attempts: int = 0
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+
+    def counts(self) -> dict[str, int]:
+        return {"succeeded": self.succeeded, "failed": self.failed, "pending": self.pending}
+
+
+def hours_between(first: datetime, now: datetime) -> list[datetime]:
+    """The hour starts from `first`'s hour to the one `now` is in, oldest first."""
+    start, last = truncate(first, "hour"), truncate(now, "hour")
+    return [start + HOUR * n for n in range(int((last - start) / HOUR) + 1)]
+
+
+def is_over(hour: datetime, now: datetime) -> bool:
+    """Whether the hour and its grace have passed: it gains no more deliveries."""
+    return hour + HOUR + SETTLE_GRACE <= now
+
+
+def is_settled(hour: datetime, stats: HourStats, now: datetime) -> bool:
+    """Whether an hour's figures are final, so the rollup may keep them: the hour is over and
+    none of its deliveries is pending. Only a retry or a recover makes a settled delivery
+    pending again, and those delete the hour's rollup row."""
+    return stats.pending == 0 and is_over(hour, now)
+
+
+def outcome_rows(hours: Mapping[datetime, HourStats]) -> list[tuple[datetime, str, int]]:
+    """(hour, status, count) rows of an endpoint's hours, for `outcome_chart`."""
+    return [
+        (hour, status, count)
+        for hour, stats in hours.items()
+        for status, count in stats.counts().items()
+        if count
+    ]
+
+
+def day_rows(hours: Mapping[datetime, HourStats]) -> list[tuple[datetime, str, int]]:
+    """Hour counts summed into UTC days (counts add up; percentiles do not, so the latency
+    chart stays per hour)."""
+    totals: dict[tuple[datetime, str], int] = {}
+    for hour, status, count in outcome_rows(hours):
+        key = (truncate(hour, "day"), status)
+        totals[key] = totals.get(key, 0) + count
+    return [(day, status, count) for (day, status), count in totals.items()]
+
+
+def latency_rows(hours: Mapping[datetime, HourStats]) -> list[tuple[datetime, float, float]]:
+    """(hour, p50, p95) of the hours whose deliveries were attempted, for `latency_chart`."""
+    return [
+        (hour, stats.p50_ms, stats.p95_ms)
+        for hour, stats in hours.items()
+        if stats.p50_ms is not None and stats.p95_ms is not None
+    ]
+
+
+def total_counts(hours: Iterable[HourStats]) -> dict[str, int]:
+    """The deliveries of several hours counted by status (an endpoint's 24 h, for its rate)."""
+    totals: dict[str, int] = {}
+    for stats in hours:
+        for status, count in stats.counts().items():
+            totals[status] = totals.get(status, 0) + count
+    return totals
 
 
 def success_rate(counts: dict[str, int]) -> float | None:

@@ -1,9 +1,9 @@
-"""Queries of the portal: `portal_links`, and the delivery log's aggregates."""
+"""Queries of the portal: `portal_links`, and the delivery log's hourly rollup."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,29 +11,66 @@ from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.models import PortalLink
+from webhook_hub.portal.charts import HourStats
 
-# The aggregates' SQL, named so `bench/portal_charts.py` measures exactly what pages run.
-OUTCOMES_BY_SUBSCRIPTION = (
-    "SELECT subscription_id, status, count(*) FROM deliveries "
-    "WHERE subscription_id = ANY(:ids) AND created_at >= :since "
-    "GROUP BY subscription_id, status"
+# The rollup's SQL, named so `bench/portal_charts.py` measures exactly what pages run.
+STORED_HOURS = (
+    "SELECT subscription_id, hour_start, succeeded, failed, attempts, p50_ms, p95_ms "
+    "FROM delivery_hour_stats WHERE subscription_id = ANY(:ids) AND hour_start >= :since"
 )
-# date_bin is arithmetic on the timestamp; date_trunc with a time zone converts every row,
-# several times slower over a million rows. The origin is a UTC midnight: buckets are UTC.
-OUTCOMES_BY_BUCKET = (
-    "SELECT date_bin(CAST(:step AS interval), created_at, TIMESTAMPTZ '2000-01-01 00:00Z') "
-    "AS bucket, status, count(*) "
-    "FROM deliveries WHERE subscription_id = :id AND created_at >= :since "
-    "GROUP BY 1, 2"
+# One index range scan of the delivery log per (endpoint, hour) asked for: the hours missing
+# from the rollup, typically the current one or two. The attempts' percentiles (a join, the
+# costly part) only for `recent` hours (the latency chart's) that are `charted` or will be
+# stored: `over` with nothing pending, `charts.is_settled` (a false filter skips the join).
+HOURS_FROM_LOG = """
+SELECT m.sid, m.hour_start, o.succeeded, o.failed, o.pending, l.attempts, l.p50, l.p95
+FROM unnest(
+    CAST(:sids AS uuid[]), CAST(:hours AS timestamptz[]), CAST(:over AS boolean[]),
+    CAST(:recent AS boolean[]), CAST(:charted AS boolean[])
+) AS m(sid, hour_start, over, recent, charted)
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE status = 'failed') AS failed,
+           count(*) FILTER (WHERE status = 'pending') AS pending
+    FROM deliveries
+    WHERE subscription_id = m.sid
+      AND created_at >= m.hour_start AND created_at < m.hour_start + interval '1 hour'
+) AS o
+CROSS JOIN LATERAL (
+    SELECT count(*) AS attempts,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms) AS p50,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms) AS p95
+    FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.id
+    WHERE m.recent AND (m.charted OR (m.over AND o.pending = 0))
+      AND d.subscription_id = m.sid
+      AND d.created_at >= m.hour_start AND d.created_at < m.hour_start + interval '1 hour'
+) AS l
+"""
+STORE_HOURS = """
+INSERT INTO delivery_hour_stats
+    (subscription_id, hour_start, succeeded, failed, attempts, p50_ms, p95_ms)
+SELECT * FROM unnest(
+    CAST(:sids AS uuid[]), CAST(:hours AS timestamptz[]), CAST(:succeeded AS int[]),
+    CAST(:failed AS int[]), CAST(:attempts AS int[]), CAST(:p50 AS float8[]),
+    CAST(:p95 AS float8[])
 )
-LATENCY_BY_HOUR = (
-    "SELECT date_bin('1 hour', a.attempted_at, TIMESTAMPTZ '2000-01-01 00:00Z') AS bucket, "
-    "percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms), "
-    "percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms) "
-    "FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.id "
-    "WHERE d.subscription_id = :id AND d.created_at >= :created_since "
-    "AND a.attempted_at >= :since GROUP BY 1"
+ON CONFLICT DO NOTHING
+"""
+FORGET_HOURS = (
+    "DELETE FROM delivery_hour_stats WHERE subscription_id = :id "
+    "AND hour_start = ANY(CAST(:hours AS timestamptz[]))"
 )
+# Writers of the rollup and makers of pending deliveries serialise per endpoint on an
+# advisory lock (this key space, the endpoint id's hash): the portal shares it while it reads
+# the log and stores settled hours, a retry or recover holds it alone while it changes
+# deliveries and deletes their hours. Without it a page could store an hour it read as
+# settled just after a retry made it pending and deleted its (not yet stored) row.
+ROLLUP_LOCK_SPACE = 150010
+LOCK_SHARED = (
+    "SELECT pg_advisory_xact_lock_shared(:space, hashtext(CAST(o.sid AS text))) "
+    "FROM (SELECT sid FROM unnest(CAST(:ids AS uuid[])) AS u(sid) ORDER BY sid) AS o"
+)
+LOCK_EXCLUSIVE = "SELECT pg_advisory_xact_lock(:space, hashtext(CAST(CAST(:id AS uuid) AS text)))"
 
 
 class PortalLinkRepository:
@@ -64,51 +101,86 @@ class PortalLinkRepository:
         return None if row is None else (str(row[0]), str(row[1]))
 
 
-class DeliveryStatsRepository:
-    """Aggregates for the portal's list and charts: one statement each, whatever the number of
-    endpoints or buckets, over the covering indexes of migration 0009 (index-only scans)."""
+class HourStatsRepository:
+    """The rollup `delivery_hour_stats` (migration 0010) and the delivery log's per-hour
+    aggregates it is filled from."""
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def outcomes_by_subscription(
+    async def stored(
         self, subscription_ids: Sequence[uuid.UUID], since: datetime
-    ) -> dict[uuid.UUID, dict[str, int]]:
-        """Deliveries created since `since`, counted by status, per subscription."""
-        if not subscription_ids:
+    ) -> dict[tuple[uuid.UUID, datetime], HourStats]:
+        rows = await self._rows(STORED_HOURS, ids=list(subscription_ids), since=since)
+        return {
+            (sid, hour): HourStats(
+                succeeded=succeeded, failed=failed, attempts=attempts, p50_ms=p50, p95_ms=p95
+            )
+            for sid, hour, succeeded, failed, attempts, p50, p95 in rows
+        }
+
+    async def from_log(
+        self, hours: Sequence[tuple[uuid.UUID, datetime, bool, bool, bool]]
+    ) -> dict[tuple[uuid.UUID, datetime], HourStats]:
+        """Each (endpoint, hour)'s figures computed from the deliveries and attempts; given
+        with whether the hour is over (`charts.is_over`), recent (in the latency chart's
+        window) and charted. Percentiles come only with the hours `HOURS_FROM_LOG` says."""
+        if not hours:
             return {}
+        columns = list(zip(*hours, strict=True))
         rows = await self._rows(
-            OUTCOMES_BY_SUBSCRIPTION,
-            ids=list(subscription_ids),
-            since=since,
+            HOURS_FROM_LOG,
+            sids=list(columns[0]),
+            hours=list(columns[1]),
+            over=list(columns[2]),
+            recent=list(columns[3]),
+            charted=list(columns[4]),
         )
-        counts: dict[uuid.UUID, dict[str, int]] = {}
-        for subscription_id, status, count in rows:
-            counts.setdefault(subscription_id, {})[str(status)] = int(count)
-        return counts
+        return {
+            (sid, hour): HourStats(
+                succeeded=int(succeeded),
+                failed=int(failed),
+                pending=int(pending),
+                attempts=int(attempts),
+                p50_ms=None if p50 is None else float(p50),
+                p95_ms=None if p95 is None else float(p95),
+            )
+            for sid, hour, succeeded, failed, pending, attempts, p50, p95 in rows
+        }
 
-    async def outcomes_by_bucket(
-        self, subscription_id: uuid.UUID, since: datetime, unit: str
-    ) -> list[tuple[datetime, str, int]]:
-        """(bucket start in UTC, status, deliveries created in it) for one subscription."""
-        step = {"hour": "1 hour", "day": "1 day"}[unit]
-        rows = await self._rows(OUTCOMES_BY_BUCKET, step=step, id=subscription_id, since=since)
-        return [(bucket, str(status), int(count)) for bucket, status, count in rows]
-
-    async def latency_by_hour(
-        self, subscription_id: uuid.UUID, since: datetime, created_since: datetime
-    ) -> list[tuple[datetime, float, float]]:
-        """(hour in UTC, p50, p95 of attempt durations in ms) of the attempts made since
-        `since` on deliveries created since `created_since` (an attempt belongs to a delivery;
-        bounding the deliveries keeps the join to the recent part of the log)."""
-        rows = await self._rows(
-            LATENCY_BY_HOUR,
-            id=subscription_id,
-            since=since,
-            created_since=created_since,
+    async def store(self, hours: Mapping[tuple[uuid.UUID, datetime], HourStats]) -> None:
+        """Keep settled hours; an hour another page stored meanwhile is left as it is (the
+        same figures)."""
+        if not hours:
+            return
+        items = list(hours.items())
+        await self._execute(
+            STORE_HOURS,
+            sids=[sid for (sid, _), _ in items],
+            hours=[hour for (_, hour), _ in items],
+            succeeded=[stats.succeeded for _, stats in items],
+            failed=[stats.failed for _, stats in items],
+            attempts=[stats.attempts for _, stats in items],
+            p50=[stats.p50_ms for _, stats in items],
+            p95=[stats.p95_ms for _, stats in items],
         )
-        return [(bucket, float(p50), float(p95)) for bucket, p50, p95 in rows]
+
+    async def forget(self, subscription_id: uuid.UUID, hours: Sequence[datetime]) -> None:
+        if hours:
+            await self._execute(FORGET_HOURS, id=subscription_id, hours=list(hours))
+
+    async def lock_for_reading(self, subscription_ids: Sequence[uuid.UUID]) -> None:
+        """Until the transaction ends: no retry or recover on these endpoints."""
+        await self._execute(LOCK_SHARED, space=ROLLUP_LOCK_SPACE, ids=list(subscription_ids))
+
+    async def lock_for_change(self, subscription_id: uuid.UUID) -> None:
+        """Until the transaction ends: no portal stores this endpoint's hours."""
+        await self._execute(LOCK_EXCLUSIVE, space=ROLLUP_LOCK_SPACE, id=subscription_id)
 
     async def _rows(self, sql: str, **params: Any) -> Sequence[Any]:
         connection = await self.session.connection()
         return (await connection.execute(text(sql), params)).all()
+
+    async def _execute(self, sql: str, **params: Any) -> None:
+        connection = await self.session.connection()
+        await connection.execute(text(sql), params)
