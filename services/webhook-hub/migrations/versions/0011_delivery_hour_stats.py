@@ -4,15 +4,15 @@ portal when it first shows an hour that is over and has no pending delivery; del
 or a recover of a delivery created in the hour (the only ways a settled delivery becomes
 pending again); gone with its subscription. The delivery engine never writes it.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
