@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import httpx
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.testing.conformance import run_cli
+from servicekit.web.pages.links import hash_token
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
-from webhook_hub.models import PortalLink
-from webhook_hub.portal.service import LinkState, hash_token, link_state, portal_level
+from webhook_hub.portal.service import portal_level
 from webhook_hub.settings import Settings
 
 from tests.factories import csrf_in, make_consumer, signed_in
@@ -35,15 +35,6 @@ async def new_link(client: httpx.AsyncClient, headers: dict[str, str], **body: i
 
 
 # -- decisions ------------------------------------------------------------------------------
-
-
-def test_a_link_is_open_until_used_or_expired() -> None:
-    now = datetime(2026, 11, 22, 10, tzinfo=UTC)
-    link = PortalLink(token_hash="h", owner="o", level="read", expires_at=now + timedelta(1))
-    assert link_state(link, now) is LinkState.OPEN
-    assert link_state(link, now + timedelta(days=1)) is LinkState.EXPIRED
-    link.used_at = now
-    assert link_state(link, now) is LinkState.USED
 
 
 def test_an_operator_keys_link_opens_an_admin_session_at_most() -> None:

@@ -3,16 +3,18 @@
 import argparse
 import asyncio
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.cli import ExtraCommand, ServiceCLI
 from servicekit.db.engine import create_engine, create_session_factory
+from servicekit.web.pages.links import IssuedLink
 
 from webhook_hub.app import create_app
 from webhook_hub.consumers.service import ConsumerService
 from webhook_hub.portal.schemas import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
-from webhook_hub.portal.service import IssuedLink, PortalLinkService, link_url
+from webhook_hub.portal.service import portal_level, portal_links
 from webhook_hub.settings import Settings
 from webhook_hub.worker import run
 
@@ -68,20 +70,22 @@ def run_portal_link(settings: Settings, args: argparse.Namespace) -> int:
         engine = create_engine(settings)
         try:
             async with create_session_factory(engine)() as session, session.begin():
-                return await PortalLinkService(session).issue(
-                    args.owner, AccessLevel(args.level), args.ttl_seconds
+                return await portal_links(session).issue(
+                    args.owner,
+                    portal_level(AccessLevel(args.level)),
+                    base_url=settings.public_url or f"http://127.0.0.1:{settings.port}",
+                    ttl=timedelta(seconds=args.ttl_seconds),
                 )
         finally:
             await engine.dispose()
 
     issued = asyncio.run(issue())
-    base = settings.public_url or f"http://127.0.0.1:{settings.port}"
     print(
         f"portal link for {args.owner!r} ({args.level}), usable once until "
         f"{issued.expires_at.isoformat()}:",
         file=sys.stderr,
     )
-    print(link_url(base, issued.token))
+    print(issued.url)
     return 0
 
 

@@ -10,12 +10,14 @@ from typing import Annotated
 import aiohttp
 from fastapi import Depends, FastAPI, Request
 from servicekit.runtime import ServiceRuntime
+from servicekit.web.pages.links import SignInLinks
 from servicekit.web.session import SessionDep
 
 from webhook_hub.consumers.service import ConsumerService
 from webhook_hub.deliveries.service import DeliveryService
 from webhook_hub.event_types.service import EventTypeService
-from webhook_hub.portal.service import PortalLinkService
+from webhook_hub.models import PortalLink
+from webhook_hub.portal.service import portal_links
 from webhook_hub.producer_events.service import ProducerEventService
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
@@ -67,8 +69,8 @@ def get_consumer_service(session: SessionDep) -> ConsumerService:
     return ConsumerService(session)
 
 
-def get_portal_link_service(session: SessionDep) -> PortalLinkService:
-    return PortalLinkService(session)
+def get_portal_link_service(session: SessionDep) -> SignInLinks[PortalLink]:
+    return portal_links(session)
 
 
 ProberDep = Annotated[EndpointProber, Depends(get_prober)]
@@ -77,4 +79,4 @@ DeliveryServiceDep = Annotated[DeliveryService, Depends(get_delivery_service)]
 EventTypeServiceDep = Annotated[EventTypeService, Depends(get_event_type_service)]
 ProducerEventServiceDep = Annotated[ProducerEventService, Depends(get_producer_event_service)]
 ConsumerServiceDep = Annotated[ConsumerService, Depends(get_consumer_service)]
-PortalLinkServiceDep = Annotated[PortalLinkService, Depends(get_portal_link_service)]
+PortalLinkServiceDep = Annotated[SignInLinks[PortalLink], Depends(get_portal_link_service)]

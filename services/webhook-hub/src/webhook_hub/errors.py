@@ -14,7 +14,6 @@ from servicekit.errors import (
     InvalidCursor,
     NotFound,
     PayloadTooLarge,
-    ServiceError,
     Unauthorized,
     UnprocessableEntity,
 )
@@ -140,28 +139,6 @@ class EventDataInvalid(UnprocessableEntity):
 
 
 # --- portal ----------------------------------------------------------------------------------
-
-
-class PortalLinkGone(ServiceError):
-    """A portal link already used or past its expiry: 410, never a second session."""
-
-    status_code = 410
-    code = "portal_link_gone"
-    default_message = (
-        "This portal link was already used. Each link opens the portal once: ask for a new one."
-    )
-
-
-class PortalLinkExpired(PortalLinkGone):
-    code = "portal_link_expired"
-    default_message = "This portal link has expired. Ask for a new one."
-
-
-class PortalLinkUnknown(NotFound):
-    code = "portal_link_unknown"
-    default_message = (
-        "This portal link is not valid. Check it was copied whole, or ask for a new one."
-    )
 
 
 class NeedsLevel(Forbidden):

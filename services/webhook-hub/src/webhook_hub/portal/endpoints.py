@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from fastapi import APIRouter, Request, status
 from servicekit.auth.dependencies import ReadPrincipal
 
 from webhook_hub.dependencies import PortalLinkServiceDep, SettingsDep
 from webhook_hub.errors import AUTH, BODY, declared
 from webhook_hub.portal.schemas import PortalLinkCreate, PortalLinkCreated
-from webhook_hub.portal.service import link_url
+from webhook_hub.portal.service import portal_level
 
 router = APIRouter(prefix="/portal-links", tags=["portal"])
 
@@ -32,6 +34,10 @@ async def create_portal_link(
     level (a read key's link sees everything and changes nothing). Only the token's hash is
     stored; a used or expired link shows a page saying so."""
     ttl = (body or PortalLinkCreate()).ttl_seconds
-    issued = await service.issue(principal.owner, principal.level, ttl)
-    base = settings.public_url or str(request.base_url)
-    return PortalLinkCreated(url=link_url(base, issued.token), expires_at=issued.expires_at)
+    issued = await service.issue(
+        principal.owner,
+        portal_level(principal.level),
+        base_url=settings.public_url or str(request.base_url),
+        ttl=timedelta(seconds=ttl),
+    )
+    return PortalLinkCreated(url=issued.url, expires_at=issued.expires_at)

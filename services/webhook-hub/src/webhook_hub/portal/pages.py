@@ -137,14 +137,14 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         # Opening is a POST: link previews (chat unfurlers, mail scanners) GET the address
         # and must not spend the one use.
         link = await links.check(token)
-        context = {"title": "Open the portal", "owner": link.owner, "level": link.level}
+        context = {"title": "Open the portal", "owner": link.owner, "level": link.level.value}
         return pages.render(request, "portal/link.html", context)
 
     @router.post("/link/{token}")
     async def link_open(token: str, pages: PagesDep, links: PortalLinkServiceDep) -> Response:
-        owner, level = await links.use(token)
+        link = await links.redeem(token)
         response = RedirectResponse(f"{PREFIX}/endpoints", status_code=303)
-        pages.start_session(response, owner, level)
+        pages.start_session(response, link.owner, link.level)
         return response
 
     # -- endpoints (subscriptions) -------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Queries of the portal: `portal_links`, and the delivery log's hourly rollup."""
+"""Queries of the portal: the delivery log's hourly rollup (its links' are servicekit's)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from webhook_hub.models import PortalLink
 from webhook_hub.portal.charts import HourStats
 
 # The rollup's SQL, named so `bench/portal_charts.py` measures exactly what pages run.
@@ -71,34 +70,6 @@ LOCK_SHARED = (
     "FROM (SELECT sid FROM unnest(CAST(:ids AS uuid[])) AS u(sid) ORDER BY sid) AS o"
 )
 LOCK_EXCLUSIVE = "SELECT pg_advisory_xact_lock(:space, hashtext(CAST(CAST(:id AS uuid) AS text)))"
-
-
-class PortalLinkRepository:
-    def __init__(self, session: AsyncSession) -> None:
-        self.session = session
-
-    async def add(self, link: PortalLink) -> PortalLink:
-        self.session.add(link)
-        await self.session.flush()
-        return link
-
-    async def get(self, token_hash: str) -> PortalLink | None:
-        return await self.session.get(PortalLink, token_hash)
-
-    async def claim(self, token_hash: str, now: datetime) -> tuple[str, str] | None:
-        """Mark the link used if it is unused and unexpired, in one statement (two tabs
-        opening it at once: one wins); its owner and level, or None."""
-        connection = await self.session.connection()
-        row = (
-            await connection.execute(
-                text(
-                    "UPDATE portal_links SET used_at = :now WHERE token_hash = :hash "
-                    "AND used_at IS NULL AND expires_at > :now RETURNING owner, level"
-                ),
-                {"hash": token_hash, "now": now},
-            )
-        ).first()
-        return None if row is None else (str(row[0]), str(row[1]))
 
 
 class HourStatsRepository:

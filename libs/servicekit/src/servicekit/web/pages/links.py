@@ -1,0 +1,189 @@
+"""One-time sign-in links, for every service's pages: a random token handed out once and kept
+only as its SHA-256, that opens one page session for an owner at a level, at most once, before
+it expires. Each service keeps its own table (any SQLModel table with `token_hash`, `owner`,
+`level`, `expires_at` and `used_at` columns) and binds it here; the rules live only here.
+
+Opening a link takes two steps in the services: `check` for the GET page (link previews and
+mail scanners fetch the address and must not spend it), `redeem` for the POST that signs in."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, Generic, Protocol, TypeVar, cast
+
+from sqlalchemy import Table, update
+from sqlmodel import SQLModel
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from servicekit.auth.api_keys import AccessLevel
+from servicekit.errors import NotFound, ServiceError
+
+TOKEN_BYTES = 32
+# A token is 43 url-safe characters; anything much longer is not one and is not hashed.
+MAX_TOKEN_LENGTH = 100
+COLUMNS = ("token_hash", "owner", "level", "expires_at", "used_at")
+
+
+class LinkRow(Protocol):
+    token_hash: str
+    owner: str
+    level: str
+    expires_at: datetime
+    used_at: datetime | None
+
+
+Row = TypeVar("Row", bound=SQLModel)
+
+
+class LinkState(StrEnum):
+    OPEN = "open"
+    USED = "used"
+    EXPIRED = "expired"
+
+
+def link_state(link: LinkRow, now: datetime) -> LinkState:
+    """Used wins over expired: a link that signed someone in says so even after its expiry."""
+    if link.used_at is not None:
+        return LinkState.USED
+    if link.expires_at <= now:
+        return LinkState.EXPIRED
+    return LinkState.OPEN
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def link_url(base_url: str, path: str, token: str) -> str:
+    """`path` is the link route's prefix, ending in a slash (e.g. `/portal/link/`)."""
+    return f"{base_url.rstrip('/')}{path}{token}"
+
+
+# --- errors: pages under the service's prefix render them as the kit's error page ------------
+
+
+class LinkGone(ServiceError):
+    """A link already used: 410, never a second session."""
+
+    status_code = 410
+    code = "link_used"
+    default_message = "This link was already used. Each link signs in once: ask for a new one."
+
+
+class LinkExpired(LinkGone):
+    code = "link_expired"
+    default_message = "This link has expired. Ask for a new one."
+
+
+class LinkUnknown(NotFound):
+    code = "link_unknown"
+    default_message = "This link is not valid. Check it was copied whole, or ask for a new one."
+
+
+@dataclass(frozen=True)
+class IssuedLink:
+    """The plaintext token exists only here, in the answer to whoever asked for the link."""
+
+    token: str
+    url: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class OpenLink:
+    owner: str
+    level: AccessLevel
+
+
+class SignInLinkRepository(Generic[Row]):
+    """The queries, over the service's own table."""
+
+    def __init__(self, session: AsyncSession, table: type[Row]) -> None:
+        self.session = session
+        self.table = table
+        columns: Table = table.__table__  # type: ignore[attr-defined]
+        missing = [name for name in COLUMNS if name not in columns.c]
+        if missing:
+            raise TypeError(f"{table.__name__} has no column {', '.join(missing)}")
+        self.columns = columns.c
+
+    async def add(self, **values: Any) -> None:
+        self.session.add(self.table(**values))
+        await self.session.flush()
+
+    async def get(self, token_hash: str) -> LinkRow | None:
+        # The columns were checked in __init__: the row has LinkRow's attributes.
+        return cast("LinkRow | None", await self.session.get(self.table, token_hash))
+
+    async def claim(self, token_hash: str, now: datetime) -> tuple[str, str] | None:
+        """Mark the link used if it is unused and unexpired, in one statement (two tabs opening
+        it at once: one wins); its owner and level, or None."""
+        c = self.columns
+        statement = (
+            update(self.table)
+            .where(c.token_hash == token_hash, c.used_at.is_(None), c.expires_at > now)
+            .values(used_at=now)
+            .returning(c.owner, c.level)
+        )
+        row = (await self.session.execute(statement)).first()
+        return None if row is None else (str(row[0]), str(row[1]))
+
+
+class SignInLinks(Generic[Row]):
+    """Issue, check and redeem one-time links of one service's table. `path` is the route the
+    link opens (`/portal/link/`); `noun` names the link in the error pages ("portal link")."""
+
+    def __init__(
+        self, session: AsyncSession, table: type[Row], *, path: str, noun: str = "link"
+    ) -> None:
+        self.links = SignInLinkRepository(session, table)
+        self.path = path
+        self.noun = noun
+
+    async def issue(
+        self,
+        owner: str,
+        level: AccessLevel,
+        *,
+        base_url: str,
+        ttl: timedelta,
+        now: datetime | None = None,
+    ) -> IssuedLink:
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        expires_at = (now or datetime.now(UTC)) + ttl
+        await self.links.add(
+            token_hash=hash_token(token), owner=owner, level=level.value, expires_at=expires_at
+        )
+        return IssuedLink(token, link_url(base_url, self.path, token), expires_at)
+
+    async def check(self, token: str, now: datetime | None = None) -> OpenLink:
+        """The open link, or why not: LinkUnknown, LinkGone (used) or LinkExpired."""
+        link = await self.links.get(hash_token(token)) if len(token) <= MAX_TOKEN_LENGTH else None
+        if link is None:
+            raise LinkUnknown(self._say(LinkUnknown.default_message))
+        state = link_state(link, now or datetime.now(UTC))
+        if state is LinkState.USED:
+            raise LinkGone(self._say(LinkGone.default_message))
+        if state is LinkState.EXPIRED:
+            raise LinkExpired(self._say(LinkExpired.default_message))
+        return OpenLink(link.owner, AccessLevel(link.level))
+
+    async def redeem(self, token: str, now: datetime | None = None) -> OpenLink:
+        """Spend the link: its owner and level, once; afterwards the errors of `check`."""
+        moment = now or datetime.now(UTC)
+        claimed = None
+        if len(token) <= MAX_TOKEN_LENGTH:
+            claimed = await self.links.claim(hash_token(token), moment)
+        if claimed is None:
+            await self.check(token, moment)
+            # Claimed by a concurrent request between the two statements.
+            raise LinkGone(self._say(LinkGone.default_message))
+        owner, level = claimed
+        return OpenLink(owner, AccessLevel(level))
+
+    def _say(self, message: str) -> str:
+        return message.replace("This link", f"This {self.noun}", 1)
