@@ -19,7 +19,7 @@ from scraper_manager.app import create_app
 from scraper_manager.dashboard.charts import run_chart, sparkline
 from scraper_manager.dashboard.cron_words import describe
 from scraper_manager.dashboard.forms import parse_headers, preview_firings, read_form
-from scraper_manager.dashboard.links import DashboardLinkService
+from scraper_manager.dashboard.links import dashboard_links
 from scraper_manager.dashboard.live import RateMeter, average_rate, requests_made
 from scraper_manager.models import Run, RunStatus
 from scraper_manager.scrapers.repository import ScraperRepository
@@ -27,7 +27,8 @@ from scraper_manager.settings import Settings
 from servicekit.auth import AccessLevel
 from servicekit.db.engine import create_session_factory
 from servicekit.testing import serve_app
-from sqlalchemy import event
+from servicekit.web.pages.links import hash_token
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.dashboard import DASH, sign_in, token_in
@@ -46,6 +47,13 @@ EDIT = {
 }
 
 
+async def open_link(client: httpx.AsyncClient, path: str) -> httpx.Response:
+    """As a person does: the landing page, then its button (a POST with the CSRF token)."""
+    landing = await client.get(path)
+    assert landing.status_code == 200, landing.text
+    return await client.post(path, data={"csrf_token": token_in(landing.text)})
+
+
 async def test_a_dashboard_link_signs_in_once_as_the_keys_owner_and_level(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
@@ -56,29 +64,84 @@ async def test_a_dashboard_link_signs_in_once_as_the_keys_owner_and_level(
     assert datetime.fromisoformat(body["expires_at"]) > datetime.now(UTC)
     path = httpx.URL(body["url"]).path
     client.cookies.clear()
-    first = await client.get(path)
+    first = await open_link(client, path)
     assert first.status_code == 303
     assert first.headers["location"] == f"{DASH}/"
     home = await client.get(f"{DASH}/")
     assert who.owner in home.text
     assert ">read<" in home.text
+
+
+async def test_merely_fetching_a_dashboard_link_does_not_spend_it(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    issued = await client.post("/api/v1/dashboard-links", headers=who.headers)
+    path = httpx.URL(issued.json()["url"]).path
     client.cookies.clear()
-    again = await client.get(path)
-    assert again.headers["location"] == f"{DASH}/login"
+    for _ in range(3):  # link previews, mail scanners
+        landing = await client.get(path)
+        assert landing.status_code == 200
+        assert "Continue to the dashboard" in landing.text
+    assert (await open_link(client, path)).status_code == 303
 
 
-async def test_an_expired_link_does_not_sign_in(db_engine: AsyncEngine) -> None:
-    now = datetime(2030, 1, 1, tzinfo=UTC)
+async def test_a_used_dashboard_link_shows_a_410_page_and_signs_in_no_one(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    issued = await client.post("/api/v1/dashboard-links", headers=who.headers)
+    path = httpx.URL(issued.json()["url"]).path
+    client.cookies.clear()
+    landing = await client.get(path)
+    csrf = token_in(landing.text)
+    assert (await client.post(path, data={"csrf_token": csrf})).status_code == 303
+    again = await client.post(path, data={"csrf_token": csrf})
+    assert again.status_code == 410
+    assert "This dashboard link was already used" in again.text
+    assert "scraper-manager-session" not in again.headers.get("set-cookie", "")
+    shown = await client.get(path)
+    assert shown.status_code == 410
+    assert "text/html" in shown.headers["content-type"]
+
+
+async def test_an_expired_dashboard_link_shows_a_410_page_saying_so(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    now = datetime.now(UTC)
     async with create_session_factory(db_engine)() as session, session.begin():
-        links = DashboardLinkService(session)
-        issued = await links.issue(
+        issued = await dashboard_links(session).issue(
             "acme", AccessLevel.READ, base_url="http://x", ttl=timedelta(minutes=15), now=now
         )
-        token = issued.url.rsplit("/", 1)[1]
-        assert await links.redeem(token, now + timedelta(minutes=15, seconds=1)) is None
-        redeemed = await links.redeem(token, now + timedelta(minutes=14))
-        assert redeemed is not None
-        assert redeemed.owner == "acme"
+    path = httpx.URL(issued.url).path
+    async with db_engine.begin() as connection:
+        await connection.execute(
+            text(
+                "UPDATE dashboard_links SET expires_at = now() - interval '1 s' WHERE token_hash = :h"
+            ),
+            {"h": hash_token(issued.token)},
+        )
+    client.cookies.clear()
+    response = await client.get(path)
+    assert response.status_code == 410
+    assert "This dashboard link has expired" in response.text
+
+
+async def test_an_unknown_dashboard_link_is_a_404_page(client: httpx.AsyncClient) -> None:
+    response = await client.get(f"{DASH}/link/not-a-real-token")
+    assert response.status_code == 404
+    assert "This dashboard link is not valid" in response.text
+
+
+async def test_opening_a_dashboard_link_without_the_csrf_token_is_refused(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    issued = await client.post("/api/v1/dashboard-links", headers=who.headers)
+    path = httpx.URL(issued.json()["url"]).path
+    client.cookies.clear()
+    assert (await client.post(path, data={})).status_code == 403
+    assert (await client.get(path)).status_code == 200  # the link is not spent
 
 
 async def test_a_wrong_key_does_not_sign_in(client: httpx.AsyncClient) -> None:
@@ -481,14 +544,14 @@ async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
     assert datetime.fromisoformat(expires.removeprefix("expires_at: ")) > datetime.now(UTC)
     assert url.startswith("https://scrapers.example/dashboard/link/")
     client.cookies.clear()
-    first = await client.get(httpx.URL(url).path)
+    first = await open_link(client, httpx.URL(url).path)
     assert first.status_code == 303
     home = await client.get(f"{DASH}/")
     assert owner in home.text
     assert ">write<" in home.text
     client.cookies.clear()
     again = await client.get(httpx.URL(url).path)
-    assert again.headers["location"] == f"{DASH}/login"
+    assert again.status_code == 410
 
 
 async def test_the_dashboard_link_command_refuses_the_operator_level() -> None:

@@ -42,6 +42,7 @@ async def open_link(watched: BrowserPage, server: str, who: Client) -> None:
     async with httpx.AsyncClient(base_url=server) as api:
         link = await api.post("/api/v1/dashboard-links", headers=who.headers)
     await watched.page.goto(link.json()["url"])
+    await watched.page.get_by_role("button", name="Continue to the dashboard").click()
     await watched.page.wait_for_url(f"{server}/dashboard/")
 
 

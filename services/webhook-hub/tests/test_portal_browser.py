@@ -91,7 +91,7 @@ async def link_for(hub: httpx.AsyncClient, consumer: Consumer) -> str:
 
 async def open_portal(watched: BrowserPage, hub: httpx.AsyncClient, consumer: Consumer) -> None:
     await watched.page.goto(await link_for(hub, consumer))
-    await watched.page.get_by_role("button", name="Continue to the portal").click()
+    await watched.page.get_by_role("button", name="Continue to the webhooks portal").click()
     await watched.page.get_by_role("heading", name="Endpoints").wait_for()
 
 
@@ -104,7 +104,7 @@ async def test_a_portal_link_opens_the_consumers_view_once(
     await page.goto(link)
     await page.get_by_text(consumer.owner).first.wait_for()
     await assert_clean(browser_page, "portal-link", screenshot_dir)
-    await page.get_by_role("button", name="Continue to the portal").click()
+    await page.get_by_role("button", name="Continue to the webhooks portal").click()
     await page.get_by_role("heading", name="Endpoints").wait_for()
     assert await page.locator(".who").get_by_text(consumer.owner).is_visible()
     await assert_clean(browser_page, "portal-endpoints-empty", screenshot_dir)

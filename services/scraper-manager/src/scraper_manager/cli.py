@@ -3,7 +3,7 @@
 import argparse
 import asyncio
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
@@ -11,7 +11,7 @@ from servicekit.cli import ExtraCommand, ServiceCLI
 from servicekit.db.engine import create_engine, create_session_factory
 
 from scraper_manager.app import create_app
-from scraper_manager.dashboard.links import DashboardLinkService
+from scraper_manager.dashboard.links import dashboard_links
 from scraper_manager.models import OAuthClient
 from scraper_manager.oauth.tokens import hash_secret, new_client_credentials
 from scraper_manager.settings import Settings
@@ -64,12 +64,11 @@ def create_dashboard_link(settings: Settings, args: argparse.Namespace) -> int:
         engine = create_engine(settings)
         try:
             async with create_session_factory(engine)() as session, session.begin():
-                link = await DashboardLinkService(session).issue(
+                link = await dashboard_links(session).issue(
                     args.owner,
                     AccessLevel(args.level),
                     base_url=settings.public_url or f"http://127.0.0.1:{settings.port}",
                     ttl=timedelta(minutes=settings.dashboard_link_minutes),
-                    now=datetime.now(UTC),
                 )
         finally:
             await engine.dispose()

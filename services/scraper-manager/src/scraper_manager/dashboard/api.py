@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from fastapi import APIRouter, Request, status
 from pydantic import BaseModel, ConfigDict
 from servicekit.auth.dependencies import ReadPrincipal
 from servicekit.web.session import SessionDep
 
-from scraper_manager.dashboard.links import DashboardLinkService
+from scraper_manager.dashboard.links import dashboard_links
 from scraper_manager.dependencies import SettingsDep
 from scraper_manager.errors import AUTH, declared
 
@@ -47,11 +47,10 @@ async def create_dashboard_link(
     principal: ReadPrincipal, session: SessionDep, settings: SettingsDep, request: Request
 ) -> DashboardLinkOut:
     base = settings.public_url or str(request.base_url)
-    link = await DashboardLinkService(session).issue(
+    link = await dashboard_links(session).issue(
         principal.owner,
         principal.level,
         base_url=base,
         ttl=timedelta(minutes=settings.dashboard_link_minutes),
-        now=datetime.now(UTC),
     )
     return DashboardLinkOut(url=link.url, expires_at=link.expires_at)

@@ -35,7 +35,7 @@ from scraper_manager.crawler.signals import signal_stop
 from scraper_manager.dashboard.charts import run_chart, sparkline
 from scraper_manager.dashboard.cron_words import describe
 from scraper_manager.dashboard.forms import FORM_FIELDS, ScraperForm, preview_firings, read_form
-from scraper_manager.dashboard.links import DashboardLinkService
+from scraper_manager.dashboard.links import dashboard_links
 from scraper_manager.dashboard.live import RateMeter, average_rate, requests_made
 from scraper_manager.dependencies import (
     RunLogServiceDep,
@@ -142,14 +142,23 @@ def router(pages: Pages) -> APIRouter:
         return response
 
     @routes.get("/link/{token}")
-    async def redeem_link(token: str, session: SessionDep) -> Response:
-        redeemed = await DashboardLinkService(session).redeem(token[:100], datetime.now(UTC))
-        if redeemed is None:
-            response = RedirectResponse(f"{PREFIX}/login", status_code=303)
-            pages.flash(response, "That link was used or has expired: sign in with a key.", "error")
-            return response
+    async def link_landing(request: Request, token: str, session: SessionDep) -> HTMLResponse:
+        # Opening is a POST: link previews (chat unfurlers, mail scanners) GET the address
+        # and must not spend the one use.
+        link = await dashboard_links(session).check(token)
+        context = {
+            "title": "Open the dashboard",
+            "owner": link.owner,
+            "level": link.level.value,
+            "destination": "the dashboard",
+        }
+        return pages.render(request, "kit/link.html", context)
+
+    @routes.post("/link/{token}")
+    async def link_open(token: str, session: SessionDep) -> Response:
+        link = await dashboard_links(session).redeem(token)
         response = RedirectResponse(f"{PREFIX}/", status_code=303)
-        pages.start_session(response, redeemed.owner, redeemed.level)
+        pages.start_session(response, link.owner, link.level)
         return response
 
     @routes.post("/logout")

@@ -137,8 +137,13 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         # Opening is a POST: link previews (chat unfurlers, mail scanners) GET the address
         # and must not spend the one use.
         link = await links.check(token)
-        context = {"title": "Open the portal", "owner": link.owner, "level": link.level.value}
-        return pages.render(request, "portal/link.html", context)
+        context = {
+            "title": "Open the portal",
+            "owner": link.owner,
+            "level": link.level.value,
+            "destination": "the webhooks portal",
+        }
+        return pages.render(request, "kit/link.html", context)
 
     @router.post("/link/{token}")
     async def link_open(token: str, pages: PagesDep, links: PortalLinkServiceDep) -> Response:

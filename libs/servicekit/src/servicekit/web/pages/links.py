@@ -129,7 +129,8 @@ class SignInLinkRepository(Generic[Row]):
             .values(used_at=now)
             .returning(c.owner, c.level)
         )
-        row = (await self.session.execute(statement)).first()
+        connection = await self.session.connection()
+        row = (await connection.execute(statement)).first()
         return None if row is None else (str(row[0]), str(row[1]))
 
 
