@@ -252,6 +252,25 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
     await assert_accessible(browser_page, "dashboard-webhooks", screenshot_dir)
 
 
+async def test_a_dashboard_link_asks_before_signing_in_and_works_once(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    who = await make_client(db_engine, "write")
+    async with httpx.AsyncClient(base_url=server) as api:
+        link = str((await api.post("/api/v1/dashboard-links", headers=who.headers)).json()["url"])
+    await page.goto(link)
+    await page.get_by_text(who.owner).first.wait_for()
+    await assert_accessible(browser_page, "dashboard-link", screenshot_dir)
+    await page.get_by_role("button", name="Continue to the dashboard").click()
+    await page.wait_for_url(f"{server}/dashboard/")
+    answer = await page.goto(link)
+    assert answer is not None
+    assert answer.status == 410
+    await page.get_by_text("This dashboard link was already used").wait_for()
+    await assert_accessible(browser_page, "dashboard-link-used", screenshot_dir)
+
+
 async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
     browser_page: BrowserPage, server: str, db_engine: AsyncEngine
 ) -> None:
