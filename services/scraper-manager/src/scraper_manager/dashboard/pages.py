@@ -27,6 +27,7 @@ from servicekit.web.pages import (
     PageSessionDep,
     event_stream,
 )
+from servicekit.web.pages.links import landing_page, signed_in
 from servicekit.web.params import DbId
 from servicekit.web.session import SessionDep
 
@@ -143,23 +144,12 @@ def router(pages: Pages) -> APIRouter:
 
     @routes.get("/link/{token}")
     async def link_landing(request: Request, token: str, session: SessionDep) -> HTMLResponse:
-        # Opening is a POST: link previews (chat unfurlers, mail scanners) GET the address
-        # and must not spend the one use.
         link = await dashboard_links(session).check(token)
-        context = {
-            "title": "Open the dashboard",
-            "owner": link.owner,
-            "level": link.level.value,
-            "destination": "the dashboard",
-        }
-        return pages.render(request, "kit/link.html", context)
+        return landing_page(pages, request, link, destination="the dashboard")
 
     @routes.post("/link/{token}")
     async def link_open(token: str, session: SessionDep) -> Response:
-        link = await dashboard_links(session).redeem(token)
-        response = RedirectResponse(f"{PREFIX}/", status_code=303)
-        pages.start_session(response, link.owner, link.level)
-        return response
+        return signed_in(pages, await dashboard_links(session).redeem(token), f"{PREFIX}/")
 
     @routes.post("/logout")
     async def logout() -> Response:

@@ -29,6 +29,7 @@ from servicekit.web.pages import (
     PageSessionDep,
     event_stream,
 )
+from servicekit.web.pages.links import landing_page, signed_in
 from servicekit.web.session import SessionDep
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -134,23 +135,12 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
     async def link_landing(
         request: Request, token: str, pages: PagesDep, links: PortalLinkServiceDep
     ) -> HTMLResponse:
-        # Opening is a POST: link previews (chat unfurlers, mail scanners) GET the address
-        # and must not spend the one use.
         link = await links.check(token)
-        context = {
-            "title": "Open the portal",
-            "owner": link.owner,
-            "level": link.level.value,
-            "destination": "the webhooks portal",
-        }
-        return pages.render(request, "kit/link.html", context)
+        return landing_page(pages, request, link, destination="the webhooks portal")
 
     @router.post("/link/{token}")
     async def link_open(token: str, pages: PagesDep, links: PortalLinkServiceDep) -> Response:
-        link = await links.redeem(token)
-        response = RedirectResponse(f"{PREFIX}/endpoints", status_code=303)
-        pages.start_session(response, link.owner, link.level)
-        return response
+        return signed_in(pages, await links.redeem(token), f"{PREFIX}/endpoints")
 
     # -- endpoints (subscriptions) -------------------------------------------------------------
 

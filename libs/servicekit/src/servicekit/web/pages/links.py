@@ -15,12 +15,15 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar, cast
 
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import Table, update
 from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.errors import NotFound, ServiceError
+from servicekit.web.pages.site import Pages
 
 TOKEN_BYTES = 32
 # A token is 43 url-safe characters; anything much longer is not one and is not hashed.
@@ -188,3 +191,27 @@ class SignInLinks(Generic[Row]):
 
     def _say(self, message: str) -> str:
         return message.replace("This link", f"This {self.noun}", 1)
+
+
+# --- the two pages of a link, the same in every service --------------------------------------
+
+
+def landing_page(
+    pages: Pages, request: Request, link: OpenLink, *, destination: str
+) -> HTMLResponse:
+    """The GET of a link: who it signs in and a button that POSTs (a preview spends nothing).
+    `destination` names where it leads, e.g. "the dashboard"."""
+    context = {
+        "title": f"Open {destination}",
+        "owner": link.owner,
+        "level": link.level.value,
+        "destination": destination,
+    }
+    return pages.render(request, "kit/link.html", context)
+
+
+def signed_in(pages: Pages, link: OpenLink, target: str) -> Response:
+    """The POST's answer once `redeem` succeeded: a page session, and on to `target`."""
+    response = RedirectResponse(target, status_code=303)
+    pages.start_session(response, link.owner, link.level)
+    return response
