@@ -115,11 +115,16 @@ def test_an_abandoned_attempt_frees_its_slot_for_a_waiting_job() -> None:
     assert s.in_flight == 1
 
 
-def test_claim_limits_exclude_saturated_subscriptions_and_owners() -> None:
+def one_subscription_at_its_cap() -> tuple[Scheduler, uuid.UUID]:
     s = scheduler(capacity=40, per_subscription=2, floor=16)
     sub = uuid.uuid4()
     s.offer(make_job(sub), 0.0)
     s.offer(make_job(sub), 0.0)
+    return s, sub
+
+
+def test_claim_limits_exclude_saturated_subscriptions_and_owners() -> None:
+    s, sub = one_subscription_at_its_cap()
     limits = s.claim_limits(batch=1000)
     assert limits.saturated == [sub]
     assert limits.limit == 38
@@ -143,10 +148,7 @@ def test_a_claim_that_left_nothing_due_behind_is_not_woken_by_finished_attempts(
 
 
 def test_due_deliveries_of_a_subscription_at_its_cap_wake_the_claims_when_a_slot_frees() -> None:
-    s = scheduler(capacity=40, per_subscription=2, floor=16)
-    sub = uuid.uuid4()
-    s.offer(make_job(sub), 0.0)
-    s.offer(make_job(sub), 0.0)
+    s, _ = one_subscription_at_its_cap()
     limits = s.claim_limits(batch=1000)
     assert wake_claims_on_free_slot(limits, [], excluded_due=True)
     assert not wake_claims_on_free_slot(limits, [], excluded_due=False)
