@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import Sequence
 
@@ -102,3 +104,49 @@ async def test_malformed_message_is_dropped_without_blocking_the_rest(
     await publish(js, event)
     await drain(consumer)
     assert handler.seen == [event.id]
+
+
+def paced_feed(js: JetStreamContext, event_type: str, batch_size: int = 100) -> EventFeed:
+    return EventFeed(
+        js,
+        durable=f"test-{uuid.uuid4().hex[:8]}",
+        subject=f"events.{event_type}",
+        batch_size=batch_size,
+        fetch_timeout=0.5,
+        min_fetch_interval=0.3,
+    )
+
+
+async def publish_some(js: JetStreamContext, event_type: str, count: int) -> None:
+    for n in range(count):
+        await publish(js, CloudEvent(source="test", type=event_type, data={"n": n}))
+
+
+async def test_while_events_trickle_in_a_feed_fetches_at_most_once_per_interval(
+    js: JetStreamContext,
+) -> None:
+    event_type = unique_event_type()
+    feed = paced_feed(js, event_type)
+    await feed.subscribe()
+    await publish_some(js, event_type, 1)
+    assert len(await feed.fetch()) == 1
+    started = time.monotonic()
+    fetching = asyncio.ensure_future(feed.fetch())
+    await asyncio.sleep(0.1)
+    await publish_some(js, event_type, 3)  # come in while the feed waits out its interval
+    batch = await fetching
+    assert time.monotonic() - started >= 0.25
+    assert len(batch) == 3  # one batch gathered them
+
+
+async def test_after_a_full_batch_a_feed_fetches_again_at_once(js: JetStreamContext) -> None:
+    event_type = unique_event_type()
+    feed = paced_feed(js, event_type, batch_size=2)
+    await feed.subscribe()
+    await publish_some(js, event_type, 1)
+    assert len(await feed.fetch()) == 1  # idle: one message
+    await publish_some(js, event_type, 4)
+    assert len(await feed.fetch()) == 2  # a trickle's batch, after the interval: full
+    started = time.monotonic()
+    assert len(await feed.fetch()) == 2  # a backlog: no pause
+    assert time.monotonic() - started < 0.25

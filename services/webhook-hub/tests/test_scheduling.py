@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from webhook_hub.delivery_engine.jobs import DeliveryJob
-from webhook_hub.delivery_engine.scheduling import Scheduler
+from webhook_hub.delivery_engine.scheduling import Scheduler, wake_claims_on_free_slot
 
 from tests.job_factories import make_job
 
@@ -115,11 +115,16 @@ def test_an_abandoned_attempt_frees_its_slot_for_a_waiting_job() -> None:
     assert s.in_flight == 1
 
 
-def test_claim_limits_exclude_saturated_subscriptions_and_owners() -> None:
+def one_subscription_at_its_cap() -> tuple[Scheduler, uuid.UUID]:
     s = scheduler(capacity=40, per_subscription=2, floor=16)
     sub = uuid.uuid4()
     s.offer(make_job(sub), 0.0)
     s.offer(make_job(sub), 0.0)
+    return s, sub
+
+
+def test_claim_limits_exclude_saturated_subscriptions_and_owners() -> None:
+    s, sub = one_subscription_at_its_cap()
     limits = s.claim_limits(batch=1000)
     assert limits.saturated == [sub]
     assert limits.limit == 38
@@ -132,3 +137,49 @@ def test_a_full_worker_claims_nothing() -> None:
     s.offer(make_job(owner="a"), 0.0)
     s.offer(make_job(owner="b"), 0.0)
     assert s.claim_limits(batch=1000).limit == 0
+
+
+def test_a_claim_that_left_nothing_due_behind_is_not_woken_by_finished_attempts() -> None:
+    s = scheduler(capacity=512, per_subscription=64, floor=16)
+    s.offer(make_job(), 0.0)  # a delivery in flight: fewer free slots than a claim batch
+    limits = s.claim_limits(batch=1000)
+    claimed = [(uuid.uuid4(), "acme")] * 3
+    assert not wake_claims_on_free_slot(limits, claimed, excluded_due=False)
+
+
+def test_due_deliveries_of_a_subscription_at_its_cap_wake_the_claims_when_a_slot_frees() -> None:
+    s, _ = one_subscription_at_its_cap()
+    limits = s.claim_limits(batch=1000)
+    assert wake_claims_on_free_slot(limits, [], excluded_due=True)
+    assert not wake_claims_on_free_slot(limits, [], excluded_due=False)
+
+
+def test_a_claim_that_took_all_its_free_slots_is_woken_when_one_frees() -> None:
+    s = scheduler(capacity=4, per_subscription=5, floor=1)
+    s.offer(make_job(owner="a"), 0.0)
+    limits = s.claim_limits(batch=1000)
+    claimed = [(uuid.uuid4(), owner) for owner in ("b", "c", "d")]
+    assert limits.limit == 3
+    assert wake_claims_on_free_slot(limits, claimed, excluded_due=False)
+
+
+def test_a_claim_cut_at_a_subscriptions_cap_is_woken_when_a_slot_frees() -> None:
+    s = scheduler(capacity=512, per_subscription=2, floor=16)
+    limits = s.claim_limits(batch=1000)
+    sub = uuid.uuid4()
+    assert wake_claims_on_free_slot(limits, [(sub, "acme"), (sub, "acme")], excluded_due=False)
+
+
+def test_a_claim_cut_at_an_owners_share_is_woken_when_a_slot_frees() -> None:
+    s = scheduler(capacity=8, per_subscription=64, floor=1)
+    s.offer(make_job(owner="busy"), 0.0)  # two owners: each gets a share, not all the slots
+    limits = s.claim_limits(batch=1000)
+    claimed = [(uuid.uuid4(), "acme") for _ in range(limits.per_owner)]
+    assert len(claimed) < limits.limit
+    assert wake_claims_on_free_slot(limits, claimed, excluded_due=False)
+
+
+def test_a_full_worker_wakes_its_claims_when_a_slot_frees() -> None:
+    s = scheduler(capacity=1, per_subscription=5, floor=1)
+    s.offer(make_job(), 0.0)
+    assert wake_claims_on_free_slot(s.claim_limits(batch=1000), [], excluded_due=False)

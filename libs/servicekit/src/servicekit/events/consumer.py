@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -50,10 +51,17 @@ class EventFeed:
         batch_wait: float = 0.02,
         ack_wait: float = 60.0,
         max_ack_pending: int = 20_000,
+        min_fetch_interval: float = 0.0,
     ) -> None:
         self._js = js
         self._batch_wait = batch_wait
         self._busy = False
+        # While events trickle in (the last batch was not full), fetches start at most this
+        # often, so a batch gathers what came meanwhile: each fetch has a fixed cost (two pull
+        # requests, and the caller's per-batch work) that a batch of one or two pays alone.
+        self._min_fetch_interval = min_fetch_interval
+        self._last_fetch = 0.0
+        self._last_full = False
         self.durable = durable
         self._stream = stream
         self._subject = subject
@@ -89,6 +97,11 @@ class EventFeed:
         only hold up the others."""
         if self._subscription is None:
             await self.subscribe()
+        if self._busy and not self._last_full and self._min_fetch_interval > 0:
+            pause = self._last_fetch + self._min_fetch_interval - time.monotonic()
+            if pause > 0:
+                await asyncio.sleep(pause)
+        self._last_fetch = time.monotonic()
         # nats-py's fetch(n), once a first message is in, waits out its whole timeout for the
         # other n - 1: a second of delay at a trickle. So while idle, wait long for a single
         # message; while events flow, take batches, waiting only briefly for them to fill.
@@ -104,6 +117,7 @@ class EventFeed:
             self._busy = False
             return []
         self._busy = bool(msgs)
+        self._last_full = len(msgs) >= self._batch_size
         batch: list[tuple[Msg, CloudEvent]] = []
         for msg in msgs:
             try:

@@ -33,7 +33,7 @@ from webhook_hub.delivery_engine.decisions import Outcome, outcome_of
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, EventTicket
 from webhook_hub.delivery_engine.outcomes import record_outcomes
 from webhook_hub.delivery_engine.policy import signing_secrets
-from webhook_hub.delivery_engine.scheduling import Scheduler
+from webhook_hub.delivery_engine.scheduling import Scheduler, wake_claims_on_free_slot
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.models import AttemptOutcome, DeliveryStatus
 from webhook_hub.settings import Settings
@@ -104,6 +104,20 @@ _CLAIM = text(
               s.timeout_seconds, s.owner
     """
 ).bindparams(_PENDING)
+# After a claim that excluded subscriptions or owners at their cap: whether any of their
+# deliveries are due (then a finished attempt should wake the claim loop).
+_EXCLUDED_DUE = text(
+    """
+    SELECT EXISTS (
+        SELECT 1 FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id
+        WHERE d.status = :pending AND d.next_attempt_at <= now()
+          AND (d.lease_until IS NULL OR d.lease_until < now())
+          AND s.is_active
+          AND (d.subscription_id = ANY(CAST(:saturated AS uuid[]))
+               OR s.owner = ANY(CAST(:saturated_owners AS varchar[])))
+    )
+    """
+).bindparams(_PENDING)
 # Claimed deliveries that waited too long for a slot go back to the claim loops at once.
 _RELEASE = text(
     "UPDATE deliveries SET lease_until = NULL WHERE id = ANY(CAST(:ids AS uuid[]))"
@@ -163,11 +177,12 @@ class DeliveryEngine:
         self._results: list[AttemptResult] = []
         self._set_aside: list[DeliveryJob] = []
         self._results_ready = asyncio.Event()
-        # Woken by new due deliveries (NOTIFY) and by finished attempts when a claim held back.
+        # Woken by new due deliveries (NOTIFY) and by finished attempts when the last claim
+        # left due deliveries for want of a slot (`wake_claims_on_free_slot`).
         self._wake = NotifyListener(
             settings.database_url, DELIVERIES_CHANNEL, poll_seconds=settings.delivery_poll_seconds
         )
-        # The last claim held back for want of room: a finished attempt may make some.
+        # The last claim left due deliveries for want of room: a finished attempt may make some.
         self._claim_held_back = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._depth_labels: set[str] = set()
@@ -218,9 +233,13 @@ class DeliveryEngine:
 
     async def claim(self) -> list[DeliveryJob]:
         limits = self._scheduler.claim_limits(self._settings.delivery_claim_batch)
-        self._claim_held_back = limits.held_back
         if limits.limit <= 0:
+            self._claim_held_back = wake_claims_on_free_slot(limits, [], False)
             return []
+        excluded = {
+            "saturated": [str(s) for s in limits.saturated],
+            "saturated_owners": limits.saturated_owners,
+        }
         async with self._session_factory() as session, session.begin():
             connection = await session.connection()
             # A lease lost to a database crash only means the delivery is sent again sooner
@@ -230,8 +249,7 @@ class DeliveryEngine:
                 await connection.execute(
                     _CLAIM,
                     {
-                        "saturated": [str(s) for s in limits.saturated],
-                        "saturated_owners": limits.saturated_owners,
+                        **excluded,
                         "per_subscription": self._settings.per_subscription_concurrency,
                         "per_owner": limits.per_owner,
                         "limit": limits.limit,
@@ -240,6 +258,12 @@ class DeliveryEngine:
                     },
                 )
             ).all()
+            excluded_due = False
+            if len(rows) < limits.limit and (limits.saturated or limits.saturated_owners):
+                excluded_due = bool((await connection.execute(_EXCLUDED_DUE, excluded)).scalar())
+        self._claim_held_back = wake_claims_on_free_slot(
+            limits, [(row.subscription_id, row.owner) for row in rows], excluded_due
+        )
         now = datetime.now(UTC)
         return [self._job(row, now) for row in rows]
 

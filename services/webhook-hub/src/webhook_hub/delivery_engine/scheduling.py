@@ -11,7 +11,8 @@ the engine allows is handed back to be set aside (`stale`).
 from __future__ import annotations
 
 import uuid
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from webhook_hub.delivery_engine.admission import may_start, owner_share
@@ -28,6 +29,28 @@ class ClaimLimits:
     limit: int  # free slots, at most a claim batch
     # The claim takes less than it could: a finished attempt may make room for more.
     held_back: bool
+    per_subscription: int = 0  # the claim's cap on one subscription's deliveries
+
+
+def wake_claims_on_free_slot(
+    limits: ClaimLimits, claimed: Sequence[tuple[uuid.UUID, str]], excluded_due: bool
+) -> bool:
+    """Whether each finished attempt should wake the claim loop, after a claim that took
+    `claimed` (each delivery's subscription and owner). Only when a free slot could let the
+    next claim take more: due deliveries were left to subscriptions or owners at their cap
+    (`excluded_due`, the database's answer), the claim took all it was allowed with fewer slots
+    than a batch, or it cut a subscription or an owner at its cap. Otherwise the claim loop
+    sleeps until NOTIFY or its poll: waking it on every finished attempt made a claim every
+    50 ms whatever was due (the fixed cost that dominated at low rates)."""
+    if limits.limit <= 0:
+        return True  # every slot taken: anything due waits for one
+    if excluded_due or (limits.held_back and len(claimed) >= limits.limit):
+        return True
+    per_subscription = Counter(subscription for subscription, _ in claimed)
+    per_owner = Counter(owner for _, owner in claimed)
+    return any(n >= limits.per_subscription for n in per_subscription.values()) or any(
+        n >= limits.per_owner for n in per_owner.values()
+    )
 
 
 class Scheduler:
@@ -71,7 +94,7 @@ class Scheduler:
         per_owner = owner_share(self.capacity, len(self._owner_load) + 1, self.owner_floor)
         limit = max(min(batch, self.capacity - self.in_flight), 0)
         held_back = bool(saturated) or bool(saturated_owners) or limit < batch
-        return ClaimLimits(saturated, saturated_owners, per_owner, limit, held_back)
+        return ClaimLimits(saturated, saturated_owners, per_owner, limit, held_back, cap)
 
     # --- changes -----------------------------------------------------------------------------
 

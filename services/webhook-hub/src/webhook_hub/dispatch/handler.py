@@ -21,8 +21,10 @@ from webhook_hub.delivery_engine.jobs import DeliveryJob, delivery_id_for, rende
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.settings import Settings
 
-# With, in the same round trip, whether each owner may receive personal data, and which of
-# the batch's types are personal (an init plan, evaluated once).
+# With, in the same round trip (init plans, evaluated once): whether each owner may receive
+# personal data, which of the batch's types are personal, and the deliveries of these
+# events stored already (by any worker, at any earlier time) as (subscription, event) pairs.
+# One statement, because dispatch pays it for every fetched batch, however small.
 _MATCHING = text(
     """
     SELECT s.id, s.owner, s.events, s.endpoint_url, s.secret, s.secret_old,
@@ -30,16 +32,12 @@ _MATCHING = text(
            coalesce(c.personal_data_approved, false) AS approved,
            ARRAY(SELECT name FROM event_types
                  WHERE visibility = 'personal' AND name = ANY(CAST(:types AS varchar[])))
-               AS personal
+               AS personal,
+           ARRAY(SELECT ARRAY[d.subscription_id, d.event_id] FROM deliveries d
+                 WHERE d.event_id = ANY(CAST(:event_ids AS uuid[])))
+               AS stored
     FROM subscriptions s LEFT JOIN consumers c ON c.owner = s.owner
     WHERE s.is_active AND s.events && CAST(:types AS varchar[])
-    """
-)
-# Deliveries already stored for these events (by any worker, at any earlier time).
-_STORED = text(
-    """
-    SELECT subscription_id, event_id FROM deliveries
-    WHERE event_id = ANY(CAST(:event_ids AS uuid[]))
     """
 )
 
@@ -53,15 +51,14 @@ class Dispatcher:
     ) -> list[list[DeliveryJob]]:
         """For each event (in order), its deliveries not stored yet."""
         types = sorted({event.type for event in events} | {"*"})
-        subscriptions = (await connection.execute(_MATCHING, {"types": types})).all()
-        if not subscriptions:
-            return [[] for _ in events]
         # One array literal, not a list psycopg would adapt item by item (the hot path).
         event_ids = "{" + ",".join(str(event.id) for event in events) + "}"
-        stored = {
-            (row.subscription_id, row.event_id)
-            for row in await connection.execute(_STORED, {"event_ids": event_ids})
-        }
+        subscriptions = (
+            await connection.execute(_MATCHING, {"types": types, "event_ids": event_ids})
+        ).all()
+        if not subscriptions:
+            return [[] for _ in events]
+        stored = {(pair[0], pair[1]) for pair in subscriptions[0].stored}
         now = datetime.now(UTC)
         secrets = {
             sub.id: signing_secrets(
