@@ -16,11 +16,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
 from pyreqwest.client import Client, ClientBuilder
 from pyreqwest.exceptions import PyreqwestError
 from servicekit.net import AddressRefused, resolve_checked
 from servicekit.signing import webhook_headers
+from servicekit.tracing import TRACEPARENT, TRACESTATE, attempt_span, context_from
+from servicekit.tracing import tracing_enabled as _tracing_enabled
 
+from webhook_hub.delivery_engine.decisions import outcome_of
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, Failure
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 
@@ -116,6 +121,50 @@ class WebhookSender:
         return origin.client
 
     async def attempt(self, job: DeliveryJob) -> AttemptResult:
+        """Send `job` once. Untraced (no SDK): one `isinstance` check, and the receiver gets
+        the trace context the delivery keeps (the producer's) unless its subscription says no."""
+        if _tracing_enabled():
+            return await self._traced_attempt(job)
+        trace: dict[str, str] | None = None
+        if job.send_trace_context and job.traceparent:
+            trace = {TRACEPARENT: job.traceparent}
+            if job.tracestate:
+                trace[TRACESTATE] = job.tracestate
+        return await self._attempt(job, trace)
+
+    async def _traced_attempt(self, job: DeliveryJob) -> AttemptResult:
+        """An attempt span: an event's first attempt (straight from dispatch) is a child of its
+        dispatch span; any later one (a retry, or a delivery set aside and claimed) starts a
+        trace of its own LINKED to the delivery's, not a child of a span that ended long ago."""
+        origin = {TRACEPARENT: job.traceparent, TRACESTATE: job.tracestate}
+        # A first attempt without a trace to continue starts one: never the child of whatever
+        # span this task happens to have current.
+        token = None if job.stored else otel_context.attach(context_from(origin) or Context())
+        try:
+            with attempt_span(
+                subscription_id=str(job.subscription_id),
+                event_type=job.event_type,
+                webhook_id=job.message_id,
+                attempt=job.attempts + 1,
+                origin=origin if job.stored else None,
+            ) as span:
+                result = await self._attempt(
+                    job, span.trace_headers if job.send_trace_context else None
+                )
+                succeeded = result.succeeded
+                span.finish(
+                    status_code=result.status_code,
+                    outcome="succeeded"
+                    if succeeded
+                    else outcome_of(result.status_code, result.failure).value,
+                    error=None if result.failure is None else result.failure.value,
+                )
+                return result
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+
+    async def _attempt(self, job: DeliveryJob, trace: dict[str, str] | None) -> AttemptResult:
         attempted_at = datetime.now(UTC)
         started = time.perf_counter()
         body = job.body
@@ -124,6 +173,8 @@ class WebhookSender:
             "content-type": "application/json",
             **webhook_headers(job.message_id, body, job.secrets),
         }
+        if trace:
+            headers.update(trace)
         status: int | None = None
         text: str | None = None
         error: str | None = None

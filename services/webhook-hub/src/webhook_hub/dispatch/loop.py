@@ -8,6 +8,8 @@ import time
 
 import structlog
 from servicekit.events.consumer import EventFeed
+from servicekit.tracing import TRACEPARENT, TRACESTATE, current_trace_headers, dispatch_span
+from servicekit.tracing import tracing_enabled as _tracing_enabled
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -51,7 +53,18 @@ class DispatchLoop:
                 await msg.nak(delay=RETRY_DELAY_SECONDS)
             raise
         now = time.monotonic()
-        for (msg, _), jobs in zip(batch, per_event, strict=True):
+        traced = _tracing_enabled()
+        for (msg, event), jobs in zip(batch, per_event, strict=True):
+            if traced and jobs:
+                # The event's dispatch continues the producer's trace; its deliveries keep the
+                # dispatch's context: their first attempts are its children, retries link to it.
+                with dispatch_span(event) as span:
+                    trace = current_trace_headers()
+                    if span is not None:
+                        span.set_attribute("webhook.deliveries", len(jobs))
+                for job in jobs if trace else ():
+                    job.traceparent = trace[TRACEPARENT]
+                    job.tracestate = trace.get(TRACESTATE)
             held: list[EventTicket] = []
             fresh: list[DeliveryJob] = []
             for job in jobs:

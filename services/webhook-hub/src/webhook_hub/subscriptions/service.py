@@ -102,6 +102,7 @@ class SubscriptionService:
                 events=body.events,
                 headers=body.headers,
                 timeout_seconds=body.timeout_seconds,
+                send_trace_context=body.send_trace_context,
                 created_by_source=source,
             )
         )
@@ -161,7 +162,14 @@ class SubscriptionService:
             )
         if changes.get("endpoint_url") is not None:
             await self.check_endpoint(changes["endpoint_url"])
-        for field in ("endpoint_url", "events", "description", "headers", "timeout_seconds"):
+        for field in (
+            "endpoint_url",
+            "events",
+            "description",
+            "headers",
+            "timeout_seconds",
+            "send_trace_context",
+        ):
             if field in changes and (changes[field] is not None or field == "description"):
                 setattr(subscription, field, changes[field])
         if changes.get("is_active") is True and not subscription.is_active:

@@ -1,0 +1,208 @@
+"""Tracing of deliveries: the dispatch continues the producer's trace, the first attempt is its
+child, a retry starts a trace of its own linked to it, the receiver gets the trace id in
+`traceparent` (unless its subscription turns that off), and the delivery row keeps the trace
+context for retries hours later."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+from nats.js import JetStreamContext
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
+from servicekit.events import CloudEvent
+from servicekit.testing import HttpReceiver
+from servicekit.tracing import TRACEPARENT, current_trace_headers
+from servicekit.testing.receiver import ReceivedRequest
+from servicekit.testing.tracing import RecordedSpans
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+from webhook_hub.settings import Settings
+
+from tests.factories import make_consumer, subscribe
+
+PRODUCER = trace.get_tracer("tests.producer")
+
+
+def trace_id_of(traceparent: str) -> str:
+    return traceparent.split("-")[1]
+
+
+async def publish_traced(js: JetStreamContext, event_type: str, data: dict[str, Any]) -> str:
+    """Publish an event recorded inside a producer span, as the relay does; its trace id."""
+    with PRODUCER.start_as_current_span("checkout") as span:
+        event = CloudEvent(
+            source="tests",
+            type=event_type,
+            data=data,
+            traceparent=current_trace_headers()[TRACEPARENT],
+        )
+        await js.publish(event.subject, event.to_json(), headers={"Nats-Msg-Id": str(event.id)})
+        return format(span.get_span_context().trace_id, "032x")
+
+
+async def wait_for_event_posts(
+    receiver: HttpReceiver, event_type: str, count: int, timeout: float = 15.0
+) -> list[ReceivedRequest]:
+    needle = f'"type":"{event_type}"'.encode()
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        posts = [r for r in receiver.requests if r.method == "POST" and needle in r.body]
+        if len(posts) >= count:
+            return posts
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"expected {count} {event_type} deliveries")
+
+
+async def wait_for_spans(
+    spans: RecordedSpans, prefix: str, count: int, timeout: float = 10.0
+) -> list[ReadableSpan]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        found = [s for s in spans.finished if s.name.startswith(prefix)]
+        if len(found) >= count:
+            return sorted(found, key=lambda s: s.start_time or 0)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"expected {count} spans named {prefix}...")
+
+
+def hex_trace(span: ReadableSpan) -> str:
+    assert span.context is not None
+    return format(span.context.trace_id, "032x")
+
+
+async def test_dispatch_continues_the_producers_trace_and_the_receiver_gets_its_trace_id(
+    spans: RecordedSpans,
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
+    trace_id = await publish_traced(js, "order.paid", {"id": 1})
+    [post] = await wait_for_event_posts(http_receiver, "order.paid", 1)
+    [dispatch] = await wait_for_spans(spans, "dispatch order.paid", 1)
+    [attempt] = await wait_for_spans(spans, "deliver order.paid", 1)
+    assert hex_trace(dispatch) == trace_id
+    assert hex_trace(attempt) == trace_id
+    assert attempt.parent is not None and dispatch.context is not None
+    assert attempt.parent.span_id == dispatch.context.span_id
+    assert trace_id_of(post.headers["traceparent"]) == trace_id
+    attributes = dict(attempt.attributes or {})
+    assert attributes["webhook.subscription_id"] == created["id"]
+    assert attributes["cloudevents.event_type"] == "order.paid"
+    assert attributes["webhook.id"] == post.headers["webhook-id"]
+    assert attributes["webhook.attempt"] == 1
+    assert attributes["http.response.status_code"] == 200
+    assert attributes["webhook.outcome"] == "succeeded"
+
+
+async def test_the_delivery_row_keeps_the_dispatchs_trace_context_for_retries(
+    spans: RecordedSpans,
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["run.completed"])
+    trace_id = await publish_traced(js, "run.completed", {"id": 2})
+    await wait_for_event_posts(http_receiver, "run.completed", 1)
+    [dispatch] = await wait_for_spans(spans, "dispatch run.completed", 1)
+    await asyncio.sleep(0.5)  # recorded in the next flush
+    async with db_engine.connect() as conn:
+        traceparent = (
+            await conn.execute(
+                text(
+                    "SELECT traceparent FROM deliveries"
+                    " WHERE subscription_id = :id AND event_type = 'run.completed'"
+                ),
+                {"id": created["id"]},
+            )
+        ).scalar_one()
+    assert dispatch.context is not None
+    assert traceparent.startswith(f"00-{trace_id}-{dispatch.context.span_id:016x}-")
+
+
+async def test_a_retry_is_a_trace_of_its_own_linked_to_the_first_attempts(
+    spans: RecordedSpans,
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
+    await http_receiver.wait_for(2)  # probe and test event
+    http_receiver.respond_with(500)
+    trace_id = await publish_traced(js, "order.created", {"id": 3})
+    first_post, retry_post = await wait_for_event_posts(http_receiver, "order.created", 2)
+    first, retry = await wait_for_spans(spans, "deliver order.created", 2)
+    assert hex_trace(first) == trace_id
+    assert dict(first.attributes or {})["webhook.outcome"] == "rejected"
+    assert dict(first.attributes or {})["http.response.status_code"] == 500
+    assert retry.name == "deliver order.created (retry)"
+    assert retry.parent is None
+    assert hex_trace(retry) != trace_id
+    assert [format(link.context.trace_id, "032x") for link in retry.links] == [trace_id]
+    assert dict(retry.attributes or {})["webhook.attempt"] == 2
+    assert dict(retry.attributes or {})["webhook.outcome"] == "succeeded"
+    # The receiver sees the attempt's own trace each time: the retry's is the new one.
+    assert trace_id_of(first_post.headers["traceparent"]) == trace_id
+    assert trace_id_of(retry_post.headers["traceparent"]) == hex_trace(retry)
+
+
+async def test_a_subscription_with_trace_context_off_gets_no_traceparent(
+    spans: RecordedSpans,
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(
+        client, consumer.headers, http_receiver.url, ["run.failed"], send_trace_context=False
+    )
+    assert created["send_trace_context"] is False
+    await publish_traced(js, "run.failed", {"id": 4})
+    [post] = await wait_for_event_posts(http_receiver, "run.failed", 1)
+    assert "traceparent" not in post.headers
+    assert "tracestate" not in post.headers
+    # Still traced on our side.
+    await wait_for_spans(spans, "deliver run.failed", 1)
+
+
+async def test_trace_context_can_be_turned_off_and_on_again_by_patch(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
+    assert created["send_trace_context"] is True
+    url = f"/webhooks/subscriptions/{created['id']}"
+    off = await client.patch(url, json={"send_trace_context": False}, headers=consumer.headers)
+    assert off.status_code == 200
+    assert off.json()["send_trace_context"] is False
+    read = await client.get(url, headers=consumer.headers)
+    assert read.json()["send_trace_context"] is False
+    on = await client.patch(url, json={"send_trace_context": True}, headers=consumer.headers)
+    assert on.json()["send_trace_context"] is True
+
+
+async def test_trace_context_must_be_a_boolean(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
+    response = await client.patch(
+        f"/webhooks/subscriptions/{created['id']}",
+        json={"send_trace_context": "sometimes"},
+        headers=consumer.headers,
+    )
+    assert response.status_code == 422
