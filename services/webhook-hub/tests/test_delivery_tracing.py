@@ -9,19 +9,23 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 from nats.js import JetStreamContext
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from servicekit.events import CloudEvent
 from servicekit.testing import HttpReceiver
-from servicekit.tracing import TRACEPARENT, current_trace_headers
 from servicekit.testing.receiver import ReceivedRequest
 from servicekit.testing.tracing import RecordedSpans
+from servicekit.tracing import TRACEPARENT, current_trace_headers
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from webhook_hub.delivery_engine import sender as sender_module
+from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.settings import Settings
 
 from tests.factories import make_consumer, subscribe
+from tests.job_factories import make_job
 
 PRODUCER = trace.get_tracer("tests.producer")
 
@@ -89,7 +93,8 @@ async def test_dispatch_continues_the_producers_trace_and_the_receiver_gets_its_
     [attempt] = await wait_for_spans(spans, "deliver order.paid", 1)
     assert hex_trace(dispatch) == trace_id
     assert hex_trace(attempt) == trace_id
-    assert attempt.parent is not None and dispatch.context is not None
+    assert attempt.parent is not None
+    assert dispatch.context is not None
     assert attempt.parent.span_id == dispatch.context.span_id
     assert trace_id_of(post.headers["traceparent"]) == trace_id
     attributes = dict(attempt.attributes or {})
@@ -206,3 +211,47 @@ async def test_trace_context_must_be_a_boolean(
         headers=consumer.headers,
     )
     assert response.status_code == 422
+
+
+# --- without an SDK (no OTEL_EXPORTER_OTLP_ENDPOINT) ------------------------------------------
+# The SDK is process-global and, once a test here installs it, stays: these tests take the
+# sender's own check of it out, as a process started without an endpoint has it.
+
+PRODUCER_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@pytest.fixture
+def untraced(monkeypatch: pytest.MonkeyPatch) -> WebhookSender:
+    monkeypatch.setattr(sender_module, "_tracing_enabled", lambda: False)
+    return WebhookSender(user_agent="test", response_body_limit=4096, guard=None)
+
+
+async def test_untraced_the_receiver_gets_the_producers_traceparent_and_tracestate(
+    untraced: WebhookSender, http_receiver: HttpReceiver
+) -> None:
+    job = make_job(endpoint_url=http_receiver.url)
+    job.traceparent, job.tracestate = PRODUCER_TRACEPARENT, "vendor=x"
+    result = await untraced.attempt(job)
+    assert result.status_code == 200
+    [post] = http_receiver.requests
+    assert post.headers["traceparent"] == PRODUCER_TRACEPARENT
+    assert post.headers["tracestate"] == "vendor=x"
+
+
+async def test_untraced_a_subscription_with_trace_context_off_gets_none(
+    untraced: WebhookSender, http_receiver: HttpReceiver
+) -> None:
+    job = make_job(endpoint_url=http_receiver.url)
+    job.traceparent, job.send_trace_context = PRODUCER_TRACEPARENT, False
+    await untraced.attempt(job)
+    [post] = http_receiver.requests
+    assert "traceparent" not in post.headers
+
+
+async def test_untraced_an_event_without_trace_context_sends_none(
+    untraced: WebhookSender, http_receiver: HttpReceiver
+) -> None:
+    await untraced.attempt(make_job(endpoint_url=http_receiver.url))
+    [post] = http_receiver.requests
+    assert "traceparent" not in post.headers
+    assert "tracestate" not in post.headers
