@@ -6,6 +6,7 @@ context for retries hours later."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -72,23 +73,48 @@ async def wait_for_spans(
     raise AssertionError(f"expected {count} spans named {prefix}...")
 
 
+@dataclass
+class TracedHub:
+    """The worker running, a subscriber and its receiver, events published in a trace."""
+
+    client: httpx.AsyncClient
+    engine: AsyncEngine
+    receiver: HttpReceiver
+    js: JetStreamContext
+
+    async def subscribe(self, event_type: str, **extra: Any) -> dict[str, Any]:
+        consumer = await make_consumer(self.engine, "write")
+        return await subscribe(
+            self.client, consumer.headers, self.receiver.url, [event_type], **extra
+        )
+
+    async def deliver(self, event_type: str, posts: int = 1) -> tuple[str, list[ReceivedRequest]]:
+        """Publish a traced event; its trace id and the receiver's first `posts` of it."""
+        trace_id = await publish_traced(self.js, event_type, {"id": 1})
+        return trace_id, await wait_for_event_posts(self.receiver, event_type, posts)
+
+
+@pytest.fixture
+def hub(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> TracedHub:
+    return TracedHub(client, db_engine, http_receiver, js)
+
+
 def hex_trace(span: ReadableSpan) -> str:
     assert span.context is not None
     return format(span.context.trace_id, "032x")
 
 
 async def test_dispatch_continues_the_producers_trace_and_the_receiver_gets_its_trace_id(
-    spans: RecordedSpans,
-    worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    spans: RecordedSpans, hub: TracedHub
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
-    trace_id = await publish_traced(js, "order.paid", {"id": 1})
-    [post] = await wait_for_event_posts(http_receiver, "order.paid", 1)
+    created = await hub.subscribe("order.paid")
+    trace_id, [post] = await hub.deliver("order.paid")
     [dispatch] = await wait_for_spans(spans, "dispatch order.paid", 1)
     [attempt] = await wait_for_spans(spans, "deliver order.paid", 1)
     assert hex_trace(dispatch) == trace_id
@@ -107,20 +133,13 @@ async def test_dispatch_continues_the_producers_trace_and_the_receiver_gets_its_
 
 
 async def test_the_delivery_row_keeps_the_dispatchs_trace_context_for_retries(
-    spans: RecordedSpans,
-    worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    spans: RecordedSpans, hub: TracedHub
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["run.completed"])
-    trace_id = await publish_traced(js, "run.completed", {"id": 2})
-    await wait_for_event_posts(http_receiver, "run.completed", 1)
+    created = await hub.subscribe("run.completed")
+    trace_id, _ = await hub.deliver("run.completed")
     [dispatch] = await wait_for_spans(spans, "dispatch run.completed", 1)
     await asyncio.sleep(0.5)  # recorded in the next flush
-    async with db_engine.connect() as conn:
+    async with hub.engine.connect() as conn:
         traceparent = (
             await conn.execute(
                 text(
@@ -135,19 +154,12 @@ async def test_the_delivery_row_keeps_the_dispatchs_trace_context_for_retries(
 
 
 async def test_a_retry_is_a_trace_of_its_own_linked_to_the_first_attempts(
-    spans: RecordedSpans,
-    worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    spans: RecordedSpans, hub: TracedHub
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
-    await http_receiver.wait_for(2)  # probe and test event
-    http_receiver.respond_with(500)
-    trace_id = await publish_traced(js, "order.created", {"id": 3})
-    first_post, retry_post = await wait_for_event_posts(http_receiver, "order.created", 2)
+    await hub.subscribe("order.created")
+    await hub.receiver.wait_for(2)  # probe and test event
+    hub.receiver.respond_with(500)
+    trace_id, (first_post, retry_post) = await hub.deliver("order.created", posts=2)
     first, retry = await wait_for_spans(spans, "deliver order.created", 2)
     assert hex_trace(first) == trace_id
     assert dict(first.attributes or {})["webhook.outcome"] == "rejected"
@@ -164,20 +176,11 @@ async def test_a_retry_is_a_trace_of_its_own_linked_to_the_first_attempts(
 
 
 async def test_a_subscription_with_trace_context_off_gets_no_traceparent(
-    spans: RecordedSpans,
-    worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    spans: RecordedSpans, hub: TracedHub
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(
-        client, consumer.headers, http_receiver.url, ["run.failed"], send_trace_context=False
-    )
+    created = await hub.subscribe("run.failed", send_trace_context=False)
     assert created["send_trace_context"] is False
-    await publish_traced(js, "run.failed", {"id": 4})
-    [post] = await wait_for_event_posts(http_receiver, "run.failed", 1)
+    _, [post] = await hub.deliver("run.failed")
     assert "traceparent" not in post.headers
     assert "tracestate" not in post.headers
     # Still traced on our side.

@@ -14,15 +14,9 @@ from starlette.datastructures import FormData
 
 from webhook_hub.errors import EndpointNotAllowed, PersonalDataNotApproved, UnknownEventTypes
 from webhook_hub.subscriptions.endpoint_policy import EndpointRefused
+from webhook_hub.subscriptions.schemas import EDITABLE_FIELDS
 
-FORM_FIELDS = (
-    "endpoint_url",
-    "events",
-    "description",
-    "headers",
-    "timeout_seconds",
-    "send_trace_context",
-)
+FORM_FIELDS = EDITABLE_FIELDS
 DEFAULT_TIMEOUT = "10"
 # Empty name/value rows the form offers below the endpoint's own headers.
 SPARE_HEADER_ROWS = 2

@@ -13,6 +13,15 @@ from webhook_hub.models import Subscription
 from webhook_hub.subscriptions.endpoint_policy import check_headers, check_url_form
 
 EventNames = list[str]
+# What PATCH (and the portal's endpoint form) may change besides `is_active`.
+EDITABLE_FIELDS = (
+    "endpoint_url",
+    "events",
+    "description",
+    "headers",
+    "timeout_seconds",
+    "send_trace_context",
+)
 
 # Examples shown in the OpenAPI document (and kept in step with the README's).
 _SUBSCRIPTION_ID = "3f0c9a4e-8d1b-4c55-a7e2-5b9d0e6f1a23"
