@@ -125,12 +125,9 @@ class WebhookSender:
         the trace context the delivery keeps (the producer's) unless its subscription says no."""
         if _tracing_enabled():
             return await self._traced_attempt(job)
-        trace: dict[str, str] | None = None
-        if job.send_trace_context and job.traceparent:
-            trace = {TRACEPARENT: job.traceparent}
-            if job.tracestate:
-                trace[TRACESTATE] = job.tracestate
-        return await self._attempt(job, trace)
+        if job.send_trace_context:
+            return await self._attempt(job, job.traceparent, job.tracestate)
+        return await self._attempt(job, None, None)
 
     async def _traced_attempt(self, job: DeliveryJob) -> AttemptResult:
         """An attempt span: an event's first attempt (straight from dispatch) is a child of its
@@ -148,14 +145,15 @@ class WebhookSender:
                 attempt=job.attempts + 1,
                 origin=origin if job.stored else None,
             ) as span:
-                result = await self._attempt(
-                    job, span.trace_headers if job.send_trace_context else None
-                )
-                succeeded = result.succeeded
+                if job.send_trace_context:
+                    ours = span.trace_headers
+                    result = await self._attempt(job, ours.get(TRACEPARENT), ours.get(TRACESTATE))
+                else:
+                    result = await self._attempt(job, None, None)
                 span.finish(
                     status_code=result.status_code,
                     outcome="succeeded"
-                    if succeeded
+                    if result.succeeded
                     else outcome_of(result.status_code, result.failure).value,
                     error=None if result.failure is None else result.failure.value,
                 )
@@ -164,7 +162,9 @@ class WebhookSender:
             if token is not None:
                 otel_context.detach(token)
 
-    async def _attempt(self, job: DeliveryJob, trace: dict[str, str] | None) -> AttemptResult:
+    async def _attempt(
+        self, job: DeliveryJob, traceparent: str | None, tracestate: str | None
+    ) -> AttemptResult:
         attempted_at = datetime.now(UTC)
         started = time.perf_counter()
         body = job.body
@@ -173,8 +173,10 @@ class WebhookSender:
             "content-type": "application/json",
             **webhook_headers(job.message_id, body, job.secrets),
         }
-        if trace:
-            headers.update(trace)
+        if traceparent:
+            headers[TRACEPARENT] = traceparent
+            if tracestate:
+                headers[TRACESTATE] = tracestate
         status: int | None = None
         text: str | None = None
         error: str | None = None
