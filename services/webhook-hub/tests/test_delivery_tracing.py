@@ -217,8 +217,8 @@ async def test_trace_context_must_be_a_boolean(
 
 
 # --- without an SDK (no OTEL_EXPORTER_OTLP_ENDPOINT) ------------------------------------------
-# The SDK is process-global and, once a test here installs it, stays: these tests take the
-# sender's own check of it out, as a process started without an endpoint has it.
+# The SDK is process-global and, once a test here installs it, stays: these senders are built
+# answering "no SDK" to their one check, as in a worker started without an endpoint.
 
 PRODUCER_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

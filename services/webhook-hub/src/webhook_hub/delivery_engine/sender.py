@@ -64,6 +64,9 @@ class WebhookSender:
         # (scheme, host, port) -> its client; insertion order is use order (an LRU).
         self._origins: dict[tuple[str, str, int], _Origin] = {}
         self._timeouts: dict[int, timedelta] = {}
+        # Decided once: the worker installs the SDK (or not) before it builds its sender, and
+        # asking the API each attempt costs microseconds (an os.environ lookup when off).
+        self._traced = _tracing_enabled()
 
     def _timeout(self, seconds: int) -> timedelta:
         timeout = self._timeouts.get(seconds)
@@ -121,9 +124,9 @@ class WebhookSender:
         return origin.client
 
     async def attempt(self, job: DeliveryJob) -> AttemptResult:
-        """Send `job` once. Untraced (no SDK): one `isinstance` check, and the receiver gets
-        the trace context the delivery keeps (the producer's) unless its subscription says no."""
-        if _tracing_enabled():
+        """Send `job` once. Untraced (no SDK): no span objects, and the receiver gets the trace
+        context the delivery keeps (the producer's) unless its subscription says no."""
+        if self._traced:
             return await self._traced_attempt(job)
         if job.send_trace_context:
             return await self._attempt(job, job.traceparent, job.tracestate)

@@ -36,6 +36,8 @@ class DispatchLoop:
         self._session_factory = session_factory
         self._dispatcher = dispatcher
         self._engine = engine
+        # Decided once, as the sender does: the worker sets tracing up before building this.
+        self._traced = _tracing_enabled()
 
     async def dispatch_once(self) -> int:
         """Fetch one batch and admit its deliveries; the number of events fetched."""
@@ -53,9 +55,8 @@ class DispatchLoop:
                 await msg.nak(delay=RETRY_DELAY_SECONDS)
             raise
         now = time.monotonic()
-        traced = _tracing_enabled()
         for (msg, event), jobs in zip(batch, per_event, strict=True):
-            if traced and jobs:
+            if self._traced and jobs:
                 # The event's dispatch continues the producer's trace; its deliveries keep the
                 # dispatch's context: their first attempts are its children, retries link to it.
                 with dispatch_span(event) as span:
