@@ -62,11 +62,18 @@ async def wait_for_event_posts(
 
 
 async def wait_for_spans(
-    spans: RecordedSpans, prefix: str, count: int, timeout: float = 10.0
+    spans: RecordedSpans, prefix: str, count: int, *, of: str, timeout: float = 10.0
 ) -> list[ReadableSpan]:
+    """`count` spans named `prefix`... of one trace or subscription (`of`: its id); earlier
+    tests' subscriptions get the same events."""
+
+    def belongs(span: ReadableSpan) -> bool:
+        attributes = dict(span.attributes or {})
+        return of in (hex_trace(span), attributes.get("webhook.subscription_id"))
+
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
-        found = [s for s in spans.finished if s.name.startswith(prefix)]
+        found = [s for s in spans.finished if s.name.startswith(prefix) and belongs(s)]
         if len(found) >= count:
             return sorted(found, key=lambda s: s.start_time or 0)
         await asyncio.sleep(0.05)
@@ -115,8 +122,8 @@ async def test_dispatch_continues_the_producers_trace_and_the_receiver_gets_its_
 ) -> None:
     created = await hub.subscribe("order.paid")
     trace_id, [post] = await hub.deliver("order.paid")
-    [dispatch] = await wait_for_spans(spans, "dispatch order.paid", 1)
-    [attempt] = await wait_for_spans(spans, "deliver order.paid", 1)
+    [dispatch] = await wait_for_spans(spans, "dispatch order.paid", 1, of=trace_id)
+    [attempt] = await wait_for_spans(spans, "deliver order.paid", 1, of=created["id"])
     assert hex_trace(dispatch) == trace_id
     assert hex_trace(attempt) == trace_id
     assert attempt.parent is not None
@@ -137,7 +144,7 @@ async def test_the_delivery_row_keeps_the_dispatchs_trace_context_for_retries(
 ) -> None:
     created = await hub.subscribe("run.completed")
     trace_id, _ = await hub.deliver("run.completed")
-    [dispatch] = await wait_for_spans(spans, "dispatch run.completed", 1)
+    [dispatch] = await wait_for_spans(spans, "dispatch run.completed", 1, of=trace_id)
     await asyncio.sleep(0.5)  # recorded in the next flush
     async with hub.engine.connect() as conn:
         traceparent = (
@@ -156,11 +163,11 @@ async def test_the_delivery_row_keeps_the_dispatchs_trace_context_for_retries(
 async def test_a_retry_is_a_trace_of_its_own_linked_to_the_first_attempts(
     spans: RecordedSpans, hub: TracedHub
 ) -> None:
-    await hub.subscribe("order.created")
+    created = await hub.subscribe("order.created")
     await hub.receiver.wait_for(2)  # probe and test event
     hub.receiver.respond_with(500)
     trace_id, (first_post, retry_post) = await hub.deliver("order.created", posts=2)
-    first, retry = await wait_for_spans(spans, "deliver order.created", 2)
+    first, retry = await wait_for_spans(spans, "deliver order.created", 2, of=created["id"])
     assert hex_trace(first) == trace_id
     assert dict(first.attributes or {})["webhook.outcome"] == "rejected"
     assert dict(first.attributes or {})["http.response.status_code"] == 500
@@ -184,7 +191,7 @@ async def test_a_subscription_with_trace_context_off_gets_no_traceparent(
     assert "traceparent" not in post.headers
     assert "tracestate" not in post.headers
     # Still traced on our side.
-    await wait_for_spans(spans, "deliver run.failed", 1)
+    await wait_for_spans(spans, "deliver run.failed", 1, of=created["id"])
 
 
 async def test_trace_context_can_be_turned_off_and_on_again_by_patch(
