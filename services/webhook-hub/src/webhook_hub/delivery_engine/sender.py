@@ -12,8 +12,10 @@ new client. Redirects are never followed; https certificates are verified.
 from __future__ import annotations
 
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
@@ -123,14 +125,15 @@ class WebhookSender:
             del self._origins[next(iter(self._origins))]
         return origin.client
 
-    async def attempt(self, job: DeliveryJob) -> AttemptResult:
-        """Send `job` once. Untraced (no SDK): no span objects, and the receiver gets the trace
-        context the delivery keeps (the producer's) unless its subscription says no."""
+    def attempt(self, job: DeliveryJob) -> Coroutine[Any, Any, AttemptResult]:
+        """Send `job` once (await the answer). Untraced (no SDK): no span objects and no
+        coroutine of its own, and the receiver gets the trace context the delivery keeps (the
+        producer's) unless its subscription says no."""
         if self._traced:
-            return await self._traced_attempt(job)
+            return self._traced_attempt(job)
         if job.send_trace_context:
-            return await self._attempt(job, job.traceparent, job.tracestate)
-        return await self._attempt(job, None, None)
+            return self._attempt(job, job.traceparent, job.tracestate)
+        return self._attempt(job, None, None)
 
     async def _traced_attempt(self, job: DeliveryJob) -> AttemptResult:
         """An attempt span: an event's first attempt (straight from dispatch) is a child of its
