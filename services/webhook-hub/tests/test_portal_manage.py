@@ -55,6 +55,7 @@ def edit_form(token: str, url: str, **fields: Any) -> dict[str, Any]:
         "header_name": ["", ""],
         "header_value": ["", ""],
         "timeout_seconds": "10",
+        "send_trace_context": "on",
         "csrf_token": token,
         **fields,
     }
@@ -113,6 +114,30 @@ async def test_editing_saves_url_events_description_headers_and_timeout(
     assert saved.description == "Orders, v2"
     assert saved.headers == {"X-Team": "warehouse"}
     assert saved.timeout_seconds == 20
+
+
+async def test_the_edit_form_offers_trace_context_ticked_by_default(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    _, created, _ = await endpoint_and_session(client, db_engine, http_receiver.url)
+    page = await client.get(f"/portal/endpoints/{created['id']}/edit")
+    assert 'name="send_trace_context" value="on" checked' in page.text
+
+
+async def test_unticking_trace_context_stops_sending_it_and_the_endpoint_page_says_so(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer, created, token = await endpoint_and_session(client, db_engine, http_receiver.url)
+    form = edit_form(token, http_receiver.url)
+    del form["send_trace_context"]  # an unticked checkbox is not posted
+    response = await client.post(f"/portal/endpoints/{created['id']}/edit", data=form)
+    assert response.status_code == 303
+    saved = await client.get(f"/webhooks/subscriptions/{created['id']}", headers=consumer.headers)
+    assert saved.json()["send_trace_context"] is False
+    page = await client.get(f"/portal/endpoints/{created['id']}")
+    assert "<dt>Trace context</dt><dd>not sent</dd>" in page.text
+    edit = await client.get(f"/portal/endpoints/{created['id']}/edit")
+    assert 'name="send_trace_context" value="on">' in edit.text
 
 
 async def test_editing_shows_the_apis_validation_errors_at_their_fields(

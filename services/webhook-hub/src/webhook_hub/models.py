@@ -105,6 +105,8 @@ class Subscription(SQLModel, table=True):
     secret_rotated_at: datetime | None = _tz(default=None)
     # The service that asked for it over NATS (scraper-manager), or null for the HTTP API.
     created_by_source: str | None = Field(default=None, max_length=200)
+    # Outgoing webhooks carry `traceparent`/`tracestate` (the receiver joins our trace).
+    send_trace_context: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
 
 
 class Delivery(SQLModel, table=True):
@@ -127,6 +129,10 @@ class Delivery(SQLModel, table=True):
     last_error: str | None = None
     created_at: datetime = _tz(default_factory=utcnow)
     completed_at: datetime | None = _tz(default=None)
+    # The W3C trace context of the dispatch (or of the event, when the hub does not trace):
+    # retries link to it and send it on.
+    traceparent: str | None = Field(default=None, max_length=55)
+    tracestate: str | None = None
 
 
 class DeliveryAttempt(SQLModel, table=True):

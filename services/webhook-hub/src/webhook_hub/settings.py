@@ -50,6 +50,8 @@ class Settings(PageSettings):
     dispatch_backlog: int = 5000
     dispatch_queue_seconds: float = 2.0
     probe_timeout_seconds: float = 3.0
+    # The worker logs its delivery counts (attempted, succeeded, failed, retried) this often.
+    delivery_log_interval_seconds: float = Field(default=10.0, gt=0)
     user_agent: str = "webhook-hub/0.1 (+https://www.standardwebhooks.com)"
     # Networks endpoints may resolve to in production despite the SSRF guard (e.g. 10.0.0.0/8).
     allowed_networks: list[str] = Field(default_factory=list)

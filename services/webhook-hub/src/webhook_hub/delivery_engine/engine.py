@@ -29,7 +29,8 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DELIVERIES_CHANNEL, wake_delivery_workers
-from webhook_hub.delivery_engine.decisions import Outcome, outcome_of
+from webhook_hub.delivery_engine.activity import DeliveryActivity
+from webhook_hub.delivery_engine.decisions import Outcome, RetryRules, outcome_of
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, EventTicket
 from webhook_hub.delivery_engine.outcomes import record_outcomes
 from webhook_hub.delivery_engine.policy import signing_secrets
@@ -101,7 +102,7 @@ _CLAIM = text(
     RETURNING d.id, d.subscription_id, d.event_type, d.event_time,
               d.payload::text AS payload_json, d.attempts,
               s.endpoint_url, s.secret, s.secret_old, s.secret_rotated_at, s.headers,
-              s.timeout_seconds, s.owner
+              s.timeout_seconds, s.owner, d.traceparent, d.tracestate, s.send_trace_context
     """
 ).bindparams(_PENDING)
 # After a claim that excluded subscriptions or owners at their cap: whether any of their
@@ -186,6 +187,15 @@ class DeliveryEngine:
         self._claim_held_back = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._depth_labels: set[str] = set()
+        self.activity = DeliveryActivity(
+            RetryRules(
+                settings.retry_schedule_seconds,
+                settings.retry_jitter,
+                settings.retry_after_cap_seconds,
+            ),
+            settings.delivery_log_interval_seconds,
+            time.monotonic(),
+        )
 
     # --- new events, from dispatch ------------------------------------------------------
 
@@ -286,6 +296,9 @@ class DeliveryEngine:
             headers=row.headers,
             timeout_seconds=row.timeout_seconds,
             owner=row.owner,
+            traceparent=row.traceparent,
+            tracestate=row.tracestate,
+            send_trace_context=row.send_trace_context,
         )
 
     # --- sending -------------------------------------------------------------------------
@@ -344,6 +357,7 @@ class DeliveryEngine:
             self._set_aside = aside + self._set_aside
             raise
         observe(batch)  # once recorded, so a retried flush counts nothing twice
+        self.activity.record(batch)
         for job in (*(result.job for result in batch), *aside):
             ticket = self._tickets.pop(job.delivery_id, None)
             if ticket is not None and ticket.settle_one():
@@ -385,7 +399,9 @@ class DeliveryEngine:
             except Exception as exc:
                 logger.warning("could not record delivery outcomes; retrying", error=repr(exc))
                 await asyncio.sleep(1.0)
-            if stop.is_set() and not self._tasks and not self._results and not self._set_aside:
+            done = stop.is_set() and not self._tasks and not self._results and not self._set_aside
+            self.activity.report(time.monotonic(), force=done)
+            if done:
                 return
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -80,6 +80,12 @@ class DeliveryJob:
     owner: str = ""
     # The request body: the same bytes for every delivery of an event.
     body: bytes = b""
+    # The W3C trace context the delivery belongs to (the dispatch's, or the event's when the
+    # hub does not trace): a first attempt continues it, a retry links to it.
+    traceparent: str | None = None
+    tracestate: str | None = None
+    # The subscription's setting: send `traceparent`/`tracestate` to the receiver.
+    send_trace_context: bool = True
 
     def __post_init__(self) -> None:
         if not self.body:

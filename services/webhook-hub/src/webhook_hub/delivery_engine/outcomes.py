@@ -45,17 +45,19 @@ _INSERT_ATTEMPTS = text(
 _INSERT_DELIVERIES = text(
     """
     INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload, event_time,
-                            status, attempts, next_attempt_at, last_attempt_at,
+                            traceparent, tracestate, status, attempts, next_attempt_at, last_attempt_at,
                             last_status_code, last_error, created_at, completed_at)
     SELECT d.* FROM unnest(
         CAST(:ids AS uuid[]), CAST(:subscription_ids AS uuid[]), CAST(:event_ids AS uuid[]),
         CAST(:event_types AS text[]), CAST(:payloads AS jsonb[]),
-        CAST(:event_times AS timestamptz[]), CAST(:statuses AS text[]),
+        CAST(:event_times AS timestamptz[]), CAST(:traceparents AS text[]),
+        CAST(:tracestates AS text[]), CAST(:statuses AS text[]),
         CAST(:attempts AS int[]), CAST(:next_attempt_at AS timestamptz[]),
         CAST(:attempted_at AS timestamptz[]), CAST(:status_codes AS int[]),
         CAST(:errors AS text[]), CAST(:created_at AS timestamptz[]),
         CAST(:completed_at AS timestamptz[])
-    ) AS d(id, subscription_id, event_id, event_type, payload, event_time, status, attempts,
+    ) AS d(id, subscription_id, event_id, event_type, payload, event_time, traceparent,
+           tracestate, status, attempts,
            next_attempt_at, last_attempt_at, last_status_code, last_error, created_at,
            completed_at)
     -- A subscription deleted since its event was matched takes the delivery with it.
@@ -72,6 +74,8 @@ DELIVERY_COLUMNS = (
     "event_type",
     "payload",
     "event_time",
+    "traceparent",
+    "tracestate",
     "status",
     "attempts",
     "next_attempt_at",
@@ -88,6 +92,8 @@ _INSERT_DELIVERIES_PARAMETERS = (
     "event_types",
     "payloads",
     "event_times",
+    "traceparents",
+    "tracestates",
     "statuses",
     "attempts",
     "next_attempt_at",
@@ -149,6 +155,8 @@ def _delivery_row(job: DeliveryJob, state: tuple[Any, ...]) -> tuple[Any, ...]:
         job.event_type,
         job.payload_json.decode(),
         job.event_time,
+        job.traceparent,
+        job.tracestate,
         *state,
     )
 

@@ -12,15 +12,22 @@ new client. Redirects are never followed; https certificates are verified.
 from __future__ import annotations
 
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
 from pyreqwest.client import Client, ClientBuilder
 from pyreqwest.exceptions import PyreqwestError
 from servicekit.net import AddressRefused, resolve_checked
 from servicekit.signing import webhook_headers
+from servicekit.tracing import TRACEPARENT, TRACESTATE, attempt_span, context_from
+from servicekit.tracing import tracing_enabled as _tracing_enabled
 
+from webhook_hub.delivery_engine.decisions import outcome_of
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, Failure
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 
@@ -59,6 +66,9 @@ class WebhookSender:
         # (scheme, host, port) -> its client; insertion order is use order (an LRU).
         self._origins: dict[tuple[str, str, int], _Origin] = {}
         self._timeouts: dict[int, timedelta] = {}
+        # Decided once: the worker installs the SDK (or not) before it builds its sender, and
+        # asking the API each attempt costs microseconds (an os.environ lookup when off).
+        self._traced = _tracing_enabled()
 
     def _timeout(self, seconds: int) -> timedelta:
         timeout = self._timeouts.get(seconds)
@@ -115,7 +125,52 @@ class WebhookSender:
             del self._origins[next(iter(self._origins))]
         return origin.client
 
-    async def attempt(self, job: DeliveryJob) -> AttemptResult:
+    def attempt(self, job: DeliveryJob) -> Coroutine[Any, Any, AttemptResult]:
+        """Send `job` once (await the answer). Untraced (no SDK): no span objects and no
+        coroutine of its own, and the receiver gets the trace context the delivery keeps (the
+        producer's) unless its subscription says no."""
+        if self._traced:
+            return self._traced_attempt(job)
+        if job.send_trace_context:
+            return self._attempt(job, job.traceparent, job.tracestate)
+        return self._attempt(job, None, None)
+
+    async def _traced_attempt(self, job: DeliveryJob) -> AttemptResult:
+        """An attempt span: an event's first attempt (straight from dispatch) is a child of its
+        dispatch span; any later one (a retry, or a delivery set aside and claimed) starts a
+        trace of its own LINKED to the delivery's, not a child of a span that ended long ago."""
+        origin = {TRACEPARENT: job.traceparent, TRACESTATE: job.tracestate}
+        # A first attempt without a trace to continue starts one: never the child of whatever
+        # span this task happens to have current.
+        token = None if job.stored else otel_context.attach(context_from(origin) or Context())
+        try:
+            with attempt_span(
+                subscription_id=str(job.subscription_id),
+                event_type=job.event_type,
+                webhook_id=job.message_id,
+                attempt=job.attempts + 1,
+                origin=origin if job.stored else None,
+            ) as span:
+                if job.send_trace_context:
+                    ours = span.trace_headers
+                    result = await self._attempt(job, ours.get(TRACEPARENT), ours.get(TRACESTATE))
+                else:
+                    result = await self._attempt(job, None, None)
+                span.finish(
+                    status_code=result.status_code,
+                    outcome="succeeded"
+                    if result.succeeded
+                    else outcome_of(result.status_code, result.failure).value,
+                    error=None if result.failure is None else result.failure.value,
+                )
+                return result
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+
+    async def _attempt(
+        self, job: DeliveryJob, traceparent: str | None, tracestate: str | None
+    ) -> AttemptResult:
         attempted_at = datetime.now(UTC)
         started = time.perf_counter()
         body = job.body
@@ -124,6 +179,10 @@ class WebhookSender:
             "content-type": "application/json",
             **webhook_headers(job.message_id, body, job.secrets),
         }
+        if traceparent:
+            headers[TRACEPARENT] = traceparent
+            if tracestate:
+                headers[TRACESTATE] = tracestate
         status: int | None = None
         text: str | None = None
         error: str | None = None

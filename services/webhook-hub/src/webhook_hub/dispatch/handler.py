@@ -28,7 +28,7 @@ from webhook_hub.settings import Settings
 _MATCHING = text(
     """
     SELECT s.id, s.owner, s.events, s.endpoint_url, s.secret, s.secret_old,
-           s.secret_rotated_at, s.headers, s.timeout_seconds,
+           s.secret_rotated_at, s.headers, s.timeout_seconds, s.send_trace_context,
            coalesce(c.personal_data_approved, false) AS approved,
            ARRAY(SELECT name FROM event_types
                  WHERE visibility = 'personal' AND name = ANY(CAST(:types AS varchar[])))
@@ -105,6 +105,9 @@ class Dispatcher:
                         stored=False,
                         owner=sub.owner,
                         body=body,
+                        traceparent=event.traceparent,
+                        tracestate=event.tracestate,
+                        send_trace_context=sub.send_trace_context,
                     )
                 )
             per_event.append(jobs)

@@ -9,6 +9,8 @@ import time
 import structlog
 from servicekit.db.engine import create_session_factory, to_sqlalchemy_url
 from servicekit.events.consumer import EventFeed
+from servicekit.tracing import TRACEPARENT, TRACESTATE, current_trace_headers, dispatch_span
+from servicekit.tracing import tracing_enabled as _tracing_enabled
 from servicekit.tracing.setup import instrument_engine
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -58,6 +60,8 @@ class DispatchLoop:
         self._session_factory = session_factory
         self._dispatcher = dispatcher
         self._engine = engine
+        # Decided once, as the sender does: the worker sets tracing up before building this.
+        self._traced = _tracing_enabled()
 
     async def dispatch_once(self) -> int:
         """Fetch one batch and admit its deliveries; the number of events fetched."""
@@ -75,7 +79,17 @@ class DispatchLoop:
                 await msg.nak(delay=RETRY_DELAY_SECONDS)
             raise
         now = time.monotonic()
-        for (msg, _), jobs in zip(batch, per_event, strict=True):
+        for (msg, event), jobs in zip(batch, per_event, strict=True):
+            if self._traced and jobs:
+                # The event's dispatch continues the producer's trace; its deliveries keep the
+                # dispatch's context: their first attempts are its children, retries link to it.
+                with dispatch_span(event) as span:
+                    trace = current_trace_headers()
+                    if span is not None:
+                        span.set_attribute("webhook.deliveries", len(jobs))
+                for job in jobs if trace else ():
+                    job.traceparent = trace[TRACEPARENT]
+                    job.tracestate = trace.get(TRACESTATE)
             held: list[EventTicket] = []
             fresh: list[DeliveryJob] = []
             for job in jobs:

@@ -14,8 +14,9 @@ from starlette.datastructures import FormData
 
 from webhook_hub.errors import EndpointNotAllowed, PersonalDataNotApproved, UnknownEventTypes
 from webhook_hub.subscriptions.endpoint_policy import EndpointRefused
+from webhook_hub.subscriptions.schemas import EDITABLE_FIELDS
 
-FORM_FIELDS = ("endpoint_url", "events", "description", "headers", "timeout_seconds")
+FORM_FIELDS = EDITABLE_FIELDS
 DEFAULT_TIMEOUT = "10"
 # Empty name/value rows the form offers below the endpoint's own headers.
 SPARE_HEADER_ROWS = 2
@@ -36,6 +37,7 @@ class EndpointForm:
     description: str = ""
     headers: list[tuple[str, str]] = field(default_factory=list)
     timeout_seconds: str = DEFAULT_TIMEOUT
+    send_trace_context: bool = True
 
     @classmethod
     def read(cls, form: FormData) -> EndpointForm:
@@ -48,6 +50,8 @@ class EndpointForm:
             description=str(form.get("description", "")).strip(),
             headers=rows,
             timeout_seconds=str(form.get("timeout_seconds", "")).strip() or DEFAULT_TIMEOUT,
+            # An unticked checkbox is not posted at all.
+            send_trace_context="send_trace_context" in form,
         )
 
     def body(self) -> dict[str, Any]:
@@ -58,6 +62,7 @@ class EndpointForm:
             "description": self.description or None,
             "headers": self.header_dict(),
             "timeout_seconds": self.timeout_seconds,
+            "send_trace_context": self.send_trace_context,
         }
 
     def header_dict(self) -> dict[str, str]:

@@ -276,6 +276,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             description=subscription.description or "",
             headers=list(subscription.headers.items()),
             timeout_seconds=str(subscription.timeout_seconds),
+            send_trace_context=subscription.send_trace_context,
         )
         catalog = await types.visible_to(_principal(session))
         return _render_form(pages, request, catalog, form, {}, editing=subscription.id)

@@ -13,6 +13,15 @@ from webhook_hub.models import Subscription
 from webhook_hub.subscriptions.endpoint_policy import check_headers, check_url_form
 
 EventNames = list[str]
+# What PATCH (and the portal's endpoint form) may change besides `is_active`.
+EDITABLE_FIELDS = (
+    "endpoint_url",
+    "events",
+    "description",
+    "headers",
+    "timeout_seconds",
+    "send_trace_context",
+)
 
 # Examples shown in the OpenAPI document (and kept in step with the README's).
 _SUBSCRIPTION_ID = "3f0c9a4e-8d1b-4c55-a7e2-5b9d0e6f1a23"
@@ -22,6 +31,7 @@ _CREATE_EXAMPLE: JsonDict = {
     "description": "Orders for the warehouse",
     "headers": {"X-Team": "warehouse"},
     "timeout_seconds": 10,
+    "send_trace_context": True,
 }
 _READ_EXAMPLE: JsonDict = {
     "id": _SUBSCRIPTION_ID,
@@ -39,6 +49,7 @@ _READ_EXAMPLE: JsonDict = {
     "disabled_at": None,
     "disabled_reason": None,
     "secret_rotated_at": None,
+    "send_trace_context": True,
 }
 
 
@@ -52,6 +63,12 @@ def _check_event_names(events: list[str]) -> list[str]:
     return cleaned
 
 
+_SEND_TRACE_CONTEXT = (
+    "Send the W3C `traceparent`/`tracestate` headers, so a receiver that traces joins the "
+    "trace of the change that caused the event"
+)
+
+
 class SubscriptionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_CREATE_EXAMPLE]})
 
@@ -60,6 +77,7 @@ class SubscriptionCreate(BaseModel):
     description: str | None = Field(default=None, max_length=1000)
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: int = Field(default=10, ge=1, le=30)
+    send_trace_context: bool = Field(default=True, description=_SEND_TRACE_CONTEXT)
 
     _url = field_validator("endpoint_url")(check_url_form)
     _headers = field_validator("headers")(check_headers)
@@ -79,6 +97,7 @@ class SubscriptionUpdate(BaseModel):
     description: str | None = Field(default=None, max_length=1000)
     headers: dict[str, str] | None = None
     timeout_seconds: int | None = Field(default=None, ge=1, le=30)
+    send_trace_context: bool | None = Field(default=None, description=_SEND_TRACE_CONTEXT)
     is_active: bool | None = Field(
         default=None, description="true re-enables a disabled subscription (failures reset)"
     )
@@ -109,6 +128,9 @@ class SubscriptionRead(SubscriptionRecord):
     """The API's subscription is the NATS contract's record: one shape on both transports."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [_READ_EXAMPLE]})
+
+    # The HTTP API's own setting (subscriptions made over NATS keep the default).
+    send_trace_context: bool = Field(default=True, description=_SEND_TRACE_CONTEXT)
 
     @classmethod
     def of(cls, row: Subscription) -> SubscriptionRead:

@@ -26,7 +26,11 @@ from webhook_hub.models import Delivery, Subscription
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
 from webhook_hub.subscriptions.repository import SubscriptionRepository
-from webhook_hub.subscriptions.schemas import SubscriptionCreate, SubscriptionUpdate
+from webhook_hub.subscriptions.schemas import (
+    EDITABLE_FIELDS,
+    SubscriptionCreate,
+    SubscriptionUpdate,
+)
 
 WILDCARD = "*"
 
@@ -102,6 +106,7 @@ class SubscriptionService:
                 events=body.events,
                 headers=body.headers,
                 timeout_seconds=body.timeout_seconds,
+                send_trace_context=body.send_trace_context,
                 created_by_source=source,
             )
         )
@@ -161,7 +166,7 @@ class SubscriptionService:
             )
         if changes.get("endpoint_url") is not None:
             await self.check_endpoint(changes["endpoint_url"])
-        for field in ("endpoint_url", "events", "description", "headers", "timeout_seconds"):
+        for field in EDITABLE_FIELDS:
             if field in changes and (changes[field] is not None or field == "description"):
                 setattr(subscription, field, changes[field])
         if changes.get("is_active") is True and not subscription.is_active:
