@@ -61,9 +61,15 @@ async def hub(
             )
         return bool(found)
 
+    async def app_connected() -> bool:
+        return (await client.get("/readyz")).status_code == 200
+
     connection = await nats.connect(nats_url)
     try:
         await eventually_true(knows_run_events, 30, "webhook-hub learning the run event types")
+        # The hub's database may know the types from an earlier test's app: this test's app
+        # must have its own NATS connection before it asks the hub anything.
+        await eventually_true(app_connected, 30, "the app under test reaching NATS")
         yield HubSubscriptions(Link(connection), source=SOURCE, timeout=5)
     finally:
         await connection.close()
