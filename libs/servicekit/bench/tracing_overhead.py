@@ -31,11 +31,15 @@ MODES = {
 
 def _measure(spans: int) -> dict[str, float]:
     """In the child: nanoseconds per operation for each hot path."""
-    from opentelemetry import trace
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
     from servicekit.events.envelope import CloudEvent
-    from servicekit.tracing import build_tracer_provider, publish_span, tracer
+    from servicekit.tracing import (
+        build_tracer_provider,
+        install_tracer_provider,
+        publish_span,
+        tracer,
+    )
 
     class Discard(SpanExporter):
         def export(self, batch: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -44,7 +48,7 @@ def _measure(spans: int) -> dict[str, float]:
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         provider = build_tracer_provider(os.environ, "bench", exporter=Discard())
         assert provider is not None
-        trace.set_tracer_provider(provider)
+        install_tracer_provider(provider)
     event = CloudEvent(source="bench", type="order.paid", data={"id": 1})
 
     def empty() -> None:

@@ -114,6 +114,34 @@ async def test_otel_sdk_disabled_exports_nothing(http_receiver: HttpReceiver) ->
     assert await spans_exported_by_a_process(http_receiver, OTEL_SDK_DISABLED="true") == 0
 
 
+# A fresh process: whether tracing is on is decided once per process.
+_ENABLED_WITHOUT_THEN_WITH_A_PROVIDER = """
+import json
+from opentelemetry.sdk.trace import TracerProvider
+from servicekit.tracing import configure_tracing, install_tracer_provider, tracing_enabled
+before = [configure_tracing("kit-probe"), tracing_enabled()]
+first = install_tracer_provider(TracerProvider())
+second = install_tracer_provider(TracerProvider())
+print(json.dumps(before + [tracing_enabled(), second is first]))
+"""
+
+
+async def test_tracing_is_off_until_a_provider_is_installed_and_the_first_one_stays() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _ENABLED_WITHOUT_THEN_WITH_A_PROVIDER,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0
+    configured, enabled_before, enabled_after, kept_first = json.loads(output)
+    assert (configured, enabled_before) == (False, False)
+    assert (enabled_after, kept_first) == (True, True)
+
+
 # --- trace context through the outbox, the relay and NATS ------------------------------
 
 

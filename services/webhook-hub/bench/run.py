@@ -7,9 +7,11 @@ worker runs, so the load generator's cost is out of the measured path; the worke
 start and empty the backlog) and publish-while-delivering (at full speed or a fixed rate).
 Each row has the rate, publication-to-receipt latency, first-attempt success, lost and
 duplicate `webhook-id`s, and the CPU the product's processes (workers, PostgreSQL, NATS)
-spent per delivered event. Then the bare sign-and-POST loops of aiohttp and of pyreqwest (the
-engine's sender) to the same receiver, in the same run. Everything stays on loopback and
-stops by itself.
+spent per delivered event. Then the same drain and 1,000/s rows again with tracing on
+(OpenTelemetry at 10 % sampling, exported over OTLP/HTTP to a sink in this process), to print
+what tracing costs; the rows above run with no `OTEL_*` variable, as a default install does.
+Then the bare sign-and-POST loops of aiohttp and of pyreqwest (the engine's sender) to the
+same receiver, in the same run. Everything stays on loopback and stops by itself.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import nats
 import psutil
 import psycopg
 import uvloop
+from aiohttp import web
 from servicekit.db.admin import database_url_for, ensure_database
 from servicekit.db.migrations import upgrade
 from servicekit.embedded.nats import EmbeddedNats
@@ -65,6 +68,8 @@ http {{
 MIGRATIONS = HERE.parent / "migrations"
 BIN = Path(sys.executable).parent
 PACING_TICK_SECONDS = 0.005
+# Run again with tracing on: the backlog (CPU per event) and a steady rate (latency).
+TRACED_SCENARIOS = ("drain, 1 sub", "1,000/s, 1 sub")
 sys.path.insert(0, str(HERE))
 from bare import LOOPS  # noqa: E402  (the bench's sibling module, not a package)
 
@@ -173,13 +178,15 @@ class Bench:
         log = self.workdir / "ids.log"
         return log.read_text().split() if log.exists() else []
 
-    def start_worker(self) -> None:
+    def start_worker(self, tracing: dict[str, str] | None = None) -> None:
+        """A worker process; with `tracing`, those `OTEL_*` variables and no others."""
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
             "WEBHOOK_HUB_DATABASE_URL": self.database_url,
             "WEBHOOK_HUB_NATS_URL": self.nats.url,
             "WEBHOOK_HUB_LOG_LEVEL": "WARNING",
             **{k: v for k, v in os.environ.items() if k.startswith("WEBHOOK_HUB_")},
+            **(tracing or {}),
         }
         worker = subprocess.Popen(
             [str(BIN / "webhook-hub"), "worker"],
@@ -348,6 +355,7 @@ class Bench:
         *,
         drain: bool = False,
         workers: int = 1,
+        tracing: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """Publish `events` for `subscriptions` subscriptions and wait for every delivery. A
         drain publishes them all before the workers start and measures from the first
@@ -374,7 +382,7 @@ class Bench:
         started, published = await self.publish(events, rate, event_type)
         if drain:
             for _ in range(workers):
-                self.start_worker()
+                self.start_worker(tracing)
             # From the first delivery on: the workers' start-up (imports, connections) is
             # not the cost of delivering.
             deadline = time.time() + 60
@@ -436,6 +444,40 @@ class Bench:
         return loops
 
 
+class OtlpSink:
+    """Where traced workers export: answers every OTLP/HTTP request 200 and counts them. A
+    collector's own cost is not the product's, so this one does nothing with the spans."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.bytes = 0
+        self.port = free_port()
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        async def accept(request: web.Request) -> web.Response:
+            self.requests += 1
+            self.bytes += len(await request.read())
+            return web.Response(status=200, content_type="application/x-protobuf")
+
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/traces", accept)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def environment(self, ratio: float) -> dict[str, str]:
+        return {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{self.port}",
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": str(ratio),
+        }
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     columns = list(rows[0])
     widths = [max(len(str(c)), *(len(str(r[c])) for r in rows)) for c in columns]
@@ -473,7 +515,35 @@ async def main_async(args: argparse.Namespace) -> int:
                 for name, events, subs, rate, drain in plan
                 if args.only in name
             ]
+            traced: list[tuple[dict[str, Any], dict[str, Any]]] = []
+            sink = OtlpSink()
+            if args.traced_sampling > 0:
+                await sink.start()
+                tracing = sink.environment(args.traced_sampling)
+                label = f"traced {args.traced_sampling:.0%}"
+                bench.stop_workers()
+                for _ in range(args.workers):
+                    bench.start_worker(tracing)
+                await asyncio.sleep(3)
+                for untraced in [row for row in rows if row["scenario"] in TRACED_SCENARIOS]:
+                    name = untraced["scenario"]
+                    events, subs, rate, drain = next(
+                        (e_, s_, r_, d_) for n_, e_, s_, r_, d_ in plan if n_ == name
+                    )
+                    row = await bench.scenario(
+                        f"{name}, {label}",
+                        events,
+                        subs,
+                        rate,
+                        b,
+                        drain=drain,
+                        workers=w,
+                        tracing=tracing,
+                    )
+                    traced.append((untraced, row))
+                rows += [row for _, row in traced]
             bench.stop_workers()  # the bare loops measure the clients alone
+            await sink.stop()
             bare = await bench.bare_loops(args.events, 256)
             receiver = bench.receiver_kind
         finally:
@@ -491,6 +561,16 @@ async def main_async(args: argparse.Namespace) -> int:
             f"bare {name} sign-and-POST loop: {loop['per_s']} requests/s, {loop['cpu_us']} µs CPU"
             f" per request; engine's best: {best} deliveries/s = {best / loop['per_s']:.0%} of it"
         )
+    for untraced, row in traced:
+        print(
+            f"tracing on ({args.traced_sampling:.0%} sampled) in '{untraced['scenario']}': "
+            f"CPU per event {untraced['cpu_us_total']} → {row['cpu_us_total']} µs "
+            f"({row['cpu_us_total'] - untraced['cpu_us_total']:+d}), p99 {untraced['p99_ms']} → "
+            f"{row['p99_ms']} ms, {untraced['deliveries_per_s']} → {row['deliveries_per_s']} "
+            f"deliveries/s"
+        )
+    if traced:
+        print(f"OTLP export: {sink.requests} requests, {sink.bytes / 1e6:.1f} MB of spans")
     lost = sum(row["lost"] for row in rows)
     duplicates = sum(row["dup_ids"] for row in rows)
     print(f"events lost: {lost}; duplicate webhook-ids: {duplicates}")
@@ -509,6 +589,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--only", default="", help="run only the scenarios whose name contains this"
+    )
+    parser.add_argument(
+        "--traced-sampling",
+        type=float,
+        default=0.1,
+        help="sampling ratio of the traced rows (0: none)",
     )
     parser.add_argument(
         "--python-receiver", action="store_true", help="use the aiohttp receiver even with nginx"

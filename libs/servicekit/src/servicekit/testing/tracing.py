@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from servicekit.tracing.setup import install_tracer_provider
 
 
 class RecordedSpans:
@@ -38,10 +39,7 @@ _exporter: InMemorySpanExporter | None = None
 def _install() -> InMemorySpanExporter:
     global _exporter
     if _exporter is None:
-        provider = trace.get_tracer_provider()
-        if not isinstance(provider, TracerProvider):
-            provider = TracerProvider()
-            trace.set_tracer_provider(provider)
+        provider = install_tracer_provider(TracerProvider())
         _exporter = InMemorySpanExporter()
         provider.add_span_processor(SimpleSpanProcessor(_exporter))
     return _exporter

@@ -27,6 +27,7 @@ from servicekit.tracing.propagation import (
 from servicekit.tracing.setup import (
     build_tracer_provider,
     configure_tracing,
+    install_tracer_provider,
     instrument_engine,
     instrument_fastapi,
     shutdown_tracing,
@@ -57,6 +58,7 @@ __all__ = [
     "dispatch_span",
     "event_span",
     "inject_traceparent",
+    "install_tracer_provider",
     "instrument_engine",
     "instrument_fastapi",
     "link_to",

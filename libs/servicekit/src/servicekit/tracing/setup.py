@@ -23,6 +23,10 @@ SUPPORTED_PROTOCOLS = frozenset({"http/protobuf"})
 EXCLUDED_URLS = "/healthz,/readyz,/metrics"
 
 _installed: TracerProvider | None = None
+# Asked once per event on the hot paths; the API's own `get_tracer_provider()` reads
+# os.environ on every call while no provider is set (about 1 µs). The API sets its provider
+# once per process, so once True this never changes back.
+_enabled = False
 
 
 class TracingConfigError(ValueError):
@@ -81,15 +85,29 @@ def configure_tracing(service_name: str) -> bool:
         provider = build_tracer_provider(os.environ, service_name)
         if provider is None:
             return tracing_enabled()
-        trace.set_tracer_provider(provider)
+        install_tracer_provider(provider)
         _installed = provider
         _instrument_http_clients()
     return True
 
 
+def install_tracer_provider(provider: TracerProvider) -> TracerProvider:
+    """Make `provider` the process's (the API allows one per process: when one is already
+    installed, that one stays and is returned) and turn our spans on."""
+    global _enabled
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        provider = current
+    else:
+        trace.set_tracer_provider(provider)
+    _enabled = True
+    return provider
+
+
 def tracing_enabled() -> bool:
-    """An SDK provider is installed (by `configure_tracing` or a test)."""
-    return isinstance(trace.get_tracer_provider(), TracerProvider)
+    """An SDK provider was installed through `install_tracer_provider` (by
+    `configure_tracing`, a test or a benchmark)."""
+    return _enabled
 
 
 def shutdown_tracing() -> None:
