@@ -580,7 +580,7 @@ async def main_async(args: argparse.Namespace) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000, help="events at max rate, 1 sub")
-    parser.add_argument("--seconds", type=int, default=10, help="length of fixed-rate runs")
+    parser.add_argument("--seconds", type=int, default=60, help="length of fixed-rate runs")
     parser.add_argument("--budget", type=float, default=180, help="seconds to wait per scenario")
     parser.add_argument("--unsafe-fast-db", action="store_true", help="PostgreSQL without fsync")
     parser.add_argument("--workers", type=int, default=1, help="worker processes")
