@@ -29,6 +29,7 @@ from servicekit.tracing import (
     current_trace_headers,
     dispatch_span,
     inject_traceparent,
+    sampled,
     tracer,
 )
 from servicekit.tracing.setup import TracingConfigError
@@ -118,11 +119,19 @@ async def test_otel_sdk_disabled_exports_nothing(http_receiver: HttpReceiver) ->
 _ENABLED_WITHOUT_THEN_WITH_A_PROVIDER = """
 import json
 from opentelemetry.sdk.trace import TracerProvider
-from servicekit.tracing import configure_tracing, install_tracer_provider, tracing_enabled
-before = [configure_tracing("kit-probe"), tracing_enabled()]
+from opentelemetry.sdk.trace import Tracer
+from servicekit.tracing import (
+    active_tracer,
+    children_follow_unsampled_parents,
+    configure_tracing,
+    install_tracer_provider,
+    tracing_enabled,
+)
+before = [configure_tracing("kit-probe"), tracing_enabled(), children_follow_unsampled_parents()]
 first = install_tracer_provider(TracerProvider())
 second = install_tracer_provider(TracerProvider())
-print(json.dumps(before + [tracing_enabled(), second is first]))
+after = [tracing_enabled(), second is first, isinstance(active_tracer(), Tracer)]
+print(json.dumps(before + after + [children_follow_unsampled_parents()]))
 """
 
 
@@ -137,9 +146,28 @@ async def test_tracing_is_off_until_a_provider_is_installed_and_the_first_one_st
     )
     output, _ = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0
-    configured, enabled_before, enabled_after, kept_first = json.loads(output)
-    assert (configured, enabled_before) == (False, False)
-    assert (enabled_after, kept_first) == (True, True)
+    configured, enabled, parent_based, *after = json.loads(output)
+    assert (configured, enabled, parent_based) == (False, False, False)
+    enabled, kept_first, sdk_tracer, parent_based = after
+    assert (enabled, kept_first, sdk_tracer, parent_based) == (True, True, True, True)
+
+
+@pytest.mark.parametrize(
+    ("traceparent", "expected"),
+    [
+        ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", True),
+        ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00", False),
+        ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-03", True),
+        (None, None),
+        ("", None),
+        ("00-short-00", None),
+        ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-zz", None),
+    ],
+)
+def test_the_sampled_flag_is_read_from_a_traceparent(
+    traceparent: str | None, expected: bool | None
+) -> None:
+    assert sampled(traceparent) is expected
 
 
 # --- trace context through the outbox, the relay and NATS ------------------------------

@@ -223,6 +223,49 @@ async def test_trace_context_must_be_a_boolean(
     assert response.status_code == 422
 
 
+SAMPLED_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+UNSAMPLED_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+
+
+async def test_a_first_attempt_in_an_unsampled_trace_makes_no_span_and_passes_the_context_on(
+    spans: RecordedSpans, http_receiver: HttpReceiver
+) -> None:
+    sender = WebhookSender(user_agent="test", response_body_limit=4096, guard=None)
+    job = make_job(endpoint_url=http_receiver.url)
+    job.traceparent = UNSAMPLED_TRACEPARENT
+    result = await sender.attempt(job)
+    assert result.status_code == 200
+    assert [span.name for span in spans.finished] == []
+    [post] = http_receiver.requests
+    assert post.headers["traceparent"] == UNSAMPLED_TRACEPARENT
+
+
+async def test_a_first_attempt_in_a_sampled_trace_is_a_span_the_receiver_continues(
+    spans: RecordedSpans, http_receiver: HttpReceiver
+) -> None:
+    sender = WebhookSender(user_agent="test", response_body_limit=4096, guard=None)
+    job = make_job(endpoint_url=http_receiver.url)
+    job.traceparent = SAMPLED_TRACEPARENT
+    await sender.attempt(job)
+    attempt = spans.named("deliver order.paid")
+    assert hex_trace(attempt) == SAMPLED_TRACEPARENT.split("-")[1]
+    [post] = http_receiver.requests
+    assert attempt.context is not None
+    assert post.headers["traceparent"].split("-")[2] == format(attempt.context.span_id, "016x")
+
+
+async def test_a_retry_in_an_unsampled_trace_still_gets_a_sampling_decision_of_its_own(
+    spans: RecordedSpans, http_receiver: HttpReceiver
+) -> None:
+    sender = WebhookSender(user_agent="test", response_body_limit=4096, guard=None)
+    job = make_job(endpoint_url=http_receiver.url, attempts=1)
+    job.traceparent = UNSAMPLED_TRACEPARENT
+    await sender.attempt(job)
+    # A retry starts a trace of its own (linked), sampled afresh: here always on.
+    retry = spans.named("deliver order.paid (retry)")
+    assert hex_trace(retry) != UNSAMPLED_TRACEPARENT.split("-")[1]
+
+
 # --- without an SDK (no OTEL_EXPORTER_OTLP_ENDPOINT) ------------------------------------------
 # The SDK is process-global and, once a test here installs it, stays: these senders are built
 # answering "no SDK" to their one check, as in a worker started without an endpoint.

@@ -42,6 +42,16 @@ def inject_traceparent(headers: MutableMapping[str, str]) -> None:
     headers.update(current_trace_headers())
 
 
+def sampled(traceparent: str | None) -> bool | None:
+    """The sampled flag of a W3C `traceparent`, None when there is none (or it is not one)."""
+    if not traceparent or len(traceparent) < 55:
+        return None
+    try:
+        return bool(int(traceparent[-2:], 16) & 1)
+    except ValueError:
+        return None
+
+
 def context_from(carrier: Mapping[str, str | None]) -> Context | None:
     """The remote parent a carrier names, or None (then a span started from it is a root)."""
     traceparent = carrier.get(TRACEPARENT)

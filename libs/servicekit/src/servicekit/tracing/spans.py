@@ -25,11 +25,13 @@ from servicekit.tracing.propagation import (
     link_to,
     trace_headers_of,
 )
-from servicekit.tracing.setup import tracing_enabled
+from servicekit.tracing.setup import active_tracer, tracing_enabled
 
 if TYPE_CHECKING:
     from servicekit.events.envelope import CloudEvent
 
+# For callers' own spans (the crawler, GraphQL): the API's proxy, which follows the provider
+# installed later. Our helpers below use `active_tracer()`, the SDK's own.
 tracer = trace.get_tracer("servicekit")
 
 MESSAGING_SYSTEM = "nats"
@@ -52,7 +54,7 @@ def outbox_record_span(event_type: str, event_id: str) -> Iterator[dict[str, str
     if not tracing_enabled():
         yield {}
         return
-    with tracer.start_as_current_span(
+    with active_tracer().start_as_current_span(
         f"outbox record {event_type}",
         kind=SpanKind.PRODUCER,
         attributes={
@@ -74,7 +76,7 @@ def publish_span(event: CloudEvent) -> Iterator[dict[str, str]]:
     if not tracing_enabled():
         yield {}
         return
-    with tracer.start_as_current_span(
+    with active_tracer().start_as_current_span(
         f"publish {event.subject}",
         context=context_from(_event_carrier(event)),
         kind=SpanKind.PRODUCER,
@@ -103,7 +105,7 @@ def consume_span(consumer: str, events: Sequence[CloudEvent]) -> Iterator[Span |
     if len(events) > 1:
         for event in events:
             links.extend(link_to(_event_carrier(event)))
-    with tracer.start_as_current_span(
+    with active_tracer().start_as_current_span(
         f"process {consumer}",
         context=parent,
         kind=SpanKind.CONSUMER,
@@ -125,7 +127,7 @@ def event_span(name: str, event: CloudEvent) -> Iterator[Span | None]:
     if not tracing_enabled():
         yield None
         return
-    with tracer.start_as_current_span(
+    with active_tracer().start_as_current_span(
         name,
         context=_parent_of(event),
         kind=SpanKind.CONSUMER,
@@ -195,12 +197,12 @@ def attempt_span(
         "webhook.attempt": attempt,
     }
     if origin is None:
-        with tracer.start_as_current_span(
+        with active_tracer().start_as_current_span(
             f"deliver {event_type}", kind=SpanKind.CLIENT, attributes=attributes
         ) as span:
             yield AttemptSpan(span)
         return
-    with tracer.start_as_current_span(
+    with active_tracer().start_as_current_span(
         f"deliver {event_type} (retry)",
         # An empty context: a new trace, whatever span happens to be current.
         context=Context(),

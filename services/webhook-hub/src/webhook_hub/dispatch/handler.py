@@ -33,8 +33,14 @@ _MATCHING = text(
            ARRAY(SELECT name FROM event_types
                  WHERE visibility = 'personal' AND name = ANY(CAST(:types AS varchar[])))
                AS personal,
-           ARRAY(SELECT ARRAY[d.subscription_id, d.event_id] FROM deliveries d
-                 WHERE d.event_id = ANY(CAST(:event_ids AS uuid[])))
+           -- One index probe per event id, whatever the statistics say: `OFFSET 0` keeps
+           -- the planner from turning this into a join, which it hashed over a sequential
+           -- scan of all deliveries while the table's statistics were older than its rows
+           -- (33 to 250 ms per batch; probed, 3 ms for 500 ids).
+           ARRAY(SELECT ARRAY[d.subscription_id, d.event_id]
+                 FROM unnest(CAST(:event_ids AS uuid[])) AS e(id),
+                      LATERAL (SELECT subscription_id, event_id FROM deliveries
+                               WHERE event_id = e.id OFFSET 0) AS d)
                AS stored
     FROM subscriptions s LEFT JOIN consumers c ON c.owner = s.owner
     WHERE s.is_active AND s.events && CAST(:types AS varchar[])

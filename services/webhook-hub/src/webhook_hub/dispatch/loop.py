@@ -9,7 +9,14 @@ import time
 import structlog
 from servicekit.db.engine import create_session_factory, to_sqlalchemy_url
 from servicekit.events.consumer import EventFeed
-from servicekit.tracing import TRACEPARENT, TRACESTATE, current_trace_headers, dispatch_span
+from servicekit.tracing import (
+    TRACEPARENT,
+    TRACESTATE,
+    children_follow_unsampled_parents,
+    current_trace_headers,
+    dispatch_span,
+    sampled,
+)
 from servicekit.tracing import tracing_enabled as _tracing_enabled
 from servicekit.tracing.setup import instrument_engine
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
@@ -62,6 +69,10 @@ class DispatchLoop:
         self._engine = engine
         # Decided once, as the sender does: the worker sets tracing up before building this.
         self._traced = _tracing_enabled()
+        # An event whose producer did not sample its trace: under a parent-based sampler its
+        # dispatch span would not be recorded, so none is made (its deliveries keep the
+        # producer's context).
+        self._skip_unsampled = children_follow_unsampled_parents()
 
     async def dispatch_once(self) -> int:
         """Fetch one batch and admit its deliveries; the number of events fetched."""
@@ -80,7 +91,11 @@ class DispatchLoop:
             raise
         now = time.monotonic()
         for (msg, event), jobs in zip(batch, per_event, strict=True):
-            if self._traced and jobs:
+            if (
+                self._traced
+                and jobs
+                and not (self._skip_unsampled and sampled(event.traceparent) is False)
+            ):
                 # The event's dispatch continues the producer's trace; its deliveries keep the
                 # dispatch's context: their first attempts are its children, retries link to it.
                 with dispatch_span(event) as span:
