@@ -227,29 +227,35 @@ SAMPLED_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 UNSAMPLED_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
 
 
+async def attempt_in_trace(
+    receiver: HttpReceiver, traceparent: str, *, attempts: int = 0
+) -> tuple[int | None, ReceivedRequest]:
+    """One attempt in the trace `traceparent` names, by a sender built once the SDK is
+    installed (the test's `spans`), as a traced worker's is; its status and what the
+    receiver got."""
+    sender = WebhookSender(user_agent="test", response_body_limit=4096, guard=None)
+    job = make_job(endpoint_url=receiver.url, attempts=attempts)
+    job.traceparent = traceparent
+    result = await sender.attempt(job)
+    [post] = receiver.requests
+    return result.status_code, post
+
+
 async def test_a_first_attempt_in_an_unsampled_trace_makes_no_span_and_passes_the_context_on(
     spans: RecordedSpans, http_receiver: HttpReceiver
 ) -> None:
-    sender = WebhookSender(user_agent="test", response_body_limit=4096, guard=None)
-    job = make_job(endpoint_url=http_receiver.url)
-    job.traceparent = UNSAMPLED_TRACEPARENT
-    result = await sender.attempt(job)
-    assert result.status_code == 200
+    status, post = await attempt_in_trace(http_receiver, UNSAMPLED_TRACEPARENT)
+    assert status == 200
     assert [span.name for span in spans.finished] == []
-    [post] = http_receiver.requests
     assert post.headers["traceparent"] == UNSAMPLED_TRACEPARENT
 
 
 async def test_a_first_attempt_in_a_sampled_trace_is_a_span_the_receiver_continues(
     spans: RecordedSpans, http_receiver: HttpReceiver
 ) -> None:
-    sender = WebhookSender(user_agent="test", response_body_limit=4096, guard=None)
-    job = make_job(endpoint_url=http_receiver.url)
-    job.traceparent = SAMPLED_TRACEPARENT
-    await sender.attempt(job)
+    _, post = await attempt_in_trace(http_receiver, SAMPLED_TRACEPARENT)
     attempt = spans.named("deliver order.paid")
     assert hex_trace(attempt) == SAMPLED_TRACEPARENT.split("-")[1]
-    [post] = http_receiver.requests
     assert attempt.context is not None
     assert post.headers["traceparent"].split("-")[2] == format(attempt.context.span_id, "016x")
 
@@ -257,10 +263,7 @@ async def test_a_first_attempt_in_a_sampled_trace_is_a_span_the_receiver_continu
 async def test_a_retry_in_an_unsampled_trace_still_gets_a_sampling_decision_of_its_own(
     spans: RecordedSpans, http_receiver: HttpReceiver
 ) -> None:
-    sender = WebhookSender(user_agent="test", response_body_limit=4096, guard=None)
-    job = make_job(endpoint_url=http_receiver.url, attempts=1)
-    job.traceparent = UNSAMPLED_TRACEPARENT
-    await sender.attempt(job)
+    await attempt_in_trace(http_receiver, UNSAMPLED_TRACEPARENT, attempts=1)
     # A retry starts a trace of its own (linked), sampled afresh: here always on.
     retry = spans.named("deliver order.paid (retry)")
     assert hex_trace(retry) != UNSAMPLED_TRACEPARENT.split("-")[1]
