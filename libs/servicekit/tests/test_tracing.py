@@ -162,6 +162,7 @@ async def test_tracing_is_off_until_a_provider_is_installed_and_the_first_one_st
         ("", None),
         ("00-short-00", None),
         ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-zz", None),
+        ("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00-later", False),
     ],
 )
 def test_the_sampled_flag_is_read_from_a_traceparent(

@@ -43,11 +43,13 @@ def inject_traceparent(headers: MutableMapping[str, str]) -> None:
 
 
 def sampled(traceparent: str | None) -> bool | None:
-    """The sampled flag of a W3C `traceparent`, None when there is none (or it is not one)."""
-    if not traceparent or len(traceparent) < 55:
+    """The sampled flag of a W3C `traceparent`, None when there is none (or it is not one).
+    Later versions may add fields after the flags, so the flags are the fourth field."""
+    parts = (traceparent or "").split("-")
+    if len(parts) < 4 or len(parts[1]) != 32 or len(parts[2]) != 16 or len(parts[3]) != 2:
         return None
     try:
-        return bool(int(traceparent[-2:], 16) & 1)
+        return bool(int(parts[3], 16) & 1)
     except ValueError:
         return None
 
