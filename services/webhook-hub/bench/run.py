@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nats.js.errors
 import psutil
 import psycopg
 import uvloop
@@ -46,6 +47,7 @@ from servicekit.events import CloudEvent
 from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
 from servicekit.signing import generate_secret
+from webhook_hub.dispatch.loop import DISPATCH_CONSUMER
 
 HERE = Path(__file__).resolve().parent
 NGINX_CONF = """
@@ -206,6 +208,27 @@ class Bench:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
+
+    async def workers_waiting(self, count: int, timeout: float = 60.0) -> None:
+        """Until `count` workers wait on the dispatch consumer (each holds a pull request):
+        a fixed-rate scenario that starts before then measures the workers' start-up (imports,
+        connections) as delivery latency."""
+        client = await nats.connect(self.nats.url)
+        try:
+            js = client.jetstream()
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                try:
+                    info = await js.consumer_info(
+                        ServiceSettings().events_stream, DISPATCH_CONSUMER
+                    )
+                    if (info.num_waiting or 0) >= count:
+                        return
+                except nats.js.errors.NotFoundError:
+                    pass  # not created yet: the first worker makes it
+                await asyncio.sleep(0.2)
+        finally:
+            await client.close()
 
     def stop(self) -> None:
         for process in (*self.workers, self.receiver):
@@ -500,7 +523,7 @@ async def main_async(args: argparse.Namespace) -> int:
             bench.start()
             for _ in range(args.workers):
                 bench.start_worker()
-            await asyncio.sleep(3)
+            await bench.workers_waiting(args.workers)
             e, w, b, n = args.events, args.workers, args.budget, args.seconds
             plan: list[tuple[str, int, int, float | None, bool]] = [
                 ("drain, 1 sub", e, 1, None, True),
@@ -524,7 +547,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 bench.stop_workers()
                 for _ in range(args.workers):
                     bench.start_worker(tracing)
-                await asyncio.sleep(3)
+                await bench.workers_waiting(args.workers)
                 for untraced in [row for row in rows if row["scenario"] in TRACED_SCENARIOS]:
                     name = untraced["scenario"]
                     events, subs, rate, drain = next(
