@@ -22,7 +22,9 @@ def test_the_reported_pathological_pattern_matches_in_linear_time() -> None:
     page = page_with("/" + "a" * 29 + "!", "/" + "a" * 2000 + "!", "/aaa")
     started = time.perf_counter()
     links = extract_links(page, BASE, "re:(a+)+$")
-    assert time.perf_counter() - started < 0.1
+    # Backtracking would take 2^29 steps on the first link (minutes): any bound far below
+    # that shows linear matching without being a speed target on a loaded machine.
+    assert time.perf_counter() - started < 2.0
     assert links == ["http://site.example/aaa"]
 
 
