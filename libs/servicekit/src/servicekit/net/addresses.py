@@ -88,9 +88,12 @@ class AddressPolicy:
         if any(form in METADATA_ADDRESSES for form in forms):
             return f"{address} is a cloud metadata address"
         if isinstance(address, ipaddress.IPv6Address) and (
-            address.ipv4_mapped is not None or address in _IPV4_TRANSLATED
+            address.ipv4_mapped is not None
+            or address in _IPV4_TRANSLATED
+            or address.sixtofour is not None
         ):
-            # The IPv6 wrapper itself is "reserved"; only what it carries counts.
+            # The IPv6 wrapper itself is "reserved" (6to4: private before Python 3.11.4,
+            # global after), so only what it carries counts, whatever the Python release.
             forms = list[IPAddress](embedded)
         for form in forms:
             # Python 3.11 calls a few special forms global (::ffff:8.8.8.8 aside, ::/96 and
