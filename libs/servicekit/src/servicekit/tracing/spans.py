@@ -1,8 +1,8 @@
 """The spans no maintained instrumentation makes: the outbox, the relay, JetStream consumers,
 and (for webhook-hub's engine) dispatch and delivery attempts.
 
-Each helper costs one `isinstance` check when tracing is off (see `tracing_enabled`): hot
-loops such as the relay publish hundreds of events a batch.
+Each helper costs one flag read when tracing is off (see `tracing_enabled`): hot loops such
+as the relay publish hundreds of events a batch.
 """
 
 from __future__ import annotations

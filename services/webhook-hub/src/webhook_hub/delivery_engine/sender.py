@@ -73,8 +73,7 @@ class WebhookSender:
         # (scheme, host, port) -> its client; insertion order is use order (an LRU).
         self._origins: dict[tuple[str, str, int], _Origin] = {}
         self._timeouts: dict[int, timedelta] = {}
-        # Decided once: the worker installs the SDK (or not) before it builds its sender, and
-        # asking the API each attempt costs microseconds (an os.environ lookup when off).
+        # Decided once: the worker installs the SDK (or not) before it builds its sender.
         self._traced = _tracing_enabled()
         # A first attempt whose dispatch was not sampled would get a span that is never
         # recorded: with a parent-based sampler none is made (at 10 % sampling that was most
