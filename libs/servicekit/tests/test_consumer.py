@@ -11,6 +11,7 @@ from servicekit.events import CloudEvent
 from servicekit.events.consumer import EventConsumer, EventFeed
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
+from structlog.testing import capture_logs
 
 from tests.factories import unique_event_type
 
@@ -150,3 +151,37 @@ async def test_after_a_full_batch_a_feed_fetches_again_at_once(js: JetStreamCont
     started = time.monotonic()
     assert len(await feed.fetch()) == 2  # a backlog: no pause
     assert time.monotonic() - started < 0.25
+
+
+async def test_a_processed_batch_is_one_info_line_with_its_counts(
+    js: JetStreamContext, db_engine: AsyncEngine
+) -> None:
+    event_type = unique_event_type()
+    consumer = consumer_for(js, db_engine, event_type, Recorder())
+    await consumer.subscribe()
+    for n in range(3):
+        await publish(js, CloudEvent(source="test", type=event_type, data={"n": n}))
+    with capture_logs() as lines:
+        await drain(consumer)
+    processed = [line for line in lines if line["event"] == "event batch processed"]
+    assert sum(line["events"] for line in processed) == 3
+    assert sum(line["new"] for line in processed) == 3
+    assert {line["log_level"] for line in processed} == {"info"}
+    assert {line["consumer"] for line in processed} == {consumer.durable}
+
+
+async def test_a_failed_batch_is_a_warning_naming_its_event_ids_and_the_error(
+    js: JetStreamContext, db_engine: AsyncEngine
+) -> None:
+    event_type = unique_event_type()
+    consumer = consumer_for(js, db_engine, event_type, Recorder(failures=1))
+    await consumer.subscribe()
+    event = CloudEvent(source="test", type=event_type, data={})
+    await publish(js, event)
+    with capture_logs() as lines:
+        await drain(consumer)
+    failed = [line for line in lines if line["event"] == "event batch failed; redelivering later"]
+    assert len(failed) == 1
+    assert failed[0]["log_level"] == "warning"
+    assert failed[0]["event_ids"] == [str(event.id)]
+    assert "handler failed" in failed[0]["error"]

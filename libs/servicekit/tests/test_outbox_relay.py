@@ -18,6 +18,7 @@ from servicekit.settings import ServiceSettings
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
+from structlog.testing import capture_logs
 
 from tests.factories import unique_event_type
 
@@ -219,3 +220,22 @@ async def test_outbox_backlog_counts_unsent_rows_and_falls_to_zero_once_publishe
         continue
     assert await measure_outbox_backlog(db_engine) == 0
     assert REGISTRY.get_sample_value("outbox_backlog") == 0
+
+
+async def test_a_published_batch_is_one_info_line_naming_the_source_and_count(
+    committing_session: AsyncSession,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+    kit_settings: ServiceSettings,
+) -> None:
+    relay = relay_for(db_engine, js, kit_settings)
+    await relay.publish_pending()  # the shared database may hold other tests' rows
+    event_type = unique_event_type()
+    async with committing_session.begin():
+        for n in range(2):
+            await record_event(committing_session, event_type, {"n": n})
+    with capture_logs() as lines:
+        assert await relay.publish_pending() == 2
+    assert [
+        (line["event"], line["log_level"], line["source"], line["events"]) for line in lines
+    ] == [("outbox batch published", "info", "servicekit-tests", 2)]
