@@ -17,6 +17,7 @@ from validate import (
     metric_names_in,
 )
 
+
 @pytest.fixture(scope="module")
 def exported() -> set[str]:
     return exported_metric_names()

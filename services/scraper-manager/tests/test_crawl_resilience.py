@@ -82,7 +82,8 @@ async def test_a_worker_killed_during_a_run_leaves_it_failed_with_a_reason(
         scraper_id, run_id = await start_crawl(
             client, who, url=f"{slow.url}/page/0", rate_limit=50, concurrency=1, max_pages=100
         )
-        await wait_for_status(client, who, scraper_id, run_id, {"running"}, timeout=30)
+        # The worker process starts first: on a loaded machine that took more than 30 s.
+        await wait_for_status(client, who, scraper_id, run_id, {"running"}, timeout=60)
         doomed.send_signal(signal.SIGKILL)
         await doomed.wait()
         # Another worker, with a short lease, notices the silence.

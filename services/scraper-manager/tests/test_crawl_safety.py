@@ -215,7 +215,8 @@ async def test_a_huge_page_is_cut_at_the_size_cap_and_the_rest_is_never_read(
     assert grown_mib < 64
 
 
-PATHOLOGICAL_LINK = "/" + "a" * 29 + "!"
+# 29 a's took a backtracking engine 33 s; each more doubles it (40: about 19 hours).
+PATHOLOGICAL_LINK = "/" + "a" * 40 + "!"
 
 
 async def test_a_pathological_follow_pattern_does_not_stall_the_worker(
@@ -241,8 +242,10 @@ async def test_a_pathological_follow_pattern_does_not_stall_the_worker(
     done.set()
     await prober
     assert run["status"] == "completed"
-    assert time.monotonic() - started < 5
-    assert max(lags) < 0.5
+    # Bounds far from backtracking's hours, not speed targets: a loaded 2-core machine
+    # took 5.5 s for this run.
+    assert time.monotonic() - started < 60
+    assert max(lags) < 2
 
 
 async def test_hostile_text_is_stored_without_nul_bytes_or_lone_surrogates(

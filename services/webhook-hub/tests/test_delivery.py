@@ -536,13 +536,14 @@ async def test_events_still_being_worked_on_are_not_handed_to_another_worker(
     from webhook_hub.dispatch.loop import DISPATCH_CONSUMER
     from webhook_hub.worker import run as run_worker
 
-    # One event is answered slowly (three ack waits), the next waits for its slot; with that
+    # One event is answered slowly (three ack waits of 2 s: the notices, every 0.5 s, leave
+    # room for a loaded machine's stalls), the next waits for its slot; with that
     # one waiting, the worker fetches nothing more. Only its in-progress notices keep
     # JetStream from handing both out again: the test pulls from the same consumer, as a
     # second worker would, and must get nothing.
     settings = fast_settings.model_copy(
         update={
-            "dispatch_ack_wait_seconds": 1.0,
+            "dispatch_ack_wait_seconds": 2.0,
             "per_subscription_concurrency": 1,
             "dispatch_backlog": 1,
             "dispatch_queue_seconds": 30.0,
@@ -551,7 +552,7 @@ async def test_events_still_being_worked_on_are_not_handed_to_another_worker(
     consumer = await make_consumer(db_engine, "write")
     created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
     await http_receiver.wait_for(1)
-    http_receiver.default = PlannedResponse(200, delay=3.0)
+    http_receiver.default = PlannedResponse(200, delay=6.0)
     stop = asyncio.Event()
     task = asyncio.create_task(run_worker(settings, stop))
     try:
@@ -562,7 +563,7 @@ async def test_events_still_being_worked_on_are_not_handed_to_another_worker(
         http_receiver.default = PlannedResponse(200)
         other_worker = await js.pull_subscribe_bind(DISPATCH_CONSUMER, stream="EVENTS")
         with pytest.raises(TimeoutError):
-            await other_worker.fetch(1, timeout=3.5)
+            await other_worker.fetch(1, timeout=6.5)
         await other_worker.unsubscribe()
         posts = await wait_for_posts(http_receiver, 2)
         await asyncio.sleep(0.5)
