@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sys
 import uuid
 from typing import Any
@@ -15,8 +16,24 @@ import pytest
 import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    DEFAULT_ON,
+    Decision,
+    ParentBasedTraceIdRatio,
+    TraceIdRatioBased,
+)
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    set_span_in_context,
+)
 from servicekit.events import CloudEvent, record_event
 from servicekit.settings import ServiceSettings
 from servicekit.testing.receiver import HttpReceiver
@@ -74,6 +91,103 @@ def test_otel_service_name_overrides_the_default() -> None:
     provider = build_tracer_provider(environ, "commerce-content", exporter=InMemorySpanExporter())
     assert provider is not None
     assert provider.resource.attributes["service.name"] == "shop-eu"
+
+
+def provider_for(environ: dict[str, str]) -> TracerProvider:
+    provider = build_tracer_provider(
+        {**ENDPOINT, **environ}, "commerce-content", exporter=InMemorySpanExporter()
+    )
+    assert provider is not None
+    return provider
+
+
+def test_a_traceidratio_sampler_samples_the_ratio_of_otel_traces_sampler_arg() -> None:
+    provider = provider_for(
+        {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"}
+    )
+
+    assert isinstance(provider.sampler, TraceIdRatioBased)
+    assert provider.sampler.rate == 0.25
+
+
+def test_a_parentbased_traceidratio_sampler_follows_parents_and_samples_roots_by_ratio() -> None:
+    provider = provider_for(
+        {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"}
+    )
+    # The ratio sampler keeps a trace whose id's low 64 bits fall below rate * 2**64.
+    kept, dropped = 1, 2**64 - 1
+    parent = set_span_in_context(
+        NonRecordingSpan(SpanContext(dropped, 1, is_remote=True, trace_flags=TraceFlags(1)))
+    )
+
+    def decision(trace_id: int, context: Context | None = None) -> Decision:
+        return provider.sampler.should_sample(context, trace_id, "span").decision
+
+    assert isinstance(provider.sampler, ParentBasedTraceIdRatio)
+    assert decision(kept) == Decision.RECORD_AND_SAMPLE
+    assert decision(dropped) == Decision.DROP
+    assert decision(dropped, parent) == Decision.RECORD_AND_SAMPLE
+
+
+def test_an_always_off_sampler_records_no_span() -> None:
+    provider = provider_for({"OTEL_TRACES_SAMPLER": "always_off"})
+
+    span = provider.get_tracer("test").start_span("dropped")
+
+    assert provider.sampler is ALWAYS_OFF
+    assert not span.is_recording()
+
+
+def test_without_otel_traces_sampler_spans_follow_their_parents_decision() -> None:
+    provider = provider_for({})
+
+    assert provider.sampler is DEFAULT_ON
+    assert provider.get_tracer("test").start_span("recorded").is_recording()
+
+
+@pytest.mark.parametrize(
+    ("environ", "refused"),
+    [
+        ({"OTEL_TRACES_SAMPLER": "traceidratoi"}, "OTEL_TRACES_SAMPLER='traceidratoi'"),
+        (
+            {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "10%"},
+            "OTEL_TRACES_SAMPLER_ARG='10%'",
+        ),
+        (
+            {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"},
+            "OTEL_TRACES_SAMPLER_ARG='1.5'",
+        ),
+    ],
+)
+def test_a_sampler_the_sdk_cannot_honour_is_refused(environ: dict[str, str], refused: str) -> None:
+    with pytest.raises(TracingConfigError, match=re.escape(refused)):
+        provider_for(environ)
+
+
+def test_otel_resource_attributes_appear_on_the_providers_resource() -> None:
+    provider = provider_for(
+        {"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=staging, service.instance.id=pod%201"}
+    )
+
+    attributes = provider.resource.attributes
+    assert attributes["deployment.environment"] == "staging"
+    assert attributes["service.instance.id"] == "pod 1"
+    assert attributes["service.name"] == "commerce-content"
+
+
+def test_a_service_name_in_otel_resource_attributes_gives_way_to_otel_service_name() -> None:
+    named_by_attributes = provider_for({"OTEL_RESOURCE_ATTRIBUTES": "service.name=shop-us"})
+    named_by_both = provider_for(
+        {"OTEL_RESOURCE_ATTRIBUTES": "service.name=shop-us", "OTEL_SERVICE_NAME": "shop-eu"}
+    )
+
+    assert named_by_attributes.resource.attributes["service.name"] == "shop-us"
+    assert named_by_both.resource.attributes["service.name"] == "shop-eu"
+
+
+def test_otel_resource_attributes_with_an_item_that_is_not_key_value_are_refused() -> None:
+    with pytest.raises(TracingConfigError, match="'staging' is not key=value"):
+        provider_for({"OTEL_RESOURCE_ATTRIBUTES": "team=shop,staging"})
 
 
 def test_a_protocol_other_than_http_protobuf_is_refused() -> None:
