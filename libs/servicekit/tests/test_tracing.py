@@ -17,6 +17,8 @@ import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from opentelemetry.context import Context
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import (
@@ -227,6 +229,88 @@ async def test_an_endpoint_exports_spans_over_otlp_http(http_receiver: HttpRecei
 
 async def test_otel_sdk_disabled_exports_nothing(http_receiver: HttpReceiver) -> None:
     assert await spans_exported_by_a_process(http_receiver, OTEL_SDK_DISABLED="true") == 0
+
+
+# What the services' HTTP clients do, in a process of its own: `configure_tracing` installs the
+# httpx and aiohttp instrumentations once per process, with the SDK.
+_CLIENT_REQUESTS = """
+import asyncio
+import sys
+
+import aiohttp
+import httpx
+from servicekit.net import AddressPolicy, guarded_connector
+from servicekit.tracing import configure_tracing, shutdown_tracing
+
+
+async def main(url: str) -> None:
+    async with httpx.AsyncClient() as client:
+        await client.get(f"{url}/by-httpx?page=2")
+    # The connector webhook deliveries and crawls go through.
+    connector = guarded_connector(AddressPolicy.allowing(["127.0.0.0/8"]))
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async with session.post(f"{url}/by-aiohttp", data=b"{}") as response:
+            await response.read()
+
+
+assert configure_tracing("kit-probe")
+asyncio.run(main(sys.argv[1]))
+shutdown_tracing()
+"""
+
+
+def exported_spans(receiver: HttpReceiver) -> list[ProtoSpan]:
+    return [
+        span
+        for request in receiver.requests
+        if request.path == "/v1/traces"
+        for resource_spans in ExportTraceServiceRequest.FromString(request.body).resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+
+
+def attribute_values(span: ProtoSpan) -> dict[str, Any]:
+    return {
+        attribute.key: getattr(attribute.value, attribute.value.WhichOneof("value") or "")
+        for attribute in span.attributes
+    }
+
+
+async def test_httpx_and_aiohttp_requests_are_client_spans_that_send_their_traceparent(
+    http_receiver: HttpReceiver,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": http_receiver.url,
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _CLIENT_REQUESTS, http_receiver.url, env=env
+    )
+    assert await asyncio.wait_for(process.wait(), 60) == 0
+
+    spans = {span.name: span for span in exported_spans(http_receiver)}
+    sent = {request.path: request for request in http_receiver.requests}
+
+    assert sorted(spans) == ["GET", "POST"]
+    for span in spans.values():
+        assert span.kind == ProtoSpan.SpanKind.SPAN_KIND_CLIENT
+    # The instrumentations' attribute names (HTTP semantic conventions before 1.21).
+    assert attribute_values(spans["GET"]) == {
+        "http.method": "GET",
+        "http.url": f"{http_receiver.url}/by-httpx?page=2",
+        "http.status_code": 200,
+    }
+    assert attribute_values(spans["POST"]) == {
+        "http.method": "POST",
+        "http.url": f"{http_receiver.url}/by-aiohttp",
+        "http.status_code": 200,
+    }
+    for path, name in (("/by-httpx?page=2", "GET"), ("/by-aiohttp", "POST")):
+        version, trace_id, span_id, flags = sent[path].headers[TRACEPARENT].split("-")
+        assert version == "00"
+        assert (trace_id, span_id) == (spans[name].trace_id.hex(), spans[name].span_id.hex())
+        assert int(flags, 16) & 1  # sampled
 
 
 # A fresh process: whether tracing is on is decided once per process.
