@@ -17,7 +17,7 @@ help:
 	@echo "make test     lint, then every test"
 	@echo "make test-e2e the end-to-end suite alone (the stack as real processes)"
 	@echo "make lint     ruff, ruff format --check, mypy --strict"
-	@echo "make check-deploy  compose schema, kustomize overlays and ServiceMonitors validated, hadolint, Grafana dashboards"
+	@echo "make check-deploy  compose schema, kustomize overlays and ServiceMonitors validated, hadolint, Grafana dashboards, README's Secret and API-key commands"
 	@echo "make fmt      format and auto-fix"
 	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
 	@echo "make fuzz     schemathesis with NUL and lone surrogates, FUZZ_EXAMPLES per operation (default 100), new inputs each run"
@@ -40,19 +40,21 @@ run: install
 lint: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy libs/servicekit/src services/*/src deploy/local deploy/k8s services/webhook-hub/bench libs/servicekit/bench
+	$(RUN) mypy libs/servicekit/src services/*/src deploy/local services/webhook-hub/bench libs/servicekit/bench
 	$(RUN) mypy services/commerce-content/bench
 	@# Each service's tests are a package named `tests`, so each is checked from its own project.
 	@for d in libs/servicekit $(addprefix services/,$(SERVICES)); do \
 		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache tests) || exit 1; done
 	(cd tests-e2e && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .)
+	@# deploy/grafana and deploy/k8s: checkers beside their tests, which import them by name.
 	(cd deploy/grafana && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .)
+	(cd deploy/k8s && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .)
 
 # Deployment files, checked without a cluster or a Docker engine: the Compose specification's
 # schema (every profile), every kustomize overlay rendered and validated for the target
 # Kubernetes version, its ServiceMonitors against the prometheus-operator CRD's schema
 # (vendored under deploy/k8s/crds/; kubernetes-validate knows built-in kinds only), hadolint
-# on the services' Dockerfile, and the Grafana dashboards.
+# on the services' Dockerfile, the Grafana dashboards, and the README's Secret and API-key commands.
 K8S_VERSION ?= 1.33.0
 check-deploy: install
 	$(RUN) check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml deploy/compose/tracing.yaml
@@ -68,9 +70,12 @@ check-deploy: install
 		rm -rf $$rendered $$monitors; done
 	$(RUN) hadolint deploy/Dockerfile
 	@# Grafana dashboards: JSON with Grafana's keys, PromQL that parses and names only metrics
-	@# the services register (read from their modules, not from a list); the checker's tests.
-	$(PYTEST) -q deploy/grafana
+	@# the services register (read from their modules, not from a list); both checkers' tests.
+	$(PYTEST) -q deploy/grafana deploy/k8s
 	$(RUN) python deploy/grafana/validate.py
+	@# The README's commands that create each Secret and the first API keys, run with kubectl's
+	@# client-side dry run and compared with what the overlays' pods read (deploy/k8s/operator_commands.py).
+	$(RUN) python deploy/k8s/operator_commands.py
 
 # One pair of embedded servers for the whole suite; each pytest run gets its own databases.
 # The suites run side by side (TEST_JOBS at a time, longest first), each service's on its own

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sys
 import uuid
 from typing import Any
@@ -15,8 +16,26 @@ import pytest
 import structlog
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from opentelemetry.context import Context
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    DEFAULT_ON,
+    Decision,
+    ParentBasedTraceIdRatio,
+    TraceIdRatioBased,
+)
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    set_span_in_context,
+)
 from servicekit.events import CloudEvent, record_event
 from servicekit.settings import ServiceSettings
 from servicekit.testing.receiver import HttpReceiver
@@ -76,6 +95,103 @@ def test_otel_service_name_overrides_the_default() -> None:
     assert provider.resource.attributes["service.name"] == "shop-eu"
 
 
+def provider_for(environ: dict[str, str]) -> TracerProvider:
+    provider = build_tracer_provider(
+        {**ENDPOINT, **environ}, "commerce-content", exporter=InMemorySpanExporter()
+    )
+    assert provider is not None
+    return provider
+
+
+def test_a_traceidratio_sampler_samples_the_ratio_of_otel_traces_sampler_arg() -> None:
+    provider = provider_for(
+        {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"}
+    )
+
+    assert isinstance(provider.sampler, TraceIdRatioBased)
+    assert provider.sampler.rate == 0.25
+
+
+def test_a_parentbased_traceidratio_sampler_follows_parents_and_samples_roots_by_ratio() -> None:
+    provider = provider_for(
+        {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"}
+    )
+    # The ratio sampler keeps a trace whose id's low 64 bits fall below rate * 2**64.
+    kept, dropped = 1, 2**64 - 1
+    parent = set_span_in_context(
+        NonRecordingSpan(SpanContext(dropped, 1, is_remote=True, trace_flags=TraceFlags(1)))
+    )
+
+    def decision(trace_id: int, context: Context | None = None) -> Decision:
+        return provider.sampler.should_sample(context, trace_id, "span").decision
+
+    assert isinstance(provider.sampler, ParentBasedTraceIdRatio)
+    assert decision(kept) == Decision.RECORD_AND_SAMPLE
+    assert decision(dropped) == Decision.DROP
+    assert decision(dropped, parent) == Decision.RECORD_AND_SAMPLE
+
+
+def test_an_always_off_sampler_records_no_span() -> None:
+    provider = provider_for({"OTEL_TRACES_SAMPLER": "always_off"})
+
+    span = provider.get_tracer("test").start_span("dropped")
+
+    assert provider.sampler is ALWAYS_OFF
+    assert not span.is_recording()
+
+
+def test_without_otel_traces_sampler_spans_follow_their_parents_decision() -> None:
+    provider = provider_for({})
+
+    assert provider.sampler is DEFAULT_ON
+    assert provider.get_tracer("test").start_span("recorded").is_recording()
+
+
+@pytest.mark.parametrize(
+    ("environ", "refused"),
+    [
+        ({"OTEL_TRACES_SAMPLER": "traceidratoi"}, "OTEL_TRACES_SAMPLER='traceidratoi'"),
+        (
+            {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "10%"},
+            "OTEL_TRACES_SAMPLER_ARG='10%'",
+        ),
+        (
+            {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1.5"},
+            "OTEL_TRACES_SAMPLER_ARG='1.5'",
+        ),
+    ],
+)
+def test_a_sampler_the_sdk_cannot_honour_is_refused(environ: dict[str, str], refused: str) -> None:
+    with pytest.raises(TracingConfigError, match=re.escape(refused)):
+        provider_for(environ)
+
+
+def test_otel_resource_attributes_appear_on_the_providers_resource() -> None:
+    provider = provider_for(
+        {"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=staging, service.instance.id=pod%201"}
+    )
+
+    attributes = provider.resource.attributes
+    assert attributes["deployment.environment"] == "staging"
+    assert attributes["service.instance.id"] == "pod 1"
+    assert attributes["service.name"] == "commerce-content"
+
+
+def test_a_service_name_in_otel_resource_attributes_gives_way_to_otel_service_name() -> None:
+    named_by_attributes = provider_for({"OTEL_RESOURCE_ATTRIBUTES": "service.name=shop-us"})
+    named_by_both = provider_for(
+        {"OTEL_RESOURCE_ATTRIBUTES": "service.name=shop-us", "OTEL_SERVICE_NAME": "shop-eu"}
+    )
+
+    assert named_by_attributes.resource.attributes["service.name"] == "shop-us"
+    assert named_by_both.resource.attributes["service.name"] == "shop-eu"
+
+
+def test_otel_resource_attributes_with_an_item_that_is_not_key_value_are_refused() -> None:
+    with pytest.raises(TracingConfigError, match="'staging' is not key=value"):
+        provider_for({"OTEL_RESOURCE_ATTRIBUTES": "team=shop,staging"})
+
+
 def test_a_protocol_other_than_http_protobuf_is_refused() -> None:
     with pytest.raises(TracingConfigError, match="grpc"):
         build_tracer_provider({**ENDPOINT, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "kit")
@@ -113,6 +229,88 @@ async def test_an_endpoint_exports_spans_over_otlp_http(http_receiver: HttpRecei
 
 async def test_otel_sdk_disabled_exports_nothing(http_receiver: HttpReceiver) -> None:
     assert await spans_exported_by_a_process(http_receiver, OTEL_SDK_DISABLED="true") == 0
+
+
+# What the services' HTTP clients do, in a process of its own: `configure_tracing` installs the
+# httpx and aiohttp instrumentations once per process, with the SDK.
+_CLIENT_REQUESTS = """
+import asyncio
+import sys
+
+import aiohttp
+import httpx
+from servicekit.net import AddressPolicy, guarded_connector
+from servicekit.tracing import configure_tracing, shutdown_tracing
+
+
+async def main(url: str) -> None:
+    async with httpx.AsyncClient() as client:
+        await client.get(f"{url}/by-httpx?page=2")
+    # The connector webhook deliveries and crawls go through.
+    connector = guarded_connector(AddressPolicy.allowing(["127.0.0.0/8"]))
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async with session.post(f"{url}/by-aiohttp", data=b"{}") as response:
+            await response.read()
+
+
+assert configure_tracing("kit-probe")
+asyncio.run(main(sys.argv[1]))
+shutdown_tracing()
+"""
+
+
+def exported_spans(receiver: HttpReceiver) -> list[ProtoSpan]:
+    return [
+        span
+        for request in receiver.requests
+        if request.path == "/v1/traces"
+        for resource_spans in ExportTraceServiceRequest.FromString(request.body).resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+
+
+def attribute_values(span: ProtoSpan) -> dict[str, Any]:
+    return {
+        attribute.key: getattr(attribute.value, attribute.value.WhichOneof("value") or "")
+        for attribute in span.attributes
+    }
+
+
+async def test_httpx_and_aiohttp_requests_are_client_spans_that_send_their_traceparent(
+    http_receiver: HttpReceiver,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": http_receiver.url,
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _CLIENT_REQUESTS, http_receiver.url, env=env
+    )
+    assert await asyncio.wait_for(process.wait(), 60) == 0
+
+    spans = {span.name: span for span in exported_spans(http_receiver)}
+    sent = {request.path: request for request in http_receiver.requests}
+
+    assert sorted(spans) == ["GET", "POST"]
+    for span in spans.values():
+        assert span.kind == ProtoSpan.SpanKind.SPAN_KIND_CLIENT
+    # The instrumentations' attribute names (HTTP semantic conventions before 1.21).
+    assert attribute_values(spans["GET"]) == {
+        "http.method": "GET",
+        "http.url": f"{http_receiver.url}/by-httpx?page=2",
+        "http.status_code": 200,
+    }
+    assert attribute_values(spans["POST"]) == {
+        "http.method": "POST",
+        "http.url": f"{http_receiver.url}/by-aiohttp",
+        "http.status_code": 200,
+    }
+    for path, name in (("/by-httpx?page=2", "GET"), ("/by-aiohttp", "POST")):
+        version, trace_id, span_id, flags = sent[path].headers[TRACEPARENT].split("-")
+        assert version == "00"
+        assert (trace_id, span_id) == (spans[name].trace_id.hex(), spans[name].span_id.hex())
+        assert int(flags, 16) & 1  # sampled
 
 
 # A fresh process: whether tracing is on is decided once per process.

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
+import time
+from collections.abc import MutableMapping
+from typing import Any
 
 import aiohttp
 import httpx
@@ -14,6 +18,7 @@ from scraper_manager.settings import Settings
 from servicekit.testing.tracing import RecordedSpans
 from servicekit.tracing import tracer
 from sqlalchemy.ext.asyncio import AsyncEngine
+from structlog.testing import capture_logs
 
 from tests.factories import make_client
 from tests.test_crawls import start_crawl, wait_for_status
@@ -127,3 +132,38 @@ async def test_the_worker_logs_each_run_start_and_end_with_its_id(
         (f"run_id={run_id}" in line or f'"run_id": {run_id}' in line) and "completed" in line
         for line in finished
     )
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: connecting to it is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def logged(lines: list[MutableMapping[str, Any]], event: str, run_id: int) -> None:
+    """Until the worker has logged `event` for the run (just after it writes the status)."""
+    deadline = time.monotonic() + 10
+    while not any(line["event"] == event and line.get("run_id") == run_id for line in lines):
+        assert time.monotonic() < deadline, f"no {event!r} line for run {run_id}: {lines}"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_failed_run_is_one_warning_line_with_its_run_id_and_reason(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    url = f"http://127.0.0.1:{closed_port()}/"
+    who = await make_client(db_engine, "write")
+    with capture_logs() as lines:
+        scraper_id, run_id = await start_crawl(client, who, url=url, obey_robots=False)
+        run = await wait_for_status(client, who, scraper_id, run_id, FINAL)
+        await logged(lines, "run finished", run_id)
+
+    assert run["status"] == "failed"
+    [warning] = [line for line in lines if line["log_level"] == "warning"]
+    assert warning["event"] == "run finished"
+    assert warning["run_id"] == run_id
+    assert warning["status"] == "failed"
+    assert warning["last_error"].startswith(f"{url}: ClientConnectorError: ")
+    assert warning["last_error"] == run["last_error"]

@@ -4,24 +4,50 @@ With no `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`),
 `OTEL_SDK_DISABLED=true`, no SDK is installed at all: the API's no-op tracer answers every
 call, no instrumentation wraps anything, and nothing is exported. A real provider with no
 exporter would still create, sample and drop every span.
+
+`build_tracer_provider` reads the variables that shape spans (`OTEL_SERVICE_NAME`,
+`OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER(_ARG)`) from the mapping it is given; the
+exporter's own (`OTEL_EXPORTER_OTLP_*` URL, headers, timeout) and `OTEL_BSP_*` are read by the
+OTLP exporter and the batch processor from os.environ, the mapping `configure_tracing` passes.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.sdk.trace.sampling import ParentBased
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    ALWAYS_ON,
+    DEFAULT_OFF,
+    DEFAULT_ON,
+    ParentBased,
+    ParentBasedTraceIdRatio,
+    Sampler,
+    TraceIdRatioBased,
+)
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 SUPPORTED_PROTOCOLS = frozenset({"http/protobuf"})
 # Probes and scrapes every few seconds would bury the traces that matter.
 EXCLUDED_URLS = "/healthz,/readyz,/metrics"
+# OTEL_TRACES_SAMPLER's values in the specification that the SDK implements itself.
+FIXED_SAMPLERS: dict[str, Sampler] = {
+    "always_on": ALWAYS_ON,
+    "always_off": ALWAYS_OFF,
+    "parentbased_always_on": DEFAULT_ON,
+    "parentbased_always_off": DEFAULT_OFF,
+}
+RATIO_SAMPLERS: dict[str, Callable[[float], Sampler]] = {
+    "traceidratio": TraceIdRatioBased,
+    "parentbased_traceidratio": ParentBasedTraceIdRatio,
+}
 
 _installed: TracerProvider | None = None
 # Asked once per event on the hot paths; the API's own `get_tracer_provider()` reads
@@ -69,12 +95,14 @@ def build_tracer_provider(
         raise TracingConfigError(
             f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported; use http/protobuf"
         )
-    # Resource.create reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME from os.environ;
-    # the service's own name is the default that OTEL_SERVICE_NAME overrides.
-    attributes: dict[str, Any] = {SERVICE_NAME: environ.get("OTEL_SERVICE_NAME") or service_name}
-    resource = Resource.create(attributes)
-    # The sampler comes from OTEL_TRACES_SAMPLER(+_ARG), read by the SDK itself.
-    provider = TracerProvider(resource=resource)
+    # Resource.create's detector reads the same two variables from os.environ; what the
+    # mapping says wins. The service's own name is the default that OTEL_SERVICE_NAME, or a
+    # `service.name` among the attributes, overrides.
+    attributes: dict[str, Any] = resource_attributes(environ.get("OTEL_RESOURCE_ATTRIBUTES", ""))
+    attributes[SERVICE_NAME] = (
+        environ.get("OTEL_SERVICE_NAME") or attributes.get(SERVICE_NAME) or service_name
+    )
+    provider = TracerProvider(resource=Resource.create(attributes), sampler=sampler(environ))
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -82,6 +110,42 @@ def build_tracer_provider(
     # OTEL_BSP_* (queue, batch size, delay) are read by the processor.
     provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider
+
+
+def resource_attributes(value: str) -> dict[str, str]:
+    """`OTEL_RESOURCE_ATTRIBUTES`: `key=value` pairs separated by commas, values
+    percent-encoded (the specification's format, as the SDK's own detector reads it)."""
+    attributes: dict[str, str] = {}
+    for item in value.split(","):
+        key, separator, raw = item.partition("=")
+        if not separator or not key.strip():
+            if item.strip():
+                raise TracingConfigError(f"OTEL_RESOURCE_ATTRIBUTES: {item!r} is not key=value")
+            continue
+        attributes[key.strip()] = unquote(raw.strip())
+    return attributes
+
+
+def sampler(environ: Mapping[str, str]) -> Sampler:
+    """The sampler `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` name. Unlike the SDK,
+    which warns and samples everything, a value it cannot honour stops the process: a
+    mistyped 10 % sampler would otherwise record every trace."""
+    name = environ.get("OTEL_TRACES_SAMPLER", "").strip().lower() or "parentbased_always_on"
+    if name in FIXED_SAMPLERS:
+        return FIXED_SAMPLERS[name]
+    if name not in RATIO_SAMPLERS:
+        known = ", ".join([*FIXED_SAMPLERS, *RATIO_SAMPLERS])
+        raise TracingConfigError(f"OTEL_TRACES_SAMPLER={name!r} is not supported; use {known}")
+    argument = environ.get("OTEL_TRACES_SAMPLER_ARG", "").strip() or "1.0"
+    try:
+        ratio = float(argument)
+    except ValueError:
+        ratio = -1.0
+    if not 0.0 <= ratio <= 1.0:
+        raise TracingConfigError(
+            f"OTEL_TRACES_SAMPLER_ARG={argument!r} is not a ratio between 0 and 1"
+        )
+    return RATIO_SAMPLERS[name](ratio)
 
 
 def configure_tracing(service_name: str) -> bool:
