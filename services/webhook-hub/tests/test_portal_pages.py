@@ -162,3 +162,31 @@ async def test_the_event_catalog_shows_schema_and_pretty_example(
     assert 'id="type-order.paid"' in page.text
     assert "{\n  &#34;id&#34;: 1\n}" in page.text
     assert "legacy.retired" not in page.text  # inactive types are not offered
+
+
+async def test_disabling_through_the_portal_holds_the_endpoint_until_re_enabled(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url)
+    token = await signed_in(client, consumer)
+    api_path = f"/webhooks/subscriptions/{created['id']}"
+    disabled = await client.post(
+        f"/portal/endpoints/{created['id']}/status", data={"active": "false", "csrf_token": token}
+    )
+    assert disabled.status_code == 303
+    page = await client.get(disabled.headers["location"])
+    assert "Endpoint disabled." in page.text
+    assert "disabled by its owner" in page.text
+    assert '<input type="hidden" name="active" value="true">' in page.text  # Re-enable offered
+    api = (await client.get(api_path, headers=consumer.headers)).json()
+    assert (api["is_active"], api["disabled_reason"]) == (False, "disabled by its owner")
+
+    enabled = await client.post(
+        f"/portal/endpoints/{created['id']}/status", data={"active": "true", "csrf_token": token}
+    )
+    page = await client.get(enabled.headers["location"])
+    assert "Endpoint re-enabled." in page.text
+    assert '<input type="hidden" name="active" value="false">' in page.text  # Disable again
+    api = (await client.get(api_path, headers=consumer.headers)).json()
+    assert (api["is_active"], api["disabled_reason"]) == (True, None)
