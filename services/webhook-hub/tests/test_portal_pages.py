@@ -190,3 +190,26 @@ async def test_disabling_through_the_portal_holds_the_endpoint_until_re_enabled(
     assert '<input type="hidden" name="active" value="false">' in page.text  # Disable again
     api = (await client.get(api_path, headers=consumer.headers)).json()
     assert (api["is_active"], api["disabled_reason"]) == (True, None)
+
+
+async def test_an_admin_session_deletes_an_endpoint_and_the_api_no_longer_knows_it(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    admin = await make_consumer(db_engine, "admin")
+    doomed = await subscribe(client, admin.headers, http_receiver.url, description="doomed")
+    kept = await subscribe(client, admin.headers, f"{http_receiver.url}/kept")
+    token = await signed_in(client, admin)
+    page = await client.get(f"/portal/endpoints/{doomed['id']}")
+    assert "Delete endpoint" in page.text
+    response = await client.post(
+        f"/portal/endpoints/{doomed['id']}/delete", data={"csrf_token": token}
+    )
+    assert response.status_code == 303
+    assert response.headers["location"] == "/portal/endpoints"
+    listed = await client.get("/portal/endpoints")
+    assert "Endpoint deleted, with its delivery log." in listed.text
+    assert f"/portal/endpoints/{doomed['id']}" not in listed.text
+    assert f"/portal/endpoints/{kept['id']}" in listed.text
+    gone = await client.get(f"/webhooks/subscriptions/{doomed['id']}", headers=admin.headers)
+    assert gone.status_code == 404
+    assert (await client.get(f"/portal/endpoints/{doomed['id']}")).status_code == 404
