@@ -3,11 +3,14 @@ level gates changes), the API's validation messages at the form's fields."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
+from servicekit.signing import verify_webhook
 from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
+from webhook_hub.settings import Settings
 
 from tests.factories import make_consumer, signed_in, subscribe
 
@@ -213,3 +216,28 @@ async def test_an_admin_session_deletes_an_endpoint_and_the_api_no_longer_knows_
     gone = await client.get(f"/webhooks/subscriptions/{doomed['id']}", headers=admin.headers)
     assert gone.status_code == 404
     assert (await client.get(f"/portal/endpoints/{doomed['id']}")).status_code == 404
+
+
+async def test_send_test_event_from_the_portal_reaches_the_receiver_signed(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url)
+    before = await http_receiver.wait_for(2)  # the probe, then the creation's test event
+    token = await signed_in(client, consumer)
+    response = await client.post(
+        f"/portal/endpoints/{created['id']}/test", data={"csrf_token": token}
+    )
+    assert response.status_code == 303
+    page = await client.get(response.headers["location"])
+    assert "A webhook.test event is on its way" in page.text
+    received = (await http_receiver.wait_for(len(before) + 1))[len(before)]
+    assert received.method == "POST"
+    verify_webhook(received.headers, received.body, [created["secret"]])
+    assert received.headers["webhook-id"] not in {r.headers.get("webhook-id") for r in before}
+    event = json.loads(received.body)
+    assert event["type"] == "webhook.test"
+    assert event["data"]["subscription_id"] == created["id"]
