@@ -3,6 +3,7 @@ level gates changes), the API's validation messages at the form's fields."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -241,3 +242,18 @@ async def test_send_test_event_from_the_portal_reaches_the_receiver_signed(
     event = json.loads(received.body)
     assert event["type"] == "webhook.test"
     assert event["data"]["subscription_id"] == created["id"]
+
+
+async def test_the_catalogs_subscribe_shortcut_opens_the_form_with_that_type_picked(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    await signed_in(client, await make_consumer(db_engine, "write"))
+    catalog = await client.get("/portal/event-types")
+    shortcut = re.search(
+        r'<a href="([^"]+)">Subscribe an endpoint to <code>run.failed<', catalog.text
+    )
+    assert shortcut
+    form = await client.get(html.unescape(shortcut.group(1)))
+    assert form.status_code == 200
+    picked = re.findall(r'name="events" value="([^"]+)" checked', form.text)
+    assert picked == ["run.failed"]
