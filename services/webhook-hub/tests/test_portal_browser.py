@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from servicekit.embedded.network import free_port
 from servicekit.testing import HttpReceiver
 from servicekit.testing.browser import BrowserPage, axe_violations, describe_violations, screenshots
+from servicekit.web.pages.csrf import CSRF_HEADER
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
@@ -253,11 +255,17 @@ async def test_a_read_session_has_no_working_write_control(
     await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
     assert await page.locator("main form[method=post] button").count() == 0
     assert await page.get_by_role("link", name="Add an endpoint").count() == 0
+    # The session's real CSRF token (htmx's header on <body>): the refusal is the level's.
+    hx_headers = await page.locator("body").get_attribute("hx-headers")
+    token = json.loads(hx_headers or "{}")[CSRF_HEADER]
     forged = await page.request.post(
         f"{hub.base_url}/portal/endpoints/{created['id']}/rotate-secret",
-        form={"csrf_token": await page.locator("body").get_attribute("hx-headers") or ""},
+        form={"csrf_token": token},
     )
     assert forged.status == 403
+    assert "access level" in await forged.text()
+    rotated = await hub.get(f"/webhooks/subscriptions/{created['id']}", headers=writer.headers)
+    assert rotated.json()["secret_rotated_at"] is None
 
 
 async def test_another_consumers_ids_are_404_and_a_post_without_csrf_is_refused(
