@@ -115,6 +115,20 @@ async def test_a_portal_link_opens_the_consumers_view_once(
     assert response.status == 410
     await page.get_by_text("already used").wait_for()
     await assert_clean(browser_page, "portal-link-used", screenshot_dir)
+    expired = await link_for(hub, consumer)
+    async with db_engine.begin() as connection:
+        await connection.execute(
+            text(
+                "UPDATE portal_links SET expires_at = now() - interval '1 s'"
+                " WHERE owner = :owner AND used_at IS NULL"
+            ),
+            {"owner": consumer.owner},
+        )
+    response = await page.goto(expired)
+    assert response is not None
+    assert response.status == 410
+    await page.get_by_text("expired").first.wait_for()
+    await assert_clean(browser_page, "portal-link-expired", screenshot_dir)
 
 
 async def test_the_login_page_signs_in_with_an_api_key(
@@ -247,6 +261,7 @@ async def test_a_read_session_has_no_working_write_control(
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
+    screenshot_dir: Path,
 ) -> None:
     page = browser_page.page
     writer = await make_consumer(db_engine, "write")
@@ -255,6 +270,8 @@ async def test_a_read_session_has_no_working_write_control(
     await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
     assert await page.locator("main form[method=post] button").count() == 0
     assert await page.get_by_role("link", name="Add an endpoint").count() == 0
+    await page.get_by_text("You have read access").wait_for()
+    await assert_clean(browser_page, "portal-endpoint-read", screenshot_dir)
     # The session's real CSRF token (htmx's header on <body>): the refusal is the level's.
     hx_headers = await page.locator("body").get_attribute("hx-headers")
     token = json.loads(hx_headers or "{}")[CSRF_HEADER]
@@ -273,6 +290,7 @@ async def test_another_consumers_ids_are_404_and_a_post_without_csrf_is_refused(
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
+    screenshot_dir: Path,
 ) -> None:
     page = browser_page.page
     owner_b = await make_consumer(db_engine, "write")
@@ -288,6 +306,7 @@ async def test_another_consumers_ids_are_404_and_a_post_without_csrf_is_refused(
         response = await page.goto(f"{hub.base_url}{path}")
         assert response is not None
         assert response.status == 404
+    await assert_clean(browser_page, "portal-not-found", screenshot_dir)
     without_token = await page.request.post(f"{hub.base_url}/portal/endpoints/{mine['id']}/test")
     assert without_token.status == 403
 
