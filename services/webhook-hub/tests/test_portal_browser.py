@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 from servicekit.embedded.network import free_port
 from servicekit.testing import HttpReceiver
 from servicekit.testing.browser import BrowserPage, axe_violations, describe_violations, screenshots
+from servicekit.web.pages.csrf import CSRF_HEADER
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
@@ -113,6 +115,20 @@ async def test_a_portal_link_opens_the_consumers_view_once(
     assert response.status == 410
     await page.get_by_text("already used").wait_for()
     await assert_clean(browser_page, "portal-link-used", screenshot_dir)
+    expired = await link_for(hub, consumer)
+    async with db_engine.begin() as connection:
+        await connection.execute(
+            text(
+                "UPDATE portal_links SET expires_at = now() - interval '1 s'"
+                " WHERE owner = :owner AND used_at IS NULL"
+            ),
+            {"owner": consumer.owner},
+        )
+    response = await page.goto(expired)
+    assert response is not None
+    assert response.status == 410
+    await page.get_by_text("expired").first.wait_for()
+    await assert_clean(browser_page, "portal-link-expired", screenshot_dir)
 
 
 async def test_the_login_page_signs_in_with_an_api_key(
@@ -245,6 +261,7 @@ async def test_a_read_session_has_no_working_write_control(
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
+    screenshot_dir: Path,
 ) -> None:
     page = browser_page.page
     writer = await make_consumer(db_engine, "write")
@@ -253,11 +270,19 @@ async def test_a_read_session_has_no_working_write_control(
     await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
     assert await page.locator("main form[method=post] button").count() == 0
     assert await page.get_by_role("link", name="Add an endpoint").count() == 0
+    await page.get_by_text("You have read access").wait_for()
+    await assert_clean(browser_page, "portal-endpoint-read", screenshot_dir)
+    # The session's real CSRF token (htmx's header on <body>): the refusal is the level's.
+    hx_headers = await page.locator("body").get_attribute("hx-headers")
+    token = json.loads(hx_headers or "{}")[CSRF_HEADER]
     forged = await page.request.post(
         f"{hub.base_url}/portal/endpoints/{created['id']}/rotate-secret",
-        form={"csrf_token": await page.locator("body").get_attribute("hx-headers") or ""},
+        form={"csrf_token": token},
     )
     assert forged.status == 403
+    assert "access level" in await forged.text()
+    rotated = await hub.get(f"/webhooks/subscriptions/{created['id']}", headers=writer.headers)
+    assert rotated.json()["secret_rotated_at"] is None
 
 
 async def test_another_consumers_ids_are_404_and_a_post_without_csrf_is_refused(
@@ -265,6 +290,7 @@ async def test_another_consumers_ids_are_404_and_a_post_without_csrf_is_refused(
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
+    screenshot_dir: Path,
 ) -> None:
     page = browser_page.page
     owner_b = await make_consumer(db_engine, "write")
@@ -280,6 +306,7 @@ async def test_another_consumers_ids_are_404_and_a_post_without_csrf_is_refused(
         response = await page.goto(f"{hub.base_url}{path}")
         assert response is not None
         assert response.status == 404
+    await assert_clean(browser_page, "portal-not-found", screenshot_dir)
     without_token = await page.request.post(f"{hub.base_url}/portal/endpoints/{mine['id']}/test")
     assert without_token.status == 403
 

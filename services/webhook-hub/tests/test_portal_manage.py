@@ -345,6 +345,44 @@ async def test_a_time_range_that_is_not_a_date_is_told_at_its_input(
     assert "Use a date and time" in field_errors(page.text)["from"]
 
 
+async def test_next_page_walks_the_whole_delivery_log_without_duplicates_or_gaps(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url)
+    # More than two pages of 20; rows written in one transaction share `created_at` (now()),
+    # so the cursor's tie-break on the id is walked too.
+    await set_deliveries(
+        db_engine,
+        created["id"],
+        [("succeeded", timedelta(minutes=5))] * 25 + [("failed", timedelta(hours=1))] * 20,
+    )
+    async with db_engine.connect() as connection:
+        stored = set(
+            (
+                await connection.execute(
+                    text("SELECT id::text FROM deliveries WHERE subscription_id = :sid"),
+                    {"sid": created["id"]},
+                )
+            ).scalars()
+        )
+    await signed_in(client, consumer)
+    seen: list[str] = []
+    pages = 0
+    url: str | None = f"/portal/endpoints/{created['id']}"
+    while url is not None:
+        page = (await client.get(url)).text
+        pages += 1
+        rows = page.split('id="deliveries"')[1].split("</tbody>")[0]
+        seen += re.findall(r'<a href="/portal/deliveries/([0-9a-f-]+)">', rows)
+        assert ("First page</a>" in page) == (pages > 1)
+        following = re.search(r'<a href="([^"]+)" rel="next">Next page</a>', page)
+        url = html.unescape(following.group(1)) if following else None
+    assert pages == 3
+    assert len(seen) == len(set(seen)) == 46  # the creation's test delivery and the 45
+    assert set(seen) == stored
+
+
 async def test_recover_since_queues_the_failed_deliveries_of_that_range_again(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:

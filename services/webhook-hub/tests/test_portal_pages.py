@@ -3,11 +3,15 @@ level gates changes), the API's validation messages at the form's fields."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
 
 import httpx
+from servicekit.signing import verify_webhook
 from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
+from webhook_hub.settings import Settings
 
 from tests.factories import make_consumer, signed_in, subscribe
 
@@ -162,3 +166,94 @@ async def test_the_event_catalog_shows_schema_and_pretty_example(
     assert 'id="type-order.paid"' in page.text
     assert "{\n  &#34;id&#34;: 1\n}" in page.text
     assert "legacy.retired" not in page.text  # inactive types are not offered
+
+
+async def test_disabling_through_the_portal_holds_the_endpoint_until_re_enabled(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url)
+    token = await signed_in(client, consumer)
+    api_path = f"/webhooks/subscriptions/{created['id']}"
+    disabled = await client.post(
+        f"/portal/endpoints/{created['id']}/status", data={"active": "false", "csrf_token": token}
+    )
+    assert disabled.status_code == 303
+    page = await client.get(disabled.headers["location"])
+    assert "Endpoint disabled." in page.text
+    assert "disabled by its owner" in page.text
+    assert '<input type="hidden" name="active" value="true">' in page.text  # Re-enable offered
+    api = (await client.get(api_path, headers=consumer.headers)).json()
+    assert (api["is_active"], api["disabled_reason"]) == (False, "disabled by its owner")
+
+    enabled = await client.post(
+        f"/portal/endpoints/{created['id']}/status", data={"active": "true", "csrf_token": token}
+    )
+    page = await client.get(enabled.headers["location"])
+    assert "Endpoint re-enabled." in page.text
+    assert '<input type="hidden" name="active" value="false">' in page.text  # Disable again
+    api = (await client.get(api_path, headers=consumer.headers)).json()
+    assert (api["is_active"], api["disabled_reason"]) == (True, None)
+
+
+async def test_an_admin_session_deletes_an_endpoint_and_the_api_no_longer_knows_it(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    admin = await make_consumer(db_engine, "admin")
+    doomed = await subscribe(client, admin.headers, http_receiver.url, description="doomed")
+    kept = await subscribe(client, admin.headers, f"{http_receiver.url}/kept")
+    token = await signed_in(client, admin)
+    page = await client.get(f"/portal/endpoints/{doomed['id']}")
+    assert "Delete endpoint" in page.text
+    response = await client.post(
+        f"/portal/endpoints/{doomed['id']}/delete", data={"csrf_token": token}
+    )
+    assert response.status_code == 303
+    assert response.headers["location"] == "/portal/endpoints"
+    listed = await client.get("/portal/endpoints")
+    assert "Endpoint deleted, with its delivery log." in listed.text
+    assert f"/portal/endpoints/{doomed['id']}" not in listed.text
+    assert f"/portal/endpoints/{kept['id']}" in listed.text
+    gone = await client.get(f"/webhooks/subscriptions/{doomed['id']}", headers=admin.headers)
+    assert gone.status_code == 404
+    assert (await client.get(f"/portal/endpoints/{doomed['id']}")).status_code == 404
+
+
+async def test_send_test_event_from_the_portal_reaches_the_receiver_signed(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url)
+    before = await http_receiver.wait_for(2)  # the probe, then the creation's test event
+    token = await signed_in(client, consumer)
+    response = await client.post(
+        f"/portal/endpoints/{created['id']}/test", data={"csrf_token": token}
+    )
+    assert response.status_code == 303
+    page = await client.get(response.headers["location"])
+    assert "A webhook.test event is on its way" in page.text
+    received = (await http_receiver.wait_for(len(before) + 1))[len(before)]
+    assert received.method == "POST"
+    verify_webhook(received.headers, received.body, [created["secret"]])
+    assert received.headers["webhook-id"] not in {r.headers.get("webhook-id") for r in before}
+    event = json.loads(received.body)
+    assert event["type"] == "webhook.test"
+    assert event["data"]["subscription_id"] == created["id"]
+
+
+async def test_the_catalogs_subscribe_shortcut_opens_the_form_with_that_type_picked(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    await signed_in(client, await make_consumer(db_engine, "write"))
+    catalog = await client.get("/portal/event-types")
+    shortcut = re.search(
+        r'<a href="([^"]+)">Subscribe an endpoint to <code>run.failed<', catalog.text
+    )
+    assert shortcut
+    form = await client.get(html.unescape(shortcut.group(1)))
+    assert form.status_code == 200
+    picked = re.findall(r'name="events" value="([^"]+)" checked', form.text)
+    assert picked == ["run.failed"]

@@ -6,7 +6,9 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from webhook_hub.delivery_engine.jobs import signed_at
 from webhook_hub.delivery_engine.policy import (
+    attempt_secrets,
     next_attempt_delay,
     parse_retry_after,
     signing_secrets,
@@ -62,3 +64,37 @@ def test_only_the_new_secret_signs_after_the_transition() -> None:
 
 def test_a_never_rotated_subscription_signs_with_its_one_secret() -> None:
     assert signing_secrets("only", None, None, NOW, 600) == ["only"]
+
+
+# An attempt's secrets, told again later (the portal's delivery page): only when certain.
+
+
+def test_an_attempt_of_a_never_rotated_subscription_was_signed_with_its_one_secret() -> None:
+    assert attempt_secrets("only", None, None, NOW, 600) == ["only"]
+
+
+def test_an_attempt_well_inside_the_transition_was_signed_with_both_secrets() -> None:
+    rotated = NOW - timedelta(minutes=5)
+    assert attempt_secrets("new", "old", rotated, NOW, 600) == ["new", "old"]
+
+
+def test_an_attempt_well_after_the_transition_was_signed_with_the_new_secret() -> None:
+    rotated = NOW - timedelta(minutes=20)
+    assert attempt_secrets("new", "old", rotated, NOW, 600) == ["new"]
+
+
+def test_an_attempt_before_the_last_rotation_has_no_known_secrets() -> None:
+    # Signed by "old", and by the one before it if that rotation was recent: not kept.
+    assert attempt_secrets("new", "old", NOW + timedelta(hours=1), NOW, 600) is None
+    # Its job may have been made before the rotation: not certain either.
+    assert attempt_secrets("new", "old", NOW - timedelta(seconds=5), NOW, 600) is None
+
+
+def test_an_attempt_made_as_the_transition_ended_has_no_known_secrets() -> None:
+    rotated = NOW - timedelta(minutes=10, seconds=10)  # its job may have been made before
+    assert attempt_secrets("new", "old", rotated, NOW, 600) is None
+
+
+def test_the_signed_timestamp_is_the_attempts_start_in_whole_seconds() -> None:
+    assert signed_at(datetime(2026, 11, 22, 12, 0, 0, 999_999, tzinfo=UTC)) == 1795348800
+    assert signed_at(datetime(2026, 11, 22, 12, 0, 1, tzinfo=UTC)) == 1795348801

@@ -118,7 +118,8 @@ class Delivery(SQLModel, table=True):
     subscription_id: uuid.UUID = Field(foreign_key="subscriptions.id", ondelete="CASCADE")
     event_id: uuid.UUID
     event_type: str = Field(max_length=200)
-    payload: dict[str, Any] = Field(sa_column=sa.Column(postgresql.JSONB(), nullable=False))
+    # `json`: the text as first sent, which every attempt sends again (migration 0013).
+    payload: dict[str, Any] = Field(sa_column=sa.Column(postgresql.JSON(), nullable=False))
     event_time: datetime = _tz(default_factory=utcnow)
     status: DeliveryStatus = Field(default=DeliveryStatus.PENDING, sa_type=sa.String(16))
     attempts: int = 0

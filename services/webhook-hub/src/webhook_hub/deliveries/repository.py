@@ -69,6 +69,12 @@ class DeliveryRepository:
         )
         return (await self.session.exec(statement)).first()
 
+    async def payload_text(self, delivery_id: uuid.UUID) -> str:
+        """The payload as stored (`json` keeps the text sent), not parsed and dumped again."""
+        statement = text("SELECT payload::text FROM deliveries WHERE id = :id")
+        connection = await self.session.connection()
+        return str((await connection.execute(statement, {"id": delivery_id})).scalar_one())
+
     async def attempts_of(self, delivery_id: uuid.UUID) -> Sequence[DeliveryAttempt]:
         statement = (
             select(DeliveryAttempt)

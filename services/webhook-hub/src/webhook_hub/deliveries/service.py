@@ -8,11 +8,13 @@ from datetime import datetime
 from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor, page_of
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from webhook_hub.deliveries.as_sent import RequestsAsSent, requests_as_sent
 from webhook_hub.deliveries.repository import DeliveryRepository
 from webhook_hub.errors import DeliveryNotFound, SubscriptionNotFound
-from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus
+from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus, Subscription
 from webhook_hub.portal.charts import truncate
 from webhook_hub.portal.repository import HourStatsRepository
+from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.repository import SubscriptionRepository
 
 
@@ -59,6 +61,24 @@ class DeliveryService:
         if delivery is None:
             raise DeliveryNotFound()
         return delivery, list(await self.deliveries.attempts_of(delivery.id))
+
+    async def as_sent(
+        self,
+        delivery: Delivery,
+        attempts: list[DeliveryAttempt],
+        subscription: Subscription,
+        settings: Settings,
+    ) -> RequestsAsSent:
+        """The requests `delivery`'s attempts sent (of a delivery and subscription `get` and
+        `SubscriptionService.get` gave the owner)."""
+        return requests_as_sent(
+            delivery,
+            await self.deliveries.payload_text(delivery.id),
+            attempts,
+            subscription,
+            transition_seconds=settings.secret_transition_seconds,
+            user_agent=settings.user_agent,
+        )
 
     async def retry(self, owner: str, delivery_id: uuid.UUID) -> Delivery:
         delivery = await self.deliveries.get_owned(delivery_id, owner)

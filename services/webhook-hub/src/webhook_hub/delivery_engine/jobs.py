@@ -41,6 +41,19 @@ class EventTicket:
         return self.outstanding == 0
 
 
+def signed_at(attempted_at: datetime) -> int:
+    """`webhook-timestamp`: the attempt's recorded start in whole Unix seconds (the sender
+    inlines it). Taken from `attempted_at`, not from a second clock reading, so the attempt log
+    says what was signed. Exact: `timestamp()` divides whole microseconds, correctly rounded,
+    and a double near 2**31 s resolves far finer than one, so truncation floors."""
+    return int(attempted_at.timestamp())
+
+
+def message_id_for(delivery_id: uuid.UUID) -> str:
+    """`webhook-id`: one per event and subscription, the same on every retry."""
+    return f"msg_{delivery_id.hex}"
+
+
 def render_body(event_type: str, event_time: datetime, payload_json: bytes) -> bytes:
     """The Standard Webhooks payload shape: `{"type", "timestamp", "data"}`."""
     timestamp = event_time.astimezone(UTC).isoformat().replace("+00:00", "Z")
@@ -93,7 +106,7 @@ class DeliveryJob:
 
     @property
     def message_id(self) -> str:
-        """`webhook-id`: one per event and subscription, the same on every retry."""
+        """`webhook-id`: `message_id_for`'s, inlined (one call less per attempt)."""
         return f"msg_{self.delivery_id.hex}"
 
 

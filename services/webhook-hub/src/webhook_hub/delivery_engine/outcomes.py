@@ -49,7 +49,7 @@ _INSERT_DELIVERIES = text(
                             last_status_code, last_error, created_at, completed_at)
     SELECT d.* FROM unnest(
         CAST(:ids AS uuid[]), CAST(:subscription_ids AS uuid[]), CAST(:event_ids AS uuid[]),
-        CAST(:event_types AS text[]), CAST(:payloads AS jsonb[]),
+        CAST(:event_types AS text[]), CAST(:payloads AS json[]),
         CAST(:event_times AS timestamptz[]), CAST(:traceparents AS text[]),
         CAST(:tracestates AS text[]), CAST(:statuses AS text[]),
         CAST(:attempts AS int[]), CAST(:next_attempt_at AS timestamptz[]),

@@ -191,7 +191,9 @@ class WebhookSender:
         headers = {
             **job.headers,
             "content-type": "application/json",
-            **webhook_headers(job.message_id, body, job.secrets),
+            # `jobs.signed_at(attempted_at)`, inlined: the portal shows the signature again
+            # from the attempt log's time.
+            **webhook_headers(job.message_id, body, job.secrets, int(attempted_at.timestamp())),
         }
         if traceparent:
             headers[TRACEPARENT] = traceparent

@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.service import DeliveryService
+from webhook_hub.delivery_engine.jobs import message_id_for
 from webhook_hub.dependencies import (
     DeliveryServiceDep,
     EventTypeServiceDep,
@@ -458,6 +459,8 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "title": f"Delivery of {delivery.event_type}",
             "delivery": delivery,
             "attempts": attempts,
+            "as_sent": await deliveries.as_sent(delivery, attempts, subscription, settings),
+            "message_id": message_id_for(delivery.id),
             "subscription": subscription,
             "payload": json.dumps(delivery.payload, indent=2, ensure_ascii=False),
             "can_write": session.can(AccessLevel.WRITE),

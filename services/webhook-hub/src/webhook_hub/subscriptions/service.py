@@ -96,8 +96,13 @@ class SubscriptionService:
         limit = self.settings.max_subscriptions_per_owner
         if await self.subscriptions.lock_and_count(owner) >= limit:
             raise SubscriptionLimitReached(limit)
+        # One moment for both: `updated_at == created_at` says "never changed" (the portal's
+        # delivery page then knows the URL and headers every attempt was sent with).
+        now = datetime.now(UTC)
         subscription = await self.subscriptions.add(
             Subscription(
+                created_at=now,
+                updated_at=now,
                 consumer_id=consumer.id,
                 owner=owner,
                 endpoint_url=body.endpoint_url,
