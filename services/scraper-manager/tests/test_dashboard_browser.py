@@ -1,4 +1,5 @@
-"""The dashboard in Debian's Chromium against a real server, the worker and a local website:
+"""The dashboard in Debian's Chromium against `scraper-manager serve` and `scraper-manager
+worker` running as processes, and a local website:
 a scraper made with the keyboard alone (a bad cron shown at the field, then the next firings),
 a run watched live without reload, a second run refused, a stop within 5 s, the downloads;
 axe-core at 1280 and 390 px, screenshots."""
@@ -10,16 +11,14 @@ import csv
 import io
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from openpyxl import load_workbook
 from playwright.async_api import Page
-from scraper_manager.app import create_app
 from scraper_manager.settings import Settings
-from servicekit.testing import run_http_server
 from servicekit.testing.browser import (
     BrowserPage,
     axe_violations,
@@ -29,13 +28,19 @@ from servicekit.testing.browser import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.factories import Client, make_client, make_run, make_scraper
+from tests.processes import serve_and_worker
 from tests.website import LocalWebsite
 
 
 @pytest.fixture(scope="module")
-async def server(service_settings: Settings) -> AsyncIterator[str]:
-    async with run_http_server(create_app(service_settings)) as url:
-        yield url
+def server(service_settings: Settings) -> Iterator[str]:
+    """Both processes, once for this module's tests, on the tests' database and NATS, with
+    loopback allowed to the crawler (the local websites) and fast worker loops."""
+    fast = service_settings.model_copy(
+        update={"run_poll_seconds": 0.2, "heartbeat_seconds": 0.2, "outbox_poll_seconds": 0.2}
+    )
+    with serve_and_worker(fast) as processes:
+        yield processes.url
 
 
 async def open_link(watched: BrowserPage, server: str, who: Client) -> None:
@@ -92,7 +97,6 @@ async def assert_accessible(watched: BrowserPage, name: str, screenshot_dir: Pat
 async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
     browser_page: BrowserPage,
     server: str,
-    worker: Settings,
     db_engine: AsyncEngine,
     screenshot_dir: Path,
 ) -> None:
@@ -166,7 +170,6 @@ async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
 async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_download(
     browser_page: BrowserPage,
     server: str,
-    worker: Settings,
     db_engine: AsyncEngine,
     website: LocalWebsite,
     screenshot_dir: Path,
