@@ -51,15 +51,40 @@ async def open_link(watched: BrowserPage, server: str, who: Client) -> None:
     await watched.page.wait_for_url(f"{server}/dashboard/")
 
 
-async def figure_reaches(page: Page, selector: str, least: int, timeout: float = 15.0) -> None:
+def number(text: str) -> float | None:
+    """The figure a cell shows ("12", "3.4 s"); None while it shows none ("measuring…")."""
+    first = text.strip().split(" ")[0]
+    try:
+        return float(first)
+    except ValueError:
+        return None
+
+
+async def figure(page: Page, selector: str) -> float:
+    shown = number(await page.locator(selector).inner_text())
+    assert shown is not None, f"{selector} shows no figure"
+    return shown
+
+
+async def figure_reaches(page: Page, selector: str, least: float, timeout: float = 15.0) -> None:
     """Polled from here: the page's CSP forbids the eval that wait_for_function would need."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = await page.locator(selector).inner_text()
-        if text.strip().isdigit() and int(text) >= least:
+        shown = number(await page.locator(selector).inner_text())
+        if shown is not None and shown >= least:
             return
         await asyncio.sleep(0.2)
-    raise AssertionError(f"{selector} never reached {least}")
+    figures = await page.locator("#figures td").all_inner_texts()
+    raise AssertionError(f"{selector} never reached {least}; the figures: {figures}")
+
+
+async def lines_exceed(page: Page, count: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await page.locator("#log-tail li").count() > count:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the log tail never grew past {count} lines")
 
 
 async def run_ends(api: httpx.AsyncClient, who: Client, scraper_id: int, run_id: int) -> None:
@@ -83,6 +108,9 @@ async def live_rate(page: Page, timeout: float = 15.0) -> float:
     raise AssertionError("the live page never showed a request rate")
 
 
+FIGURES = ("pages", "items", "errors", "retries", "elapsed")
+
+
 async def assert_accessible(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
     for width in (1280, 390):
         await watched.page.set_viewport_size({"width": width, "height": 900})
@@ -100,7 +128,10 @@ async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
     db_engine: AsyncEngine,
     screenshot_dir: Path,
 ) -> None:
-    site = LocalWebsite(pages=400, delay=0.2, fail_every=3)
+    # One page in 25 answers 500 (retried, then an error) and holds one of the crawl's four
+    # fetchers for the retries' 3.5 s; the others go on, so at 20/s the first batch of items
+    # (100) is stored within seconds, and 1,000 pages last long enough to watch.
+    site = LocalWebsite(pages=2000, delay=0.05, fail_every=25)
     await site.start()
     page = browser_page.page
     try:
@@ -127,29 +158,16 @@ async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
         await page.keyboard.type("0 6 * * *")
         await page.locator("#cron-firings li").nth(2).wait_for()
         assert await page.locator("#cron-firings li").count() == 3
+        for _ in range(3):  # the timezone, the proxy pool, the rate limit
+            await page.keyboard.press("Tab")
+        assert await page.evaluate("document.activeElement.id") == "f-rate_limit"
+        await page.keyboard.type("20")
+        await page.keyboard.press("Tab")
+        await page.keyboard.type("1000")
         await page.keyboard.press("Enter")
         await page.wait_for_url(f"{server}/dashboard/scrapers/*")
         await page.get_by_role("button", name="Run now").click()
         await page.wait_for_url("**/runs/*")
-        await page.evaluate("window.notReloaded = true")
-        await figure_reaches(page, "#run-pages", 3)
-        lines_then = await page.locator("#log-tail li").count()
-        seen = int(await page.locator("#run-pages").inner_text())
-        await figure_reaches(page, "#run-pages", seen + 1)
-        assert int(await page.locator("#run-progress").get_attribute("value") or 0) > seen
-        assert await page.evaluate("window.notReloaded") is True
-        assert lines_then >= 1  # the run's start and robots.txt, tailed
-        # The current request rate, live, against the scraper's limit (5/s, the default).
-        assert await page.locator("#run-rate").get_attribute("max") == "5"
-        rate = await live_rate(page)
-        assert 0 < rate <= 5 * 1.5, rate  # a 3 s window of 0.2 s samples: some jitter
-        # Every third page fails and is retried: the tail grows with those lines.
-        for _ in range(50):
-            if await page.locator("#log-tail li").count() > lines_then:
-                break
-            await asyncio.sleep(0.2)
-        assert await page.locator("#log-tail li").count() > lines_then
-        await assert_accessible(browser_page, "dashboard-run-live", screenshot_dir)
         run_url = page.url
         # A second run while this one runs: the 409 as a message.
         await page.goto(run_url.split("/runs/")[0])
@@ -157,12 +175,41 @@ async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
         await page.get_by_text("Not started:").wait_for()
         await page.goto(run_url)
         await page.evaluate("window.notReloaded = true")
+        await figure_reaches(page, "#run-pages", 3)
+        then = {f: await figure(page, f"#run-{f}") for f in FIGURES}
+        lines_then = await page.locator("#log-tail li").count()
+        assert lines_then >= 1  # the run's start and robots.txt, tailed
+        # The failing pages: retried 0.5, 1 and 2 s later, then counted as errors.
+        await figure_reaches(page, "#run-retries", then["retries"] + 1)
+        await figure_reaches(page, "#run-errors", then["errors"] + 1, timeout=20)
+        await figure_reaches(page, "#run-pages", then["pages"] + 1)
+        await figure_reaches(page, "#run-items", then["items"] + 1)
+        assert await figure(page, "#run-elapsed") > then["elapsed"]
+        assert int(await page.locator("#run-progress").get_attribute("value") or 0) > then["pages"]
+        # The current request rate, live, against the scraper's limit.
+        assert await page.locator("#run-rate").get_attribute("max") == "20"
+        rate = await live_rate(page)
+        assert 0 < rate <= 20 * 1.5, rate  # a 3 s window of 0.2 s samples: some jitter
+        await lines_exceed(page, lines_then)  # the retries' and failures' lines
+        assert await page.evaluate("window.notReloaded") is True
+        await assert_accessible(browser_page, "dashboard-run-live", screenshot_dir)
+        # Stopped from the live page, which stays: the stream brings `stopped`, the final
+        # figures, the first items and no Stop button, without a reload.
+        await page.evaluate("window.notReloaded = true")
         asked = time.monotonic()
         await page.get_by_role("button", name="Stop").click()
         await page.locator("#run-status", has_text="stopped").wait_for(timeout=5_000)
         assert time.monotonic() - asked < 5.0
-        tail = await page.locator("#log-tail").inner_text()
-        assert "stop requested" in tail or "stop honoured" in tail or "run ended" in tail
+        await page.locator("#figures[data-settled]").wait_for()
+        await page.locator("#results tbody tr").first.wait_for()
+        assert await page.locator("#results tbody tr").count() == min(
+            int(await figure(page, "#run-items")), 50
+        )
+        assert await page.get_by_role("button", name="Stop").count() == 0
+        assert await page.get_by_text("Stopping.").count() == 1
+        assert "run ended" in await page.locator("#log-tail").inner_text()
+        assert await page.evaluate("window.notReloaded") is True
+        await assert_accessible(browser_page, "dashboard-run-stopped", screenshot_dir)
     finally:
         await site.stop()
 
@@ -202,7 +249,8 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
     await open_link(browser_page, server, who)
     await page.goto(f"{server}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
     await page.locator("#run-status", has_text="completed").wait_for(timeout=20_000)
-    await page.reload()  # the results preview is drawn once the run ended
+    # Drawn with the page, or brought by the stream's end event if the run was still going.
+    await page.locator("#results tbody tr").nth(3).wait_for()
     assert await page.locator("#results tbody tr").count() == 4
     async with page.expect_download() as xlsx_download:
         await page.get_by_role("link", name="XLSX").click()
