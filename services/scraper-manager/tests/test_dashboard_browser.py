@@ -193,6 +193,17 @@ async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
         await lines_exceed(page, lines_then)  # the retries' and failures' lines
         assert await page.evaluate("window.notReloaded") is True
         await assert_accessible(browser_page, "dashboard-run-live", screenshot_dir)
+        # The least level: warnings and errors only, in the tail drawn and in what streams in.
+        assert await page.locator("#log-tail li.log-info").count() >= 1
+        await page.get_by_label("Least level").select_option("warning")
+        await page.get_by_role("button", name="Filter").click()
+        await page.wait_for_url("**/runs/*?level=warning")
+        filtered_then = await page.locator("#log-tail li").count()
+        assert filtered_then >= 1
+        await lines_exceed(page, filtered_then)
+        levels = await page.locator("#log-tail li strong").all_inner_texts()
+        assert set(levels) <= {"warning", "error"}, levels
+        assert await page.locator("#log-tail li.log-info").count() == 0
         # Stopped from the live page, which stays: the stream brings `stopped`, the final
         # figures, the first items and no Stop button, without a reload.
         await page.evaluate("window.notReloaded = true")
@@ -209,6 +220,7 @@ async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
         assert await page.get_by_text("Stopping.").count() == 1
         assert "run ended" in await page.locator("#log-tail").inner_text()
         assert await page.evaluate("window.notReloaded") is True
+        assert page.url.endswith("?level=warning")
         await assert_accessible(browser_page, "dashboard-run-stopped", screenshot_dir)
     finally:
         await site.stop()
