@@ -118,6 +118,9 @@ async def assert_accessible(watched: BrowserPage, name: str, screenshot_dir: Pat
         assert not violations, f"{name} at {width}px:\n{describe_violations(violations)}"
     await screenshots(watched.page, screenshot_dir, name)
     await watched.page.set_viewport_size({"width": 1280, "height": 900})
+    # Nothing asked of another host (the browser may reach 127.0.0.1 only), nothing the CSP
+    # stopped, no script error.
+    assert watched.blocked_requests == []
     assert watched.csp_violations == []
     assert watched.page_errors == []
 
@@ -290,6 +293,11 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
     await page.goto(f"{server}/dashboard/scrapers/{scraper_id}")
     assert await page.locator(".run-chart polyline").count() == 2
     await assert_accessible(browser_page, "dashboard-scraper", screenshot_dir)
+    await page.get_by_role("link", name="Edit", exact=True).click()
+    await page.wait_for_url(f"{server}/dashboard/scrapers/{scraper_id}/edit")
+    assert await page.get_by_label("Max pages").input_value() == "4"
+    await assert_accessible(browser_page, "dashboard-edit", screenshot_dir)
+    await page.goto(f"{server}/dashboard/scrapers/{scraper_id}")
     # The chart's lines take the text's colour: readable in the dark scheme too.
     await page.emulate_media(color_scheme="dark")
     await assert_accessible(browser_page, "dashboard-scraper-dark", screenshot_dir)
@@ -334,8 +342,26 @@ async def test_a_dashboard_link_asks_before_signing_in_and_works_once(
     await assert_accessible(browser_page, "dashboard-link-used", screenshot_dir)
 
 
+async def test_the_login_page_refuses_a_wrong_key_at_the_field_and_signs_in_with_a_key(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    reader = await make_client(db_engine, "read")
+    await page.goto(f"{server}/dashboard/webhooks")
+    await page.wait_for_url(f"{server}/dashboard/login?next=/dashboard/webhooks")
+    await assert_accessible(browser_page, "dashboard-login", screenshot_dir)
+    await page.get_by_label("API key").fill("smk_not_a_key")
+    await page.get_by_role("button", name="Sign in").click()
+    await page.get_by_text("That key is not valid.").wait_for()
+    await assert_accessible(browser_page, "dashboard-login-refused", screenshot_dir)
+    await page.get_by_label("API key").fill(reader.headers["Authorization"].removeprefix("Bearer "))
+    await page.get_by_role("button", name="Sign in").click()
+    await page.wait_for_url(f"{server}/dashboard/webhooks")
+    assert await page.locator(".who .badge").inner_text() == "read"
+
+
 async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
 ) -> None:
     page = browser_page.page
     reader = await make_client(db_engine, "read")
@@ -352,6 +378,9 @@ async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
         answer = await page.goto(path)
         assert answer is not None
         assert answer.status == 404, path
+    await page.goto(base)
+    await page.get_by_role("heading", name="Not found").wait_for()
+    await assert_accessible(browser_page, "dashboard-not-found", screenshot_dir)
 
 
 async def test_the_api_docs_render_offline(
