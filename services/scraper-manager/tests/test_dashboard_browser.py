@@ -371,6 +371,19 @@ async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
     await page.goto(f"{server}/dashboard/scrapers/{mine.id}")
     assert await page.get_by_role("button").filter(has_text="Run now").count() == 0
     assert await page.get_by_role("button").filter(has_text="Delete").count() == 0
+    # Nor does a post forged with the page's own CSRF token work: refused for the level (not
+    # as a bad form), and nothing changed.
+    token = await page.locator('input[name="csrf_token"]').first.input_value()
+    mine_url = f"{server}/dashboard/scrapers/{mine.id}"
+    for action, fields in (("run", {}), ("edit", {"name": "renamed", "url": mine.url})):
+        answer = await page.request.post(
+            f"{mine_url}/{action}", form={"csrf_token": token, **fields}
+        )
+        assert answer.status == 403, action
+        assert "This needs a write session" in await answer.text(), action
+    async with httpx.AsyncClient(base_url=server, headers=reader.headers) as api:
+        assert (await api.get(f"/api/v1/scrapers/{mine.id}")).json()["name"] == mine.name
+        assert (await api.get(f"/api/v1/scrapers/{mine.id}/runs")).json()["data"] == []
     base = f"{server}/dashboard/scrapers/{theirs.scraper_id}"
     run = f"{base}/runs/{theirs.id}"
     downloads = [f"{run}/results.{fmt}" for fmt in ("json", "jsonl", "csv", "xlsx")]
