@@ -125,7 +125,7 @@ async def assert_accessible(watched: BrowserPage, name: str, screenshot_dir: Pat
     assert watched.page_errors == []
 
 
-async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
+async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_place(
     browser_page: BrowserPage,
     server: str,
     db_engine: AsyncEngine,
@@ -382,11 +382,11 @@ async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
     token = await page.locator('input[name="csrf_token"]').first.input_value()
     mine_url = f"{server}/dashboard/scrapers/{mine.id}"
     for action, fields in (("run", {}), ("edit", {"name": "renamed", "url": mine.url})):
-        answer = await page.request.post(
+        forged = await page.request.post(
             f"{mine_url}/{action}", form={"csrf_token": token, **fields}
         )
-        assert answer.status == 403, action
-        assert "This needs a write session" in await answer.text(), action
+        assert forged.status == 403, action
+        assert "This needs a write session" in await forged.text(), action
     async with httpx.AsyncClient(base_url=server, headers=reader.headers) as api:
         assert (await api.get(f"/api/v1/scrapers/{mine.id}")).json()["name"] == mine.name
         assert (await api.get(f"/api/v1/scrapers/{mine.id}/runs")).json()["data"] == []
