@@ -1,4 +1,5 @@
-"""The dashboard in Debian's Chromium against a real server, the worker and a local website:
+"""The dashboard in Debian's Chromium against `scraper-manager serve` and `scraper-manager
+worker` running as processes, and a local website:
 a scraper made with the keyboard alone (a bad cron shown at the field, then the next firings),
 a run watched live without reload, a second run refused, a stop within 5 s, the downloads;
 axe-core at 1280 and 390 px, screenshots."""
@@ -10,16 +11,14 @@ import csv
 import io
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from openpyxl import load_workbook
 from playwright.async_api import Page
-from scraper_manager.app import create_app
 from scraper_manager.settings import Settings
-from servicekit.testing import run_http_server
 from servicekit.testing.browser import (
     BrowserPage,
     axe_violations,
@@ -29,13 +28,19 @@ from servicekit.testing.browser import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.factories import Client, make_client, make_run, make_scraper
+from tests.processes import serve_and_worker
 from tests.website import LocalWebsite
 
 
 @pytest.fixture(scope="module")
-async def server(service_settings: Settings) -> AsyncIterator[str]:
-    async with run_http_server(create_app(service_settings)) as url:
-        yield url
+def server(service_settings: Settings) -> Iterator[str]:
+    """Both processes, once for this module's tests, on the tests' database and NATS, with
+    loopback allowed to the crawler (the local websites) and fast worker loops."""
+    fast = service_settings.model_copy(
+        update={"run_poll_seconds": 0.2, "heartbeat_seconds": 0.2, "outbox_poll_seconds": 0.2}
+    )
+    with serve_and_worker(fast) as processes:
+        yield processes.url
 
 
 async def open_link(watched: BrowserPage, server: str, who: Client) -> None:
@@ -46,15 +51,40 @@ async def open_link(watched: BrowserPage, server: str, who: Client) -> None:
     await watched.page.wait_for_url(f"{server}/dashboard/")
 
 
-async def figure_reaches(page: Page, selector: str, least: int, timeout: float = 15.0) -> None:
+def number(text: str) -> float | None:
+    """The figure a cell shows ("12", "3.4 s"); None while it shows none ("measuring…")."""
+    first = text.strip().split(" ")[0]
+    try:
+        return float(first)
+    except ValueError:
+        return None
+
+
+async def figure(page: Page, selector: str) -> float:
+    shown = number(await page.locator(selector).inner_text())
+    assert shown is not None, f"{selector} shows no figure"
+    return shown
+
+
+async def figure_reaches(page: Page, selector: str, least: float, timeout: float = 15.0) -> None:
     """Polled from here: the page's CSP forbids the eval that wait_for_function would need."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = await page.locator(selector).inner_text()
-        if text.strip().isdigit() and int(text) >= least:
+        shown = number(await page.locator(selector).inner_text())
+        if shown is not None and shown >= least:
             return
         await asyncio.sleep(0.2)
-    raise AssertionError(f"{selector} never reached {least}")
+    figures = await page.locator("#figures td").all_inner_texts()
+    raise AssertionError(f"{selector} never reached {least}; the figures: {figures}")
+
+
+async def lines_exceed(page: Page, count: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await page.locator("#log-tail li").count() > count:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the log tail never grew past {count} lines")
 
 
 async def run_ends(api: httpx.AsyncClient, who: Client, scraper_id: int, run_id: int) -> None:
@@ -78,6 +108,9 @@ async def live_rate(page: Page, timeout: float = 15.0) -> float:
     raise AssertionError("the live page never showed a request rate")
 
 
+FIGURES = ("pages", "items", "errors", "retries", "elapsed")
+
+
 async def assert_accessible(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
     for width in (1280, 390):
         await watched.page.set_viewport_size({"width": width, "height": 900})
@@ -85,18 +118,23 @@ async def assert_accessible(watched: BrowserPage, name: str, screenshot_dir: Pat
         assert not violations, f"{name} at {width}px:\n{describe_violations(violations)}"
     await screenshots(watched.page, screenshot_dir, name)
     await watched.page.set_viewport_size({"width": 1280, "height": 900})
+    # Nothing asked of another host (the browser may reach 127.0.0.1 only), nothing the CSP
+    # stopped, no script error.
+    assert watched.blocked_requests == []
     assert watched.csp_violations == []
     assert watched.page_errors == []
 
 
-async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
+async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_place(
     browser_page: BrowserPage,
     server: str,
-    worker: Settings,
     db_engine: AsyncEngine,
     screenshot_dir: Path,
 ) -> None:
-    site = LocalWebsite(pages=400, delay=0.2, fail_every=3)
+    # One page in 25 answers 500 (retried, then an error) and holds one of the crawl's four
+    # fetchers for the retries' 3.5 s; the others go on, so at 20/s the first batch of items
+    # (100) is stored within seconds, and 1,000 pages last long enough to watch.
+    site = LocalWebsite(pages=2000, delay=0.05, fail_every=25)
     await site.start()
     page = browser_page.page
     try:
@@ -118,34 +156,27 @@ async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
         assert "not a valid cron expression" in await error.inner_text()
         assert await page.get_by_label("Name").input_value() == "Local shop"
         await assert_accessible(browser_page, "dashboard-form-error", screenshot_dir)
-        await page.get_by_label("Schedule (cron, optional)").fill("")
-        await page.get_by_label("Schedule (cron, optional)").focus()
+        # Back to the schedule with Tab, and its bad value cleared with keystrokes.
+        await page.get_by_label("Name").focus()
+        await page.keyboard.press("Tab")
+        await page.keyboard.press("Tab")
+        assert await page.evaluate("document.activeElement.id") == "f-schedule"
+        await page.keyboard.press("ControlOrMeta+A")
+        await page.keyboard.press("Backspace")
+        assert await page.get_by_label("Schedule (cron, optional)").input_value() == ""
         await page.keyboard.type("0 6 * * *")
         await page.locator("#cron-firings li").nth(2).wait_for()
         assert await page.locator("#cron-firings li").count() == 3
+        for _ in range(3):  # the timezone, the proxy pool, the rate limit
+            await page.keyboard.press("Tab")
+        assert await page.evaluate("document.activeElement.id") == "f-rate_limit"
+        await page.keyboard.type("20")
+        await page.keyboard.press("Tab")
+        await page.keyboard.type("1000")
         await page.keyboard.press("Enter")
         await page.wait_for_url(f"{server}/dashboard/scrapers/*")
         await page.get_by_role("button", name="Run now").click()
         await page.wait_for_url("**/runs/*")
-        await page.evaluate("window.notReloaded = true")
-        await figure_reaches(page, "#run-pages", 3)
-        lines_then = await page.locator("#log-tail li").count()
-        seen = int(await page.locator("#run-pages").inner_text())
-        await figure_reaches(page, "#run-pages", seen + 1)
-        assert int(await page.locator("#run-progress").get_attribute("value") or 0) > seen
-        assert await page.evaluate("window.notReloaded") is True
-        assert lines_then >= 1  # the run's start and robots.txt, tailed
-        # The current request rate, live, against the scraper's limit (5/s, the default).
-        assert await page.locator("#run-rate").get_attribute("max") == "5"
-        rate = await live_rate(page)
-        assert 0 < rate <= 5 * 1.5, rate  # a 3 s window of 0.2 s samples: some jitter
-        # Every third page fails and is retried: the tail grows with those lines.
-        for _ in range(50):
-            if await page.locator("#log-tail li").count() > lines_then:
-                break
-            await asyncio.sleep(0.2)
-        assert await page.locator("#log-tail li").count() > lines_then
-        await assert_accessible(browser_page, "dashboard-run-live", screenshot_dir)
         run_url = page.url
         # A second run while this one runs: the 409 as a message.
         await page.goto(run_url.split("/runs/")[0])
@@ -153,12 +184,53 @@ async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
         await page.get_by_text("Not started:").wait_for()
         await page.goto(run_url)
         await page.evaluate("window.notReloaded = true")
+        await figure_reaches(page, "#run-pages", 3)
+        then = {f: await figure(page, f"#run-{f}") for f in FIGURES}
+        lines_then = await page.locator("#log-tail li").count()
+        assert lines_then >= 1  # the run's start and robots.txt, tailed
+        # The failing pages: retried 0.5, 1 and 2 s later, then counted as errors.
+        await figure_reaches(page, "#run-retries", then["retries"] + 1)
+        await figure_reaches(page, "#run-errors", then["errors"] + 1, timeout=20)
+        await figure_reaches(page, "#run-pages", then["pages"] + 1)
+        await figure_reaches(page, "#run-items", then["items"] + 1)
+        assert await figure(page, "#run-elapsed") > then["elapsed"]
+        assert int(await page.locator("#run-progress").get_attribute("value") or 0) > then["pages"]
+        # The current request rate, live, against the scraper's limit.
+        assert await page.locator("#run-rate").get_attribute("max") == "20"
+        rate = await live_rate(page)
+        assert 0 < rate <= 20 * 1.5, rate  # a 3 s window of 0.2 s samples: some jitter
+        await lines_exceed(page, lines_then)  # the retries' and failures' lines
+        assert await page.evaluate("window.notReloaded") is True
+        await assert_accessible(browser_page, "dashboard-run-live", screenshot_dir)
+        # The least level: warnings and errors only, in the tail drawn and in what streams in.
+        assert await page.locator("#log-tail li.log-info").count() >= 1
+        await page.get_by_label("Least level").select_option("warning")
+        await page.get_by_role("button", name="Filter").click()
+        await page.wait_for_url("**/runs/*?level=warning")
+        filtered_then = await page.locator("#log-tail li").count()
+        assert filtered_then >= 1
+        await lines_exceed(page, filtered_then)
+        levels = await page.locator("#log-tail li strong").all_inner_texts()
+        assert set(levels) <= {"warning", "error"}, levels
+        assert await page.locator("#log-tail li.log-info").count() == 0
+        # Stopped from the live page, which stays: the stream brings `stopped`, the final
+        # figures, the first items and no Stop button, without a reload.
+        await page.evaluate("window.notReloaded = true")
         asked = time.monotonic()
         await page.get_by_role("button", name="Stop").click()
         await page.locator("#run-status", has_text="stopped").wait_for(timeout=5_000)
         assert time.monotonic() - asked < 5.0
-        tail = await page.locator("#log-tail").inner_text()
-        assert "stop requested" in tail or "stop honoured" in tail or "run ended" in tail
+        await page.locator("#figures[data-settled]").wait_for()
+        await page.locator("#results tbody tr").first.wait_for()
+        assert await page.locator("#results tbody tr").count() == min(
+            int(await figure(page, "#run-items")), 50
+        )
+        assert await page.get_by_role("button", name="Stop").count() == 0
+        assert await page.get_by_text("Stopping.").count() == 1
+        assert "run ended" in await page.locator("#log-tail").inner_text()
+        assert await page.evaluate("window.notReloaded") is True
+        assert page.url.endswith("?level=warning")
+        await assert_accessible(browser_page, "dashboard-run-stopped", screenshot_dir)
     finally:
         await site.stop()
 
@@ -166,7 +238,6 @@ async def test_create_with_the_keyboard_run_live_refuse_a_second_run_and_stop(
 async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_download(
     browser_page: BrowserPage,
     server: str,
-    worker: Settings,
     db_engine: AsyncEngine,
     website: LocalWebsite,
     screenshot_dir: Path,
@@ -199,7 +270,8 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
     await open_link(browser_page, server, who)
     await page.goto(f"{server}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
     await page.locator("#run-status", has_text="completed").wait_for(timeout=20_000)
-    await page.reload()  # the results preview is drawn once the run ended
+    # Drawn with the page, or brought by the stream's end event if the run was still going.
+    await page.locator("#results tbody tr").nth(3).wait_for()
     assert await page.locator("#results tbody tr").count() == 4
     async with page.expect_download() as xlsx_download:
         await page.get_by_role("link", name="XLSX").click()
@@ -227,6 +299,11 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
     await page.goto(f"{server}/dashboard/scrapers/{scraper_id}")
     assert await page.locator(".run-chart polyline").count() == 2
     await assert_accessible(browser_page, "dashboard-scraper", screenshot_dir)
+    await page.get_by_role("link", name="Edit", exact=True).click()
+    await page.wait_for_url(f"{server}/dashboard/scrapers/{scraper_id}/edit")
+    assert await page.get_by_label("Max pages").input_value() == "4"
+    await assert_accessible(browser_page, "dashboard-edit", screenshot_dir)
+    await page.goto(f"{server}/dashboard/scrapers/{scraper_id}")
     # The chart's lines take the text's colour: readable in the dark scheme too.
     await page.emulate_media(color_scheme="dark")
     await assert_accessible(browser_page, "dashboard-scraper-dark", screenshot_dir)
@@ -271,8 +348,26 @@ async def test_a_dashboard_link_asks_before_signing_in_and_works_once(
     await assert_accessible(browser_page, "dashboard-link-used", screenshot_dir)
 
 
+async def test_the_login_page_refuses_a_wrong_key_at_the_field_and_signs_in_with_a_key(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    reader = await make_client(db_engine, "read")
+    await page.goto(f"{server}/dashboard/webhooks")
+    await page.wait_for_url(f"{server}/dashboard/login?next=/dashboard/webhooks")
+    await assert_accessible(browser_page, "dashboard-login", screenshot_dir)
+    await page.get_by_label("API key").fill("smk_not_a_key")
+    await page.get_by_role("button", name="Sign in").click()
+    await page.get_by_text("That key is not valid.").wait_for()
+    await assert_accessible(browser_page, "dashboard-login-refused", screenshot_dir)
+    await page.get_by_label("API key").fill(reader.headers["Authorization"].removeprefix("Bearer "))
+    await page.get_by_role("button", name="Sign in").click()
+    await page.wait_for_url(f"{server}/dashboard/webhooks")
+    assert await page.locator(".who .badge").inner_text() == "read"
+
+
 async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
 ) -> None:
     page = browser_page.page
     reader = await make_client(db_engine, "read")
@@ -282,6 +377,19 @@ async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
     await page.goto(f"{server}/dashboard/scrapers/{mine.id}")
     assert await page.get_by_role("button").filter(has_text="Run now").count() == 0
     assert await page.get_by_role("button").filter(has_text="Delete").count() == 0
+    # Nor does a post forged with the page's own CSRF token work: refused for the level (not
+    # as a bad form), and nothing changed.
+    token = await page.locator('input[name="csrf_token"]').first.input_value()
+    mine_url = f"{server}/dashboard/scrapers/{mine.id}"
+    for action, fields in (("run", {}), ("edit", {"name": "renamed", "url": mine.url})):
+        forged = await page.request.post(
+            f"{mine_url}/{action}", form={"csrf_token": token, **fields}
+        )
+        assert forged.status == 403, action
+        assert "This needs a write session" in await forged.text(), action
+    async with httpx.AsyncClient(base_url=server, headers=reader.headers) as api:
+        assert (await api.get(f"/api/v1/scrapers/{mine.id}")).json()["name"] == mine.name
+        assert (await api.get(f"/api/v1/scrapers/{mine.id}/runs")).json()["data"] == []
     base = f"{server}/dashboard/scrapers/{theirs.scraper_id}"
     run = f"{base}/runs/{theirs.id}"
     downloads = [f"{run}/results.{fmt}" for fmt in ("json", "jsonl", "csv", "xlsx")]
@@ -289,6 +397,9 @@ async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
         answer = await page.goto(path)
         assert answer is not None
         assert answer.status == 404, path
+    await page.goto(base)
+    await page.get_by_role("heading", name="Not found").wait_for()
+    await assert_accessible(browser_page, "dashboard-not-found", screenshot_dir)
 
 
 async def test_the_api_docs_render_offline(

@@ -117,6 +117,11 @@ def router(pages: Pages) -> APIRouter:
         pages.flash(response, message, "error")
         return response
 
+    def flash_only(text: str, kind: str) -> HTMLResponse:
+        return HTMLResponse(
+            pages.templates.get_template("dashboard/flash.html").render(text=text, kind=kind)
+        )
+
     # -- signing in ---------------------------------------------------------------------------
 
     @routes.get("/login")
@@ -348,12 +353,19 @@ def router(pages: Pages) -> APIRouter:
     ) -> Response:
         require(user, AccessLevel.WRITE)
         target = f"{PREFIX}/scrapers/{scraper_id}"
+        # htmx's post from the live run page: the page stays, so the answer is only the
+        # message for its flash region (a 200: htmx swaps no error answer in).
+        from_live_page = request.headers.get("HX-Request") == "true"
         try:
             run = await service.stop(user.owner, scraper_id)
         except Conflict as exc:
+            if from_live_page:
+                return flash_only(f"Nothing to stop: {exc.message}.", "error")
             return refused(target, f"Nothing to stop: {exc.message}.")
         if run.status == RunStatus.RUNNING:
             background.add_task(signal_stop, request.app.state.runtime, run.id)
+        if from_live_page:
+            return flash_only("Stopping.", "info")
         response = RedirectResponse(f"{target}/runs/{run.id}", status_code=303)
         pages.flash(response, "Stopping.", "info")
         return response
@@ -385,8 +397,7 @@ def router(pages: Pages) -> APIRouter:
         scraper = await service.get(user.owner, scraper_id)
         run = await runs.get(user.owner, scraper_id, run_id)
         lines = await logs.lines.page(run.id, after=None, limit=LOG_TAIL, level=level)
-        preview = await runs.items(run, limit=PREVIEW_ITEMS, cursor=None, newest_first=False)
-        keys = await runs.runs.item_keys(run.id)
+        results = await results_preview(runs.runs, run.id)
         return pages.render(
             request,
             "dashboard/run.html",
@@ -397,13 +408,10 @@ def router(pages: Pages) -> APIRouter:
                 "lines": lines,
                 "level": level.value if level else "",
                 "level_options": [("", "all"), *[(lv.value, lv.value) for lv in LogLevel]],
-                "items": [{"url": item.url, **item.data} for item in preview.items],
-                "columns": ["url", *[k for k in keys if k != "url"]],
-                "downloads": DOWNLOADS,
+                **results,
                 "live": run.status not in FINAL_RUN_STATUSES and run.status != RunStatus.SKIPPED,
                 "duration": duration,
                 "can_write": user.can(AccessLevel.WRITE),
-                "cell": _cell,
             },
         )
 
@@ -421,6 +429,7 @@ def router(pages: Pages) -> APIRouter:
         scraper = await service.get(user.owner, scraper_id)
         run = await runs.get(user.owner, scraper_id, run_id)
         max_pages, rate_limit = scraper.max_pages, scraper.rate_limit
+        can_stop = user.can(AccessLevel.WRITE)
         factory = request.app.state.session_factory
 
         async def events() -> AsyncIterator[PageEvent]:
@@ -451,10 +460,24 @@ def router(pages: Pages) -> APIRouter:
                     rate_limit=rate_limit,
                     rate=meter.add(time.monotonic(), requests_made(current)),
                 )
-                yield PageEvent(figures, event="done" if done else "progress")
-                if done:
-                    return
-                await asyncio.sleep(LIVE_POLL_SECONDS)
+                if not done:
+                    yield PageEvent(figures, event="progress")
+                    await asyncio.sleep(LIVE_POLL_SECONDS)
+                    continue
+                # The end: the final figures, and the results table in place of its empty
+                # state (out of band), so the page settles without a reload.
+                async with factory() as db:
+                    results = await results_preview(RunRepository(db), current.id)
+                table = pages.templates.get_template("dashboard/results.html").render(
+                    base=f"{PREFIX}/scrapers/{scraper_id}/runs/{run_id}",
+                    live=False,
+                    oob=True,
+                    **results,
+                )
+                # The Stop button goes with the run (only a writer's page has one).
+                gone = '<div id="run-actions" hx-swap-oob="delete"></div>' if can_stop else ""
+                yield PageEvent(figures + table + gone, event="done")
+                return
 
         return event_stream(events())
 
@@ -564,6 +587,19 @@ def router(pages: Pages) -> APIRouter:
         return response
 
     return routes
+
+
+async def results_preview(repository: RunRepository, run_id: int) -> dict[str, Any]:
+    """What the run page's results section shows: the first items, columns as in the
+    exports (`url`, then the items' keys in first-seen order), and the downloads."""
+    first = await repository.items(run_id, cursor=None, limit=PREVIEW_ITEMS)
+    keys = await repository.item_keys(run_id)
+    return {
+        "items": [{"url": item.url, **item.data} for item in first],
+        "columns": ["url", *[k for k in keys if k != "url"]],
+        "downloads": DOWNLOADS,
+        "cell": _cell,
+    }
 
 
 def _field_of(error: ServiceError) -> str:
