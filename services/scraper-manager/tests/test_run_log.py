@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -49,6 +51,24 @@ async def add_lines(engine: AsyncEngine, run_id: int, lines: list[LogLine]) -> N
 
 def line(message: str, level: LogLevel = LogLevel.INFO, at: datetime | None = None) -> LogLine:
     return LogLine(level, at or datetime.now(UTC), message, {"n": message})
+
+
+@asynccontextmanager
+async def worker_with(settings: Settings, **update: object) -> AsyncIterator[Settings]:
+    """The whole worker in this process, as the `worker` fixture runs it, with `update`."""
+    from scraper_manager.worker import run as run_worker
+
+    changed = settings.model_copy(
+        update={"run_poll_seconds": 0.2, "heartbeat_seconds": 0.2, **update}
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(changed, stop))
+    await asyncio.sleep(0.3)
+    try:
+        yield changed
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
 
 
 async def test_a_run_logs_its_start_robots_refusals_and_end_with_totals(
@@ -152,6 +172,32 @@ async def test_a_stop_is_logged_as_requested_then_honoured(
         await slow.stop()
     said = messages(await read_log(client, who, scraper_id, run_id))
     assert said.index("stop requested") < said.index("stop honoured") < said.index("run ended")
+
+
+async def test_a_crawl_past_the_cap_logs_the_first_lines_then_one_saying_how_many_dropped(
+    service_settings: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    website: LocalWebsite,
+) -> None:
+    # Every crawl of the site logs at least: run started, robots.txt fetched, the refusal of
+    # /private/secret, run ended; a cap of 2 keeps the first two and counts the rest.
+    async with worker_with(service_settings, run_log_max_lines=2):
+        who = await make_client(db_engine, "write")
+        scraper_id, run_id = await start_crawl(
+            client, who, url=f"{website.url}/page/0", rate_limit=50
+        )
+        run = await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    assert run["status"] == "completed"
+    assert run["stats"]["pages_fetched"] == 12  # the cap bounds the log, not the crawl
+    lines = await read_log(client, who, scraper_id, run_id)
+    assert messages(lines)[:2] == ["run started", "robots.txt fetched"]
+    assert len(lines) == 3
+    dropped = lines[-1]
+    assert dropped["level"] == "warning"
+    assert dropped["fields"]["cap"] == 2
+    assert dropped["fields"]["dropped"] >= 2
+    assert dropped["message"] == f"{dropped['fields']['dropped']} lines dropped"
 
 
 def test_past_the_cap_lines_are_counted_and_one_line_says_how_many() -> None:
