@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import httpx
 from aiohttp import web
+from scraper_manager.app import create_app
 from scraper_manager.crawler.engine import Crawl, CrawlConfig
 from scraper_manager.crawler.runlog import LogLine, RunLog, retention_cutoff, without_credentials
 from scraper_manager.models import LogLevel
@@ -18,6 +19,8 @@ from scraper_manager.runlog.repository import insert_lines
 from scraper_manager.runlog.service import prune_run_logs
 from scraper_manager.settings import Settings
 from servicekit.db.engine import create_session_factory
+from servicekit.embedded.network import free_port
+from servicekit.testing import serve_app
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -147,6 +150,40 @@ async def test_a_failing_proxy_is_logged_as_benched_without_its_credentials() ->
     failed = next(x for x in lines if x.message == "request failed")
     assert failed.level == LogLevel.ERROR
     assert failed.fields["attempts"] == 1
+
+
+async def test_a_crawl_through_a_failing_proxy_logs_it_benched_without_its_credentials(
+    service_settings: Settings, db_engine: AsyncEngine, website: LocalWebsite
+) -> None:
+    # A port just freed: nothing listens there, so every request through the proxy fails.
+    proxy = f"http://crawler:hunter2@127.0.0.1:{free_port()}"
+    pooled = service_settings.model_copy(update={"proxy_pools": {"flaky": [proxy]}})
+    async with worker_with(pooled), serve_app(create_app(pooled)) as api:
+        who = await make_client(db_engine, "write")
+        scraper_id, run_id = await start_crawl(
+            api, who, url=f"{website.url}/page/0", proxy_pool="flaky", obey_robots=False
+        )
+        run = await wait_for_status(api, who, scraper_id, run_id, FINAL)
+        as_json = await api.get(
+            f"{BASE}/{scraper_id}/runs/{run_id}/log", params={"limit": 1000}, headers=who.headers
+        )
+        as_text = await api.get(f"{BASE}/{scraper_id}/runs/{run_id}/log.txt", headers=who.headers)
+    assert run["status"] == "failed"
+    lines = as_json.json()["data"]
+    benched = [x for x in lines if x["message"] == "proxy benched"]
+    # The first attempt and each of the 3 retries fail through it.
+    assert len(benched) == 4
+    assert benched[0]["level"] == "warning"
+    assert benched[0]["fields"] == {
+        "proxy": proxy.replace("crawler:hunter2@", ""),
+        "seconds": 30.0,
+        "others": 0,
+    }
+    assert lines[0]["fields"]["proxy_pool"] == "flaky"
+    for body in (as_json.text, as_text.text):
+        assert "proxy benched" in body
+        assert "hunter2" not in body
+        assert "crawler:" not in body
 
 
 def test_credentials_are_removed_from_a_logged_proxy_url() -> None:
