@@ -250,6 +250,31 @@ async def test_a_read_session_sees_no_write_control_and_its_posts_are_refused(
     assert (await client.get(f"{DASH}/scrapers/new")).status_code == 403
 
 
+async def test_an_admin_deletes_a_scraper_with_its_runs_and_is_told_so(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "admin")
+    scraper = await make_scraper(db_engine, who.owner, name="doomed catalog")
+    kept = await make_scraper(db_engine, who.owner, name="kept catalog")
+    run = await make_run(db_engine, scraper, items=3)
+    token = await sign_in(client, who)
+    page = await client.get(f"{DASH}/scrapers/{scraper.id}")
+    assert 'data-confirm="Delete doomed catalog and all its runs?"' in page.text
+    answer = await client.post(f"{DASH}/scrapers/{scraper.id}/delete", data={"csrf_token": token})
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"{DASH}/"
+    home = await client.get(answer.headers["location"])
+    assert "Scraper deleted." in home.text
+    assert "doomed catalog" not in home.text
+    assert "kept catalog" in home.text
+    assert (await client.get(f"{DASH}/scrapers/{scraper.id}")).status_code == 404
+    api = await client.get(f"/api/v1/scrapers/{scraper.id}", headers=who.headers)
+    assert api.status_code == 404
+    async with create_session_factory(db_engine)() as session:
+        assert await session.get(Run, run.id) is None
+    assert (await client.get(f"/api/v1/scrapers/{kept.id}", headers=who.headers)).status_code == 200
+
+
 async def test_running_twice_shows_the_conflict_as_a_message(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
