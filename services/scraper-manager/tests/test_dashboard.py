@@ -4,6 +4,7 @@ levels, owner isolation, downloads. (In a browser: test_dashboard_browser.py.)""
 from __future__ import annotations
 
 import asyncio
+import html
 import io
 import os
 import re
@@ -428,6 +429,28 @@ async def test_a_scrapers_page_charts_pages_and_items_of_its_runs(
     assert [f">#{run.id}</text>" in chart for run in runs] == [True, True]
     empty = await make_scraper(db_engine, who.owner)
     assert "run-chart" not in (await client.get(f"{DASH}/scrapers/{empty.id}")).text
+
+
+async def test_a_scrapers_run_history_pages_newest_first_without_duplicates_or_gaps(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    created = [(await make_run(db_engine, scraper)).id for _ in range(45)]  # pages of 20
+    await sign_in(client, who)
+    seen: list[list[int]] = []
+    url: str | None = f"{DASH}/scrapers/{scraper.id}"
+    # Bounded: a next link that never ends (a cursor ignored) fails instead of looping.
+    while url is not None and len(seen) < 5:
+        page = await client.get(url)
+        assert page.status_code == 200
+        seen.append(
+            [int(n) for n in re.findall(r'<td data-label="Run"><a [^>]*>#(\d+)</a>', page.text)]
+        )
+        following = re.search(r'<a href="([^"]+)" rel="next">Next page</a>', page.text)
+        url = html.unescape(following.group(1)) if following else None
+    assert [len(ids) for ids in seen] == [20, 20, 5]
+    assert [run_id for ids in seen for run_id in ids] == created[::-1]
 
 
 # -- editing a scraper through the form ----------------------------------------------------------
