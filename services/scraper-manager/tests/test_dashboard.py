@@ -28,7 +28,7 @@ from scraper_manager.settings import Settings
 from servicekit.auth import AccessLevel
 from servicekit.db.engine import create_session_factory
 from servicekit.testing import serve_app
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.dashboard import DASH, sign_in, token_in
@@ -78,6 +78,54 @@ async def test_a_dashboard_link_signs_in_once_as_the_keys_owner_and_level(
     home = await client.get(f"{DASH}/")
     assert who.owner in home.text
     assert ">read<" in home.text
+
+
+async def links_of(db_engine: AsyncEngine, owner: str) -> int:
+    async with db_engine.connect() as connection:
+        count = await connection.scalar(
+            text("SELECT count(*) FROM dashboard_links WHERE owner = :o"), {"o": owner}
+        )
+    return int(count or 0)
+
+
+async def lifetime_of(client: httpx.AsyncClient, who: Client, **body: object) -> timedelta:
+    """How long a link asked for with `body` (none at all when empty) stays usable."""
+    before = datetime.now(UTC)
+    issued = await client.post("/api/v1/dashboard-links", json=body or None, headers=who.headers)
+    assert issued.status_code == 201, issued.text
+    return datetime.fromisoformat(issued.json()["expires_at"]) - before
+
+
+async def test_a_dashboard_link_lasts_the_operators_15_minutes_unless_asked_otherwise(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    for lifetime in (
+        await lifetime_of(client, who),
+        await lifetime_of(client, who, ttl_seconds=None),
+    ):
+        assert timedelta(minutes=14) < lifetime <= timedelta(minutes=15, seconds=5)
+
+
+async def test_a_dashboard_link_lasts_the_ttl_asked_for(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    lifetime = await lifetime_of(client, who, ttl_seconds=7200)
+    assert timedelta(minutes=119) < lifetime <= timedelta(hours=2, seconds=5)
+
+
+@pytest.mark.parametrize("ttl", [86401, 59])
+async def test_a_dashboard_link_ttl_outside_a_minute_to_a_day_is_422_and_creates_nothing(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, ttl: int
+) -> None:
+    who = await make_client(db_engine, "write")
+    answer = await client.post(
+        "/api/v1/dashboard-links", json={"ttl_seconds": ttl}, headers=who.headers
+    )
+    assert answer.status_code == 422
+    assert "ttl_seconds" in answer.json()["error"]
+    assert await links_of(db_engine, who.owner) == 0
 
 
 async def test_merely_fetching_a_dashboard_link_does_not_spend_it(
