@@ -97,6 +97,66 @@ async def test_a_run_logs_its_start_robots_refusals_and_end_with_totals(
     assert end["fields"]["status"] == "completed"
 
 
+async def test_robots_txt_is_logged_with_its_crawl_delay_and_the_delay_applied(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
+) -> None:
+    website.robots = "User-agent: *\nCrawl-delay: 0.1\nDisallow: /private\n"
+    who = await make_client(db_engine, "write")
+    scraper_id, run_id = await start_crawl(
+        client, who, url=f"{website.url}/page/0", max_pages=2, rate_limit=50
+    )
+    await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    lines = await read_log(client, who, scraper_id, run_id)
+    robots = next(x for x in lines if x["message"] == "robots.txt fetched")
+    assert robots["fields"] == {
+        "url": f"{website.url}/robots.txt",
+        "status": 200,
+        "error": None,
+        "crawl_delay": 0.1,
+        "rules": True,
+    }
+    # Slower than the scraper's 50 requests/s (0.02 s apart), so it governs the crawl.
+    applied = next(x for x in lines if x["message"] == "crawl delay applied")
+    assert applied["fields"] == {"seconds": 0.1, "url": f"{website.url}/page/0"}
+
+
+async def test_robots_txt_without_a_crawl_delay_is_logged_with_none(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper_id, run_id = await start_crawl(
+        client, who, url=f"{website.url}/page/0", max_pages=1, rate_limit=50
+    )
+    await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    lines = await read_log(client, who, scraper_id, run_id)
+    robots = next(x for x in lines if x["message"] == "robots.txt fetched")
+    assert robots["fields"]["crawl_delay"] is None
+    assert "crawl delay applied" not in messages(lines)
+
+
+async def test_rate_limit_waits_are_one_summary_line_before_the_end(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
+) -> None:
+    # One request at a time at 2/s: every page after the first waits for its slot (a local
+    # page is fetched in far less than the half second between slots).
+    who = await make_client(db_engine, "write")
+    scraper_id, run_id = await start_crawl(
+        client, who, url=f"{website.url}/page/0", max_pages=4, rate_limit=2, concurrency=1
+    )
+    await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    lines = await read_log(client, who, scraper_id, run_id)
+    waits = [x for x in lines if x["message"] == "rate limit waits"]
+    assert len(waits) == 1
+    summary = waits[0]
+    assert summary["level"] == "info"
+    assert lines[-2] == summary
+    assert set(summary["fields"]) == {"waits", "seconds", "interval_seconds"}
+    assert summary["fields"]["interval_seconds"] == 0.5
+    assert 1 <= summary["fields"]["waits"] <= 3
+    # Each wait is at most one interval (one request at a time).
+    assert 0 < summary["fields"]["seconds"] <= 0.5 * summary["fields"]["waits"]
+
+
 async def test_a_retry_after_is_logged_with_its_status_attempt_and_wait(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
