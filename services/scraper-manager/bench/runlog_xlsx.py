@@ -8,7 +8,11 @@ PostgreSQL (a temporary folder, migrated to head) that the script starts and sto
    `INSERT ... SELECT FROM unnest(...)` in each heartbeat's transaction (every second), the
    rest when the run ends. Without it (`RUN_LOG_MAX_LINES` 0) lines are only counted and one
    says so. Items, heartbeats and the run's end are written alike in both.
-2. The XLSX export's peak Python memory (tracemalloc) for 10,000 and 100,000 items.
+2. The XLSX export of 100,000 (and 10,000) stored items, streamed by `RunService.export` as
+   the HTTP endpoint streams it, each in a child process: peak RSS (C allocations included:
+   lxml, zlib) against a child that connects and reads the run but does not export, and peak
+   Python memory under tracemalloc in a separate child (tracing costs time and memory of its
+   own, so it never shares a process with the RSS figure).
 
 Run: `uv run --frozen python services/scraper-manager/bench/runlog_xlsx.py` (`make bench`
 runs it after the crawl benchmark). Every child has a timeout; the script stops by itself.
@@ -18,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,7 +42,7 @@ from aiohttp import web
 from scraper_manager.cli import MIGRATIONS
 from scraper_manager.crawler.runner import RunExecutor
 from scraper_manager.models import Run, RunStatus, Scraper
-from scraper_manager.runs.export import XlsxRows
+from scraper_manager.runs.service import RunService
 from scraper_manager.settings import Settings
 from servicekit.db.admin import database_url_for, ensure_database
 from servicekit.db.engine import create_engine, create_session_factory
@@ -52,6 +58,18 @@ PAGES = 2000
 # Rounds of the pair (with, without), after one warm-up pair.
 ROUNDS = 15
 OWNER = "bench"
+CHILD_TIMEOUT = 600
+# The items of the export: three flat fields and a nested one (written as JSON text).
+SEED_ITEMS = text(
+    """
+    INSERT INTO items (run_id, scraper_id, url, data, created_at)
+    SELECT :run, :scraper, 'https://shop.example/p/' || n,
+           jsonb_build_object('name', 'Item ' || n, 'price', n / 100.0,
+                              'tags', CAST('["a", "b"]' AS jsonb)),
+           now()
+    FROM generate_series(1, :items) AS n
+    """
+)
 
 
 # -- the crawled site, in a process of its own (its CPU is not the crawler's) -----------------
@@ -135,8 +153,8 @@ async def crawl_rounds(url: str, start: str) -> dict[str, Any]:
         scraper_id = scraper.id
     policy = AddressPolicy.allowing(with_log.allowed_networks)
     times: dict[str, list[float]] = {"without": [], "with": []}
-    # This process's CPU seconds too (the site and PostgreSQL are other processes): less moved
-    # by other work on a shared machine than the wall clock.
+    # This process's CPU seconds too: the crawler's own work (the site and PostgreSQL are
+    # other processes).
     cpu: dict[str, list[float]] = {"without": [], "with": []}
     lines: dict[str, int] = {}
     pages = 0
@@ -167,30 +185,73 @@ async def crawl_rounds(url: str, start: str) -> dict[str, Any]:
     return {"times": times, "cpu": cpu, "lines": lines, "pages": pages}
 
 
-# -- 2. the XLSX export's memory ----------------------------------------------------------------
+# -- 2. the XLSX export, each measure in a child process --------------------------------------
 
 
-def xlsx_peak(items: int) -> tuple[float, float, int]:
-    tracemalloc.start()
+async def seed_export(url: str, items: int) -> tuple[int, int]:
+    """A scraper with one completed run of `items` items; their ids."""
+    engine = create_engine(settings_for(url))
+    try:
+        async with create_session_factory(engine)() as session, session.begin():
+            scraper = Scraper(owner=OWNER, name="export", url="https://shop.example/")
+            session.add(scraper)
+            await session.flush()
+            run = Run(
+                scraper_id=scraper.id,
+                owner=OWNER,
+                status=RunStatus.COMPLETED,
+                items_collected=items,
+            )
+            session.add(run)
+            await session.flush()
+            connection = await session.connection()
+            await connection.execute(
+                SEED_ITEMS, {"run": run.id, "scraper": scraper.id, "items": items}
+            )
+            return scraper.id, run.id
+    finally:
+        await engine.dispose()
+
+
+async def export_child(mode: str, url: str, scraper_id: int, run_id: int) -> dict[str, Any]:
+    """In the child: read the run as the endpoint does, then (unless `baseline`) stream its
+    XLSX body to nowhere."""
+    settings = settings_for(url)
+    engine = create_engine(settings)
+    factory = create_session_factory(engine)
+    size = 0
     started = time.perf_counter()
-    rows = XlsxRows(["url", "name", "price", "tags"])
-    batch = [
-        {
-            "url": f"https://shop.example/p/{n}",
-            "name": f"Item {n}",
-            "price": n / 100,
-            "tags": ["a", "b"],
-        }
-        for n in range(1000)
-    ]
-    for _ in range(items // len(batch)):
-        rows.append(batch)
-    with tempfile.TemporaryFile() as target:
-        rows.save(target)
-        size = target.tell()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return time.perf_counter() - started, peak / 2**20, size
+    try:
+        async with factory() as session:
+            service = RunService(session, factory)
+            run = await service.get(OWNER, scraper_id, run_id)
+            if mode != "baseline":
+                if mode == "traced":
+                    tracemalloc.start()
+                export = await service.export(OWNER, scraper_id, run, "xlsx")
+                async for chunk in export.body:
+                    size += len(chunk)
+    finally:
+        await engine.dispose()
+    traced = tracemalloc.get_traced_memory()[1] if tracemalloc.is_tracing() else 0
+    return {
+        "seconds": time.perf_counter() - started,
+        "bytes": size,
+        # Linux: KiB.
+        "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "traced_mib": traced / 2**20,
+    }
+
+
+def in_child(mode: str, url: str, scraper_id: int, run_id: int) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, __file__, "--child", mode, url, str(scraper_id), str(run_id)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
+    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
 # -- the whole bench ---------------------------------------------------------------------------
@@ -214,15 +275,26 @@ def main() -> int:
             upgrade(MIGRATIONS, url)
             wait_for_port("127.0.0.1", port, 30)
             crawl = asyncio.run(crawl_rounds(url, f"http://127.0.0.1:{port}/p/0"))
+            exports: dict[int, dict[str, dict[str, Any]]] = {}
+            baseline: dict[str, Any] = {}
+            for items in (10_000, 100_000):
+                scraper_id, run_id = asyncio.run(seed_export(url, items))
+                if not baseline:
+                    baseline = in_child("baseline", url, scraper_id, run_id)
+                exports[items] = {
+                    mode: in_child(mode, url, scraper_id, run_id) for mode in ("rss", "traced")
+                }
         finally:
             postgres.stop()
             site.terminate()
             site.wait(10)
-    report(crawl)
+    report(crawl, baseline, exports)
     return 0
 
 
-def report(crawl: dict[str, Any]) -> None:
+def report(
+    crawl: dict[str, Any], baseline: dict[str, Any], exports: dict[int, dict[str, dict[str, Any]]]
+) -> None:
     times, cpu = crawl["times"], crawl["cpu"]
     load = os.getloadavg()[0]
     print(
@@ -250,19 +322,33 @@ def report(crawl: dict[str, Any]) -> None:
             f"rounds' with/without, {(min(figures['with']) / min(figures['without']) - 1) * 100:+.1f}"
             " % fastest against fastest (target <= 5 %)"
         )
-    for items in (10_000, 100_000):
-        seconds, peak, size = xlsx_peak(items)
+    print(
+        f"\nXLSX export through RunService.export (the endpoint's body), one child process each; "
+        f"baseline child (connects, reads the run, no export): peak RSS {baseline['rss_mib']:.1f} MiB"
+    )
+    print(
+        f"{'items':>8} | {'seconds':>7} | {'file MiB':>8} | {'peak RSS MiB':>12} | "
+        f"{'RSS over baseline':>17} | {'tracemalloc peak MiB':>20}"
+    )
+    print("-" * 88)
+    for items, measured in exports.items():
+        rss, traced = measured["rss"], measured["traced"]
         print(
-            f"XLSX of {items} items: {seconds:.1f} s (under tracemalloc), "
-            f"peak Python memory {peak:.1f} MiB, file {size / 2**20:.1f} MiB"
+            f"{items:>8} | {rss['seconds']:>7.1f} | {rss['bytes'] / 2**20:>8.1f} | "
+            f"{rss['rss_mib']:>12.1f} | {rss['rss_mib'] - baseline['rss_mib']:>+17.1f} | "
+            f"{traced['traced_mib']:>20.1f}"
         )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", type=int, metavar="PORT", help="(internal) serve the site")
+    parser.add_argument("--child", nargs=4, metavar=("MODE", "URL", "SCRAPER", "RUN"))
     args = parser.parse_args()
     if args.site:
         serve_site(args.site)
+    elif args.child:
+        mode, url, scraper, run = args.child
+        print(json.dumps(asyncio.run(export_child(mode, url, int(scraper), int(run)))))
     else:
         sys.exit(main())
