@@ -4,6 +4,7 @@ levels, owner isolation, downloads. (In a browser: test_dashboard_browser.py.)""
 from __future__ import annotations
 
 import asyncio
+import html
 import io
 import os
 import re
@@ -27,7 +28,7 @@ from scraper_manager.settings import Settings
 from servicekit.auth import AccessLevel
 from servicekit.db.engine import create_session_factory
 from servicekit.testing import serve_app
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.dashboard import DASH, sign_in, token_in
@@ -77,6 +78,54 @@ async def test_a_dashboard_link_signs_in_once_as_the_keys_owner_and_level(
     home = await client.get(f"{DASH}/")
     assert who.owner in home.text
     assert ">read<" in home.text
+
+
+async def links_of(db_engine: AsyncEngine, owner: str) -> int:
+    async with db_engine.connect() as connection:
+        count = await connection.scalar(
+            text("SELECT count(*) FROM dashboard_links WHERE owner = :o"), {"o": owner}
+        )
+    return int(count or 0)
+
+
+async def lifetime_of(client: httpx.AsyncClient, who: Client, **body: object) -> timedelta:
+    """How long a link asked for with `body` (none at all when empty) stays usable."""
+    before = datetime.now(UTC)
+    issued = await client.post("/api/v1/dashboard-links", json=body or None, headers=who.headers)
+    assert issued.status_code == 201, issued.text
+    return datetime.fromisoformat(issued.json()["expires_at"]) - before
+
+
+async def test_a_dashboard_link_lasts_the_operators_15_minutes_unless_asked_otherwise(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    for lifetime in (
+        await lifetime_of(client, who),
+        await lifetime_of(client, who, ttl_seconds=None),
+    ):
+        assert timedelta(minutes=14) < lifetime <= timedelta(minutes=15, seconds=5)
+
+
+async def test_a_dashboard_link_lasts_the_ttl_asked_for(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    lifetime = await lifetime_of(client, who, ttl_seconds=7200)
+    assert timedelta(minutes=119) < lifetime <= timedelta(hours=2, seconds=5)
+
+
+@pytest.mark.parametrize("ttl", [86401, 59])
+async def test_a_dashboard_link_ttl_outside_a_minute_to_a_day_is_422_and_creates_nothing(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, ttl: int
+) -> None:
+    who = await make_client(db_engine, "write")
+    answer = await client.post(
+        "/api/v1/dashboard-links", json={"ttl_seconds": ttl}, headers=who.headers
+    )
+    assert answer.status_code == 422
+    assert "ttl_seconds" in answer.json()["error"]
+    assert await links_of(db_engine, who.owner) == 0
 
 
 async def test_merely_fetching_a_dashboard_link_does_not_spend_it(
@@ -250,6 +299,31 @@ async def test_a_read_session_sees_no_write_control_and_its_posts_are_refused(
     assert (await client.get(f"{DASH}/scrapers/new")).status_code == 403
 
 
+async def test_an_admin_deletes_a_scraper_with_its_runs_and_is_told_so(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "admin")
+    scraper = await make_scraper(db_engine, who.owner, name="doomed catalog")
+    kept = await make_scraper(db_engine, who.owner, name="kept catalog")
+    run = await make_run(db_engine, scraper, items=3)
+    token = await sign_in(client, who)
+    page = await client.get(f"{DASH}/scrapers/{scraper.id}")
+    assert 'data-confirm="Delete doomed catalog and all its runs?"' in page.text
+    answer = await client.post(f"{DASH}/scrapers/{scraper.id}/delete", data={"csrf_token": token})
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"{DASH}/"
+    home = await client.get(answer.headers["location"])
+    assert "Scraper deleted." in home.text
+    assert "doomed catalog" not in home.text
+    assert "kept catalog" in home.text
+    assert (await client.get(f"{DASH}/scrapers/{scraper.id}")).status_code == 404
+    api = await client.get(f"/api/v1/scrapers/{scraper.id}", headers=who.headers)
+    assert api.status_code == 404
+    async with create_session_factory(db_engine)() as session:
+        assert await session.get(Run, run.id) is None
+    assert (await client.get(f"/api/v1/scrapers/{kept.id}", headers=who.headers)).status_code == 200
+
+
 async def test_running_twice_shows_the_conflict_as_a_message(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
@@ -403,6 +477,28 @@ async def test_a_scrapers_page_charts_pages_and_items_of_its_runs(
     assert [f">#{run.id}</text>" in chart for run in runs] == [True, True]
     empty = await make_scraper(db_engine, who.owner)
     assert "run-chart" not in (await client.get(f"{DASH}/scrapers/{empty.id}")).text
+
+
+async def test_a_scrapers_run_history_pages_newest_first_without_duplicates_or_gaps(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    created = [(await make_run(db_engine, scraper)).id for _ in range(45)]  # pages of 20
+    await sign_in(client, who)
+    seen: list[list[int]] = []
+    url: str | None = f"{DASH}/scrapers/{scraper.id}"
+    # Bounded: a next link that never ends (a cursor ignored) fails instead of looping.
+    while url is not None and len(seen) < 5:
+        page = await client.get(url)
+        assert page.status_code == 200
+        seen.append(
+            [int(n) for n in re.findall(r'<td data-label="Run"><a [^>]*>#(\d+)</a>', page.text)]
+        )
+        following = re.search(r'<a href="([^"]+)" rel="next">Next page</a>', page.text)
+        url = html.unescape(following.group(1)) if following else None
+    assert [len(ids) for ids in seen] == [20, 20, 5]
+    assert [run_id for ids in seen for run_id in ids] == created[::-1]
 
 
 # -- editing a scraper through the form ----------------------------------------------------------

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
 import httpx
 from aiohttp import web
+from scraper_manager.app import create_app
 from scraper_manager.crawler.engine import Crawl, CrawlConfig
 from scraper_manager.crawler.runlog import LogLine, RunLog, retention_cutoff, without_credentials
 from scraper_manager.models import LogLevel
@@ -16,6 +19,8 @@ from scraper_manager.runlog.repository import insert_lines
 from scraper_manager.runlog.service import prune_run_logs
 from scraper_manager.settings import Settings
 from servicekit.db.engine import create_session_factory
+from servicekit.embedded.network import free_port
+from servicekit.testing import serve_app
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -51,6 +56,24 @@ def line(message: str, level: LogLevel = LogLevel.INFO, at: datetime | None = No
     return LogLine(level, at or datetime.now(UTC), message, {"n": message})
 
 
+@asynccontextmanager
+async def worker_with(settings: Settings, **update: object) -> AsyncIterator[Settings]:
+    """The whole worker in this process, as the `worker` fixture runs it, with `update`."""
+    from scraper_manager.worker import run as run_worker
+
+    changed = settings.model_copy(
+        update={"run_poll_seconds": 0.2, "heartbeat_seconds": 0.2, **update}
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(changed, stop))
+    await asyncio.sleep(0.3)
+    try:
+        yield changed
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
 async def test_a_run_logs_its_start_robots_refusals_and_end_with_totals(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
 ) -> None:
@@ -72,6 +95,66 @@ async def test_a_run_logs_its_start_robots_refusals_and_end_with_totals(
     assert end["message"] == "run ended"
     assert end["fields"]["pages_fetched"] == 3
     assert end["fields"]["status"] == "completed"
+
+
+async def test_robots_txt_is_logged_with_its_crawl_delay_and_the_delay_applied(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
+) -> None:
+    website.robots = "User-agent: *\nCrawl-delay: 0.1\nDisallow: /private\n"
+    who = await make_client(db_engine, "write")
+    scraper_id, run_id = await start_crawl(
+        client, who, url=f"{website.url}/page/0", max_pages=2, rate_limit=50
+    )
+    await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    lines = await read_log(client, who, scraper_id, run_id)
+    robots = next(x for x in lines if x["message"] == "robots.txt fetched")
+    assert robots["fields"] == {
+        "url": f"{website.url}/robots.txt",
+        "status": 200,
+        "error": None,
+        "crawl_delay": 0.1,
+        "rules": True,
+    }
+    # Slower than the scraper's 50 requests/s (0.02 s apart), so it governs the crawl.
+    applied = next(x for x in lines if x["message"] == "crawl delay applied")
+    assert applied["fields"] == {"seconds": 0.1, "url": f"{website.url}/page/0"}
+
+
+async def test_robots_txt_without_a_crawl_delay_is_logged_with_none(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper_id, run_id = await start_crawl(
+        client, who, url=f"{website.url}/page/0", max_pages=1, rate_limit=50
+    )
+    await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    lines = await read_log(client, who, scraper_id, run_id)
+    robots = next(x for x in lines if x["message"] == "robots.txt fetched")
+    assert robots["fields"]["crawl_delay"] is None
+    assert "crawl delay applied" not in messages(lines)
+
+
+async def test_rate_limit_waits_are_one_summary_line_before_the_end(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
+) -> None:
+    # One request at a time at 2/s: every page after the first waits for its slot (a local
+    # page is fetched in far less than the half second between slots).
+    who = await make_client(db_engine, "write")
+    scraper_id, run_id = await start_crawl(
+        client, who, url=f"{website.url}/page/0", max_pages=4, rate_limit=2, concurrency=1
+    )
+    await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    lines = await read_log(client, who, scraper_id, run_id)
+    waits = [x for x in lines if x["message"] == "rate limit waits"]
+    assert len(waits) == 1
+    summary = waits[0]
+    assert summary["level"] == "info"
+    assert lines[-2] == summary
+    assert set(summary["fields"]) == {"waits", "seconds", "interval_seconds"}
+    assert summary["fields"]["interval_seconds"] == 0.5
+    assert 1 <= summary["fields"]["waits"] <= 3
+    # Each wait is at most one interval (one request at a time).
+    assert 0 < summary["fields"]["seconds"] <= 0.5 * summary["fields"]["waits"]
 
 
 async def test_a_retry_after_is_logged_with_its_status_attempt_and_wait(
@@ -129,6 +212,40 @@ async def test_a_failing_proxy_is_logged_as_benched_without_its_credentials() ->
     assert failed.fields["attempts"] == 1
 
 
+async def test_a_crawl_through_a_failing_proxy_logs_it_benched_without_its_credentials(
+    service_settings: Settings, db_engine: AsyncEngine, website: LocalWebsite
+) -> None:
+    # A port just freed: nothing listens there, so every request through the proxy fails.
+    proxy = f"http://crawler:hunter2@127.0.0.1:{free_port()}"
+    pooled = service_settings.model_copy(update={"proxy_pools": {"flaky": [proxy]}})
+    async with worker_with(pooled), serve_app(create_app(pooled)) as api:
+        who = await make_client(db_engine, "write")
+        scraper_id, run_id = await start_crawl(
+            api, who, url=f"{website.url}/page/0", proxy_pool="flaky", obey_robots=False
+        )
+        run = await wait_for_status(api, who, scraper_id, run_id, FINAL)
+        as_json = await api.get(
+            f"{BASE}/{scraper_id}/runs/{run_id}/log", params={"limit": 1000}, headers=who.headers
+        )
+        as_text = await api.get(f"{BASE}/{scraper_id}/runs/{run_id}/log.txt", headers=who.headers)
+    assert run["status"] == "failed"
+    lines = as_json.json()["data"]
+    benched = [x for x in lines if x["message"] == "proxy benched"]
+    # The first attempt and each of the 3 retries fail through it.
+    assert len(benched) == 4
+    assert benched[0]["level"] == "warning"
+    assert benched[0]["fields"] == {
+        "proxy": proxy.replace("crawler:hunter2@", ""),
+        "seconds": 30.0,
+        "others": 0,
+    }
+    assert lines[0]["fields"]["proxy_pool"] == "flaky"
+    for body in (as_json.text, as_text.text):
+        assert "proxy benched" in body
+        assert "hunter2" not in body
+        assert "crawler:" not in body
+
+
 def test_credentials_are_removed_from_a_logged_proxy_url() -> None:
     assert without_credentials("http://u:p@proxy.example:3128/") == "http://proxy.example:3128/"
     assert without_credentials("http://proxy.example:3128") == "http://proxy.example:3128"
@@ -152,6 +269,32 @@ async def test_a_stop_is_logged_as_requested_then_honoured(
         await slow.stop()
     said = messages(await read_log(client, who, scraper_id, run_id))
     assert said.index("stop requested") < said.index("stop honoured") < said.index("run ended")
+
+
+async def test_a_crawl_past_the_cap_logs_the_first_lines_then_one_saying_how_many_dropped(
+    service_settings: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    website: LocalWebsite,
+) -> None:
+    # Every crawl of the site logs at least: run started, robots.txt fetched, the refusal of
+    # /private/secret, run ended; a cap of 2 keeps the first two and counts the rest.
+    async with worker_with(service_settings, run_log_max_lines=2):
+        who = await make_client(db_engine, "write")
+        scraper_id, run_id = await start_crawl(
+            client, who, url=f"{website.url}/page/0", rate_limit=50
+        )
+        run = await wait_for_status(client, who, scraper_id, run_id, FINAL)
+    assert run["status"] == "completed"
+    assert run["stats"]["pages_fetched"] == 12  # the cap bounds the log, not the crawl
+    lines = await read_log(client, who, scraper_id, run_id)
+    assert messages(lines)[:2] == ["run started", "robots.txt fetched"]
+    assert len(lines) == 3
+    dropped = lines[-1]
+    assert dropped["level"] == "warning"
+    assert dropped["fields"]["cap"] == 2
+    assert dropped["fields"]["dropped"] >= 2
+    assert dropped["message"] == f"{dropped['fields']['dropped']} lines dropped"
 
 
 def test_past_the_cap_lines_are_counted_and_one_line_says_how_many() -> None:

@@ -1,19 +1,39 @@
-"""`POST /api/v1/dashboard-links`: a one-time dashboard link for the calling key."""
+"""`POST /api/v1/dashboard-links`: a one-time dashboard link for the calling key, with an
+optional lifetime as webhook-hub's `POST /webhooks/portal-links` takes it."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from fastapi import APIRouter, Request, status
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from servicekit.auth.dependencies import ReadPrincipal
 from servicekit.web.session import SessionDep
 
-from scraper_manager.dashboard.links import dashboard_links
+from scraper_manager.dashboard.links import (
+    MAX_LINK_TTL_SECONDS,
+    MIN_LINK_TTL_SECONDS,
+    dashboard_links,
+    link_ttl,
+)
 from scraper_manager.dependencies import SettingsDep
-from scraper_manager.errors import AUTH, declared
+from scraper_manager.errors import AUTH, RequestInvalid, declared
 
 router = APIRouter(tags=["dashboard"])
+
+
+class DashboardLinkCreate(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"ttl_seconds": 3600}]}
+    )
+
+    ttl_seconds: int | None = Field(
+        default=None,
+        ge=MIN_LINK_TTL_SECONDS,
+        le=MAX_LINK_TTL_SECONDS,
+        description="How long the link may be opened (once): 60 s to 24 h; without it, the "
+        "operator's `DASHBOARD_LINK_MINUTES` (default 15 min)",
+    )
 
 
 class DashboardLinkOut(BaseModel):
@@ -39,18 +59,24 @@ class DashboardLinkOut(BaseModel):
     summary="A one-time dashboard link",
     description=(
         "A link that signs its first visitor in to the dashboard as the calling key's owner, "
-        "at the key's level, until it expires (`DASHBOARD_LINK_MINUTES`). Any key may ask."
+        "at the key's level, until it expires: after `ttl_seconds` (60 s to 24 h, as "
+        "webhook-hub's portal links) or, without it, the operator's "
+        "`DASHBOARD_LINK_MINUTES` (default 15 min). Any key may ask."
     ),
-    responses=declared(*AUTH),
+    responses=declared(*AUTH, RequestInvalid),
 )
 async def create_dashboard_link(
-    principal: ReadPrincipal, session: SessionDep, settings: SettingsDep, request: Request
+    principal: ReadPrincipal,
+    session: SessionDep,
+    settings: SettingsDep,
+    request: Request,
+    body: DashboardLinkCreate | None = None,
 ) -> DashboardLinkOut:
     base = settings.public_url or str(request.base_url)
     link = await dashboard_links(session).issue(
         principal.owner,
         principal.level,
         base_url=base,
-        ttl=timedelta(minutes=settings.dashboard_link_minutes),
+        ttl=link_ttl(body.ttl_seconds if body else None, settings.dashboard_link_minutes),
     )
     return DashboardLinkOut(url=link.url, expires_at=link.expires_at)

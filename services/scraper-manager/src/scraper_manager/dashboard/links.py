@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from servicekit.web.pages.links import SignInLinks
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.models import DashboardLink
 
 LINK_PATH = "/dashboard/link/"
+# The bounds of a lifetime asked for in `POST /api/v1/dashboard-links`: webhook-hub's for its
+# portal links, so a client's backend asks both services alike.
+MIN_LINK_TTL_SECONDS = 60
+MAX_LINK_TTL_SECONDS = 24 * 3600
+
+
+def link_ttl(requested_seconds: int | None, default_minutes: int) -> timedelta:
+    """The lifetime asked for (already within the bounds), else the operator's default."""
+    if requested_seconds is None:
+        return timedelta(minutes=default_minutes)
+    return timedelta(seconds=requested_seconds)
 
 
 def dashboard_links(session: AsyncSession) -> SignInLinks[DashboardLink]:
