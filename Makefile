@@ -29,7 +29,9 @@ $(CURDIR)/.tools/bin/uv:
 	$(CURDIR)/.tools/bin/pip install --quiet uv
 
 .venv/.synced: $(UV) uv.lock pyproject.toml libs/servicekit/pyproject.toml $(wildcard services/*/pyproject.toml) tests-e2e/pyproject.toml
-	$(UV) sync --frozen --all-packages
+	@# Bytecode compiled once here: otherwise the first imports of every suite, CLI and stack
+	@# process, started side by side, compile the same files at once (a CLI took over 60 s).
+	$(UV) sync --frozen --all-packages --compile-bytecode
 	@touch $@
 
 install: .venv/.synced

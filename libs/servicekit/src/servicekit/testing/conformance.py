@@ -72,7 +72,7 @@ def run_cli(
     }
     executable = Path(sys.executable).parent / command
     return subprocess.run(
-        [str(executable), *args], env=env, capture_output=True, text=True, timeout=60, check=True
+        [str(executable), *args], env=env, capture_output=True, text=True, timeout=100, check=True
     )
 
 
