@@ -50,6 +50,7 @@ from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.models import FINAL_RUN_STATUSES, LogLevel, Run, RunStatus, Scraper
 from scraper_manager.runlog.repository import RunLogRepository
 from scraper_manager.runs.repository import RunRepository
+from scraper_manager.runs.service import RunService
 from scraper_manager.scrapers.schemas import ScraperPatch
 from scraper_manager.settings import Settings
 from scraper_manager.webhooks.schemas import WebhookCreate
@@ -397,7 +398,7 @@ def router(pages: Pages) -> APIRouter:
         scraper = await service.get(user.owner, scraper_id)
         run = await runs.get(user.owner, scraper_id, run_id)
         lines = await logs.lines.page(run.id, after=None, limit=LOG_TAIL, level=level)
-        results = await results_preview(runs.runs, run.id)
+        results = await results_preview(runs, run)
         return pages.render(
             request,
             "dashboard/run.html",
@@ -467,7 +468,7 @@ def router(pages: Pages) -> APIRouter:
                 # The end: the final figures, and the results table in place of its empty
                 # state (out of band), so the page settles without a reload.
                 async with factory() as db:
-                    results = await results_preview(RunRepository(db), current.id)
+                    results = await results_preview(RunService(db, factory), current)
                 table = pages.templates.get_template("dashboard/results.html").render(
                     base=f"{PREFIX}/scrapers/{scraper_id}/runs/{run_id}",
                     live=False,
@@ -589,11 +590,10 @@ def router(pages: Pages) -> APIRouter:
     return routes
 
 
-async def results_preview(repository: RunRepository, run_id: int) -> dict[str, Any]:
+async def results_preview(runs: RunService, run: Run) -> dict[str, Any]:
     """What the run page's results section shows: the first items, columns as in the
     exports (`url`, then the items' keys in first-seen order), and the downloads."""
-    first = await repository.items(run_id, cursor=None, limit=PREVIEW_ITEMS)
-    keys = await repository.item_keys(run_id)
+    first, keys = await runs.preview(run, PREVIEW_ITEMS)
     return {
         "items": [{"url": item.url, **item.data} for item in first],
         "columns": ["url", *[k for k in keys if k != "url"]],

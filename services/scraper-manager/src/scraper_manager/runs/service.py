@@ -94,6 +94,12 @@ class RunService:
         )
         return page_of(rows, limit, lambda item: str(item.id))
 
+    async def preview(self, run: Run, limit: int) -> tuple[list[Item], list[str]]:
+        """A run's first `limit` items in crawl order, and the keys of all its items in
+        first-seen order (the exports' columns)."""
+        first = await self.runs.items(run.id, cursor=None, limit=limit)
+        return list(first), await self.runs.item_keys(run.id)
+
     async def export(self, owner: str, scraper_id: int, run: Run, format: ExportFormat) -> Export:
         scraper = await self._scraper(owner, scraper_id)
         filename = f"scraper-{scraper_id}-run-{run.id}.{format}"
