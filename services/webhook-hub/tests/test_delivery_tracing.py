@@ -6,6 +6,7 @@ context for retries hours later."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,12 +50,18 @@ async def publish_traced(js: JetStreamContext, event_type: str, data: dict[str, 
 
 
 async def wait_for_event_posts(
-    receiver: HttpReceiver, event_type: str, count: int, timeout: float = 15.0
+    receiver: HttpReceiver, event_type: str, count: int, path: str, timeout: float = 15.0
 ) -> list[ReceivedRequest]:
+    """The posts of `event_type` to `path`: earlier tests' subscriptions of the same type, to
+    the same receiver, get the same events."""
     needle = f'"type":"{event_type}"'.encode()
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
-        posts = [r for r in receiver.requests if r.method == "POST" and needle in r.body]
+        posts = [
+            r
+            for r in receiver.requests
+            if r.method == "POST" and r.path == path and needle in r.body
+        ]
         if len(posts) >= count:
             return posts
         await asyncio.sleep(0.05)
@@ -89,16 +96,20 @@ class TracedHub:
     receiver: HttpReceiver
     js: JetStreamContext
 
+    path: str = ""
+
     async def subscribe(self, event_type: str, **extra: Any) -> dict[str, Any]:
+        """A subscription of its own receiving path, so its posts are told from others'."""
         consumer = await make_consumer(self.engine, "write")
-        return await subscribe(
-            self.client, consumer.headers, self.receiver.url, [event_type], **extra
-        )
+        self.path = f"/traced-{uuid.uuid4().hex[:8]}"
+        url = self.receiver.url.rstrip("/") + self.path
+        return await subscribe(self.client, consumer.headers, url, [event_type], **extra)
 
     async def deliver(self, event_type: str, posts: int = 1) -> tuple[str, list[ReceivedRequest]]:
-        """Publish a traced event; its trace id and the receiver's first `posts` of it."""
+        """Publish a traced event; its trace id and the first `posts` of it at the
+        subscription's path."""
         trace_id = await publish_traced(self.js, event_type, {"id": 1})
-        return trace_id, await wait_for_event_posts(self.receiver, event_type, posts)
+        return trace_id, await wait_for_event_posts(self.receiver, event_type, posts, self.path)
 
 
 @pytest.fixture
