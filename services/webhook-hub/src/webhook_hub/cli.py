@@ -9,11 +9,11 @@ from pathlib import Path
 from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.cli import ExtraCommand, ServiceCLI
 from servicekit.db.engine import create_engine, create_session_factory
-from servicekit.web.pages.links import IssuedLink
+from servicekit.web.pages.links import MAX_LINK_TTL_SECONDS, MIN_LINK_TTL_SECONDS, IssuedLink
 
 from webhook_hub.app import create_app
 from webhook_hub.consumers.service import ConsumerService
-from webhook_hub.portal.schemas import DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS
+from webhook_hub.portal.schemas import DEFAULT_TTL_SECONDS
 from webhook_hub.portal.service import portal_level, portal_links
 from webhook_hub.settings import Settings
 from webhook_hub.worker import run
@@ -62,8 +62,11 @@ def configure_portal_link(parser: argparse.ArgumentParser) -> None:
 
 
 def run_portal_link(settings: Settings, args: argparse.Namespace) -> int:
-    if not 60 <= args.ttl_seconds <= MAX_TTL_SECONDS:
-        print(f"--ttl-seconds must be 60 to {MAX_TTL_SECONDS}", file=sys.stderr)
+    if not MIN_LINK_TTL_SECONDS <= args.ttl_seconds <= MAX_LINK_TTL_SECONDS:
+        print(
+            f"--ttl-seconds must be {MIN_LINK_TTL_SECONDS} to {MAX_LINK_TTL_SECONDS}",
+            file=sys.stderr,
+        )
         return 2
 
     async def issue() -> IssuedLink:

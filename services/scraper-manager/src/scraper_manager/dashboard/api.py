@@ -8,14 +8,10 @@ from datetime import datetime
 from fastapi import APIRouter, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 from servicekit.auth.dependencies import ReadPrincipal
+from servicekit.web.pages.links import MAX_LINK_TTL_SECONDS, MIN_LINK_TTL_SECONDS
 from servicekit.web.session import SessionDep
 
-from scraper_manager.dashboard.links import (
-    MAX_LINK_TTL_SECONDS,
-    MIN_LINK_TTL_SECONDS,
-    dashboard_links,
-    link_ttl,
-)
+from scraper_manager.dashboard.links import dashboard_links, link_ttl
 from scraper_manager.dependencies import SettingsDep
 from scraper_manager.errors import AUTH, RequestInvalid, declared
 

@@ -10,10 +10,6 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from scraper_manager.models import DashboardLink
 
 LINK_PATH = "/dashboard/link/"
-# The bounds of a lifetime asked for in `POST /api/v1/dashboard-links`: webhook-hub's for its
-# portal links, so a client's backend asks both services alike.
-MIN_LINK_TTL_SECONDS = 60
-MAX_LINK_TTL_SECONDS = 24 * 3600
 
 
 def link_ttl(requested_seconds: int | None, default_minutes: int) -> timedelta:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
+from servicekit.web.pages.links import MAX_LINK_TTL_SECONDS, MIN_LINK_TTL_SECONDS
 
 DEFAULT_TTL_SECONDS = 3600
-MAX_TTL_SECONDS = 86400
 
 
 class PortalLinkCreate(BaseModel):
@@ -17,8 +17,8 @@ class PortalLinkCreate(BaseModel):
 
     ttl_seconds: int = Field(
         default=DEFAULT_TTL_SECONDS,
-        ge=60,
-        le=MAX_TTL_SECONDS,
+        ge=MIN_LINK_TTL_SECONDS,
+        le=MAX_LINK_TTL_SECONDS,
         description="How long the link may be opened (once): 60 s to 24 h, default 1 h",
     )
 

@@ -26,6 +26,9 @@ from servicekit.errors import NotFound, ServiceError
 from servicekit.web.pages.site import Pages
 
 TOKEN_BYTES = 32
+# The lifetimes a link may be asked for (the services' link APIs and CLIs), alike everywhere.
+MIN_LINK_TTL_SECONDS = 60
+MAX_LINK_TTL_SECONDS = 24 * 3600
 # A token is 43 url-safe characters; anything much longer is not one and is not hashed.
 MAX_TOKEN_LENGTH = 100
 COLUMNS = ("token_hash", "owner", "level", "expires_at", "used_at")
