@@ -13,10 +13,12 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from pyreqwest.client import ClientBuilder
 from servicekit.signing import generate_secret, webhook_headers
+from webhook_hub.delivery_engine.http1 import OriginPool
 
 EVENT_TYPE = "bench.happened"
 Post = Callable[[bytes, dict[str, str]], Awaitable[None]]
@@ -67,7 +69,7 @@ async def aiohttp_loop(url: str, requests: int, concurrency: int) -> dict[str, A
 
 
 async def pyreqwest_loop(url: str, requests: int, concurrency: int) -> dict[str, Any]:
-    """As the engine's sender uses it: a streamed answer read to at most 4 KiB."""
+    """A streamed answer read to at most 4 KiB (the engine's sender before `http1`)."""
     client = ClientBuilder().follow_redirects(False).timeout(timedelta(seconds=10)).build()
     async with client:
 
@@ -79,7 +81,33 @@ async def pyreqwest_loop(url: str, requests: int, concurrency: int) -> dict[str,
         return await _drive(post, requests, concurrency)
 
 
-LOOPS = {"aiohttp": aiohttp_loop, "pyreqwest": pyreqwest_loop}
+async def http1_loop(url: str, requests: int, concurrency: int) -> dict[str, Any]:
+    """As the engine's sender uses it: one origin's pool of kept-alive connections, an answer
+    read to at most 4 KiB."""
+    parts = urlsplit(url)
+    pool = OriginPool(
+        scheme=parts.scheme,
+        host=parts.hostname or "",
+        port=parts.port or 80,
+        address=parts.hostname,
+        user_agent="bench",
+        connect_timeout=5.0,
+        tls=None,
+        max_idle=concurrency,
+        body_limit=4096,
+    )
+    target = parts.path or "/"
+
+    async def post(body: bytes, headers: dict[str, str]) -> None:
+        await pool.post(target, headers, body, 10.0)
+
+    try:
+        return await _drive(post, requests, concurrency)
+    finally:
+        pool.close()
+
+
+LOOPS = {"aiohttp": aiohttp_loop, "pyreqwest": pyreqwest_loop, "http1": http1_loop}
 
 
 def main() -> None:

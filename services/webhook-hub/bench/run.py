@@ -10,8 +10,8 @@ duplicate `webhook-id`s, and the CPU the product's processes (workers, PostgreSQ
 spent per delivered event. Then the same drain and 1,000/s rows again with tracing on
 (OpenTelemetry at 10 % sampling, exported over OTLP/HTTP to a sink in this process), to print
 what tracing costs; the rows above run with no `OTEL_*` variable, as a default install does.
-Then the bare sign-and-POST loops of aiohttp and of pyreqwest (the engine's sender) to the
-same receiver, in the same run. Everything stays on loopback and stops by itself.
+Then the bare sign-and-POST loops of aiohttp, of pyreqwest (the sender before) and of `http1`
+(the engine's sender) to the same receiver, in the same run. Everything stays on loopback and stops by itself.
 """
 
 from __future__ import annotations

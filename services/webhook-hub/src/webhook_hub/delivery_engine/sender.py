@@ -1,12 +1,11 @@
 """One attempt: sign, POST, read at most 4 KiB of the answer, time it.
 
-The HTTP client is pyreqwest (Rust's reqwest and hyper), chosen by measurement: the bench's
-bare sign-and-POST loop costs it well under half the CPU per request aiohttp's does. Each
-endpoint origin (scheme, host, port) has a client of its own, so a keep-alive pool of its own;
-with the SSRF guard on, that client is pinned (reqwest's static resolution) to the address
-the guard checked, so the connection goes to that address and DNS cannot change between the
-check and the connect. The pin is checked again after `RECHECK_SECONDS`; a new answer gets a
-new client. Redirects are never followed; https certificates are verified.
+The HTTP client is `http1` (asyncio and httptools), chosen by measurement in the bench's bare
+sign-and-POST loops (see the README's Performance). Each endpoint origin (scheme, host, port)
+has a pool of its own kept-alive connections; with the SSRF guard on, the pool connects to
+the address the guard checked, so DNS cannot change between the check and the connect. The
+address is checked again after `RECHECK_SECONDS`; a new answer gets a new pool. Redirects are
+never followed; https certificates are verified.
 """
 
 from __future__ import annotations
@@ -14,14 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
-from pyreqwest.client import Client, ClientBuilder
-from pyreqwest.exceptions import PyreqwestError
 from servicekit.net import AddressRefused, resolve_checked
 from servicekit.signing import webhook_headers
 from servicekit.tracing import (
@@ -35,21 +32,21 @@ from servicekit.tracing import (
 from servicekit.tracing import tracing_enabled as _tracing_enabled
 
 from webhook_hub.delivery_engine.decisions import outcome_of
+from webhook_hub.delivery_engine.http1 import HttpFailure, OriginPool, tls_context
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, Failure
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 
 # How long a checked address is trusted before the name is looked up and checked again.
 RECHECK_SECONDS = 60.0
-# Distinct endpoint origins with a client at once; the least recently used go first.
-MAX_CLIENTS = 4096
-# Answers without a body, whatever their headers say.
-_NO_BODY = frozenset({204, 304})
+# Distinct endpoint origins with a pool at once; the least recently used go first.
+MAX_ORIGINS = 4096
+# Endpoint URLs whose origin and request target are remembered (parsed once).
+MAX_TARGETS = 16384
 
 
 @dataclass
 class _Origin:
-    client: Client
-    address: str | None  # the checked address it is pinned to (None: not guarded)
+    pool: OriginPool
     checked_at: float
 
 
@@ -67,12 +64,13 @@ class WebhookSender:
         self._user_agent = user_agent
         self._limit = response_body_limit
         self._guard = guard
-        self._connect_timeout = timedelta(seconds=connect_timeout_seconds)
-        self._roots = root_certificates_pem
+        self._connect_timeout = connect_timeout_seconds
+        self._tls = tls_context(root_certificates_pem)
         self._pool_size = pool_size_per_endpoint
-        # (scheme, host, port) -> its client; insertion order is use order (an LRU).
+        # (scheme, host, port) -> its pool; insertion order is use order (an LRU).
         self._origins: dict[tuple[str, str, int], _Origin] = {}
-        self._timeouts: dict[int, timedelta] = {}
+        # endpoint URL -> (its origin, the request target)
+        self._targets: dict[str, tuple[tuple[str, str, int], str]] = {}
         # Decided once: the worker installs the SDK (or not) before it builds its sender.
         self._traced = _tracing_enabled()
         # A first attempt whose dispatch was not sampled would get a span that is never
@@ -80,60 +78,59 @@ class WebhookSender:
         # of what tracing cost an attempt).
         self._skip_unsampled = children_follow_unsampled_parents()
 
-    def _timeout(self, seconds: int) -> timedelta:
-        timeout = self._timeouts.get(seconds)
-        if timeout is None:
-            timeout = self._timeouts[seconds] = timedelta(seconds=seconds)
-        return timeout
-
     async def close(self) -> None:
         origins, self._origins = list(self._origins.values()), {}
         for origin in origins:
-            await origin.client.close()
+            origin.pool.close()
 
-    def _build(self, host: str, port: int, address: str | None) -> Client:
-        builder = (
-            ClientBuilder()
-            .follow_redirects(False)
-            .connect_timeout(self._connect_timeout)
-            .pool_max_idle_per_host(self._pool_size)
-            .user_agent(self._user_agent)
-            .no_proxy()
-            .gzip(False)
-        )
-        for pem in self._roots:
-            builder = builder.add_root_certificate_pem(pem)
-        if address is not None:
-            builder = builder.resolve(host, address, port)
-        return builder.build()
+    def _target(self, url: str) -> tuple[tuple[str, str, int], str]:
+        known = self._targets.get(url)
+        if known is None:
+            parts = urlsplit(url)
+            host = parts.hostname or ""
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            if len(self._targets) >= MAX_TARGETS:
+                self._targets.clear()
+            known = self._targets[url] = ((parts.scheme, host, port), target)
+        return known
 
-    async def _client_for(self, url: str) -> Client:
-        """The origin's client: the pool of its keep-alive connections, pinned to the checked
-        address when guarded. Refuses (`AddressRefused`) what the guard refuses."""
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        key = (parts.scheme, host, port)
+    async def _pool_for(self, url: str, key: tuple[str, str, int]) -> OriginPool:
+        """The origin's pool of kept-alive connections, to the checked address when guarded.
+        Refuses (`AddressRefused`) what the guard refuses."""
         now = time.monotonic()
         origin = self._origins.pop(key, None)
         if origin is not None and (
             self._guard is None or now - origin.checked_at < RECHECK_SECONDS
         ):
             self._origins[key] = origin
-            return origin.client
+            return origin.pool
         address: str | None = None
         if self._guard is not None:
             checked = await resolve_checked(url, self._guard.policy, resolver=self._guard.resolver)
             address = str(checked)
-        if origin is None or origin.address != address:
-            origin = _Origin(self._build(host, port, address), address, now)
+        if origin is None or origin.pool.address != address:
+            if origin is not None:
+                origin.pool.close()
+            scheme, host, port = key
+            pool = OriginPool(
+                scheme=scheme,
+                host=host,
+                port=port,
+                address=address,
+                user_agent=self._user_agent,
+                connect_timeout=self._connect_timeout,
+                tls=self._tls,
+                max_idle=self._pool_size,
+                body_limit=self._limit,
+            )
+            origin = _Origin(pool, now)
         else:
             origin.checked_at = now
         self._origins[key] = origin
-        while len(self._origins) > MAX_CLIENTS:
-            # Dropped, not closed: attempts still using it finish on their own.
-            del self._origins[next(iter(self._origins))]
-        return origin.client
+        while len(self._origins) > MAX_ORIGINS:
+            self._origins.pop(next(iter(self._origins))).pool.close()
+        return origin.pool
 
     def attempt(self, job: DeliveryJob) -> Coroutine[Any, Any, AttemptResult]:
         """Send `job` once (await the answer). Untraced (no SDK): no span objects and no
@@ -206,29 +203,16 @@ class WebhookSender:
         failure: Failure | None = None
         # The one place an attempt is sent and its outcome known.
         try:
-            client = await self._client_for(job.endpoint_url)
-            request = (
-                client.post(job.endpoint_url)
-                .headers(headers)
-                .body_bytes(body)
-                .timeout(self._timeout(job.timeout_seconds))
-                .streamed_read_buffer_limit(self._limit)
-                .build_streamed()
-            )
-            async with request as response:
-                status = response.status
-                retry_after = response.get_header("retry-after")
-                if status in _NO_BODY or response.get_header("content-length") == "0":
-                    text = ""  # nothing to wait for: one round trip into the client less
-                else:
-                    # At most the limit is read: the connection of a longer answer is dropped.
-                    raw = await response.body_reader.read(self._limit)
-                    text = bytes(raw or b"").decode("utf-8", errors="replace")
+            key, target = self._target(job.endpoint_url)
+            pool = await self._pool_for(job.endpoint_url, key)
+            response = await pool.post(target, headers, body, job.timeout_seconds)
+            status, retry_after = response.status, response.retry_after
+            text = response.body.decode("utf-8", errors="replace")
         except AddressRefused as exc:
             error, failure = f"refused: {exc}", Failure.REFUSED
         except TimeoutError:
             error, failure = f"timed out after {job.timeout_seconds} s", Failure.TIMEOUT
-        except (PyreqwestError, OSError, ValueError) as exc:
+        except (HttpFailure, OSError, ValueError) as exc:
             error, failure = f"{type(exc).__name__}: {exc}"[:1000], Failure.NETWORK
         return AttemptResult(
             job=job,

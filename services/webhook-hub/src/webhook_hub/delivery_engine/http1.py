@@ -1,0 +1,275 @@
+"""HTTP/1.1 POSTs over asyncio and httptools: the delivery engine's client.
+
+Chosen by measurement (bench/bare.py): under the engine's load a request costs it about a
+third of pyreqwest's CPU, because nothing crosses a thread. pyreqwest's Rust runtime answers
+on a thread of its own, and every answer is a wake-up of the event loop's thread and a
+handover of the GIL (3 context switches per request, measured). One `OriginPool` per endpoint
+origin keeps that origin's kept-alive connections. It connects to the address it is given (the
+one the SSRF guard checked), never looking the name up again; the name goes in `Host` and,
+for https, in SNI and certificate verification. It follows no redirect, and reads at most
+`limit` bytes of an answer: past that the connection is dropped unread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import cast
+
+import httptools
+
+# A kept-alive connection idle longer than this is closed rather than reused: servers close
+# idle connections after 5 s (Node) to 75 s (nginx), and a request racing that close fails.
+IDLE_SECONDS = 30.0
+
+
+class HttpFailure(ConnectionError):
+    """The exchange failed: the connection closed before an answer, or the answer was not
+    HTTP/1.1."""
+
+
+@dataclass(slots=True)
+class Response:
+    status: int
+    retry_after: str | None
+    body: bytes  # at most the limit
+
+
+class _Connection(asyncio.Protocol):
+    """One kept-alive connection; one exchange at a time."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._parser = httptools.HttpResponseParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._waiter: asyncio.Future[Response] | None = None
+        self._status = 0
+        self._retry_after: str | None = None
+        self._body = bytearray()
+        self._answered = False  # a byte of the answer came: the request was received
+        self.closed = False
+        self.reusable = False
+        self.idle_since = 0.0
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not registered as asyncio.Transport; they are one.
+        self._transport = cast("asyncio.Transport", transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiter is None or self._waiter.done():
+            # Nothing was asked: a server talking out of turn is not one to reuse.
+            self.abort()
+            return
+        self._answered = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(HttpFailure(f"invalid HTTP answer: {exc}"))
+            self.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._waiter is None or self._waiter.done():
+            return
+        if self._status:
+            # An answer delimited by the end of the connection: what came is all of it.
+            self._resolve()
+        else:
+            self._fail(HttpFailure("the connection closed before an answer"))
+
+    # httptools callbacks
+
+    def on_message_begin(self) -> None:
+        if self._waiter is None or self._waiter.done():
+            self.abort()  # a second answer to one request
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) == 11 and name.lower() == b"retry-after":
+            self._retry_after = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        self._status = self._parser.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        room = self._limit - len(self._body)
+        if len(body) <= room:
+            self._body += body
+            return
+        # The limit is reached: the rest is never read, and the connection not reused.
+        self._body += body[:room]
+        self._resolve()
+        self.abort()
+
+    def on_message_complete(self) -> None:
+        self.reusable = self._parser.should_keep_alive()
+        self._resolve()
+
+    # the exchange
+
+    def _resolve(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(Response(self._status, self._retry_after, bytes(self._body)))
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(exc)
+
+    def _time_out(self) -> None:
+        self._fail(TimeoutError())
+        self.abort()
+
+    def abort(self) -> None:
+        self.reusable = False
+        self.closed = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    @property
+    def answered(self) -> bool:
+        return self._answered
+
+    async def exchange(self, head: bytes, body: bytes, deadline: float) -> Response:
+        """Send one request and wait (until `deadline`, the loop's clock) for its answer."""
+        assert self._transport is not None
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Response] = loop.create_future()
+        self._waiter = waiter
+        self._status, self._retry_after, self._answered, self.reusable = 0, None, False, False
+        self._body = bytearray()
+        timer = loop.call_at(deadline, self._time_out)
+        try:
+            self._transport.writelines((head, body))
+            return await waiter
+        except BaseException:
+            self.abort()  # cancelled or failed midway: its state is unknown
+            raise
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+
+class OriginPool:
+    """The kept-alive connections of one origin (scheme, host, port), all to `address`."""
+
+    def __init__(
+        self,
+        *,
+        scheme: str,
+        host: str,
+        port: int,
+        address: str | None,
+        user_agent: str,
+        connect_timeout: float,
+        tls: ssl.SSLContext | None,
+        max_idle: int,
+        body_limit: int,
+    ) -> None:
+        self._https = scheme == "https"
+        self._host = host
+        self._port = port
+        self._address = address  # None: the name is looked up when connecting
+        self._connect_timeout = connect_timeout
+        self._tls = tls if self._https else None
+        self._max_idle = max_idle
+        self._body_limit = body_limit
+        self._idle: list[_Connection] = []
+        self._open = True
+        literal = f"[{host}]" if ":" in host else host
+        default = 443 if self._https else 80
+        authority = literal if port == default else f"{literal}:{port}"
+        # The request head's fixed lines, after the request line.
+        self._fixed = f"host: {authority}\r\nuser-agent: {user_agent}\r\n"
+
+    @property
+    def address(self) -> str | None:
+        return self._address
+
+    async def post(
+        self, target: str, headers: Mapping[str, str], body: bytes, timeout: float
+    ) -> Response:
+        """POST `body` to `target` (path and query); the answer's status, `Retry-After` and at
+        most the pool's body limit of its body. Raises TimeoutError past `timeout` seconds, OSError or
+        `HttpFailure` when the exchange fails, ValueError for a header with a line break."""
+        lines = [f"POST {target} HTTP/1.1\r\n", self._fixed]
+        lines += [f"{name}: {value}\r\n" for name, value in headers.items()]
+        lines.append(f"content-length: {len(body)}\r\n\r\n")
+        text = "".join(lines)
+        # Validated when stored; checked again as it goes out: a line break would smuggle.
+        lines_expected = len(headers) + 5  # request line, host, user-agent, ..., length, end
+        if text.count("\n") != lines_expected or text.count("\r") != lines_expected:
+            raise ValueError("a header or the target holds a line break")
+        head = text.encode("latin-1")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        connection = self._take_idle(loop.time())
+        if connection is not None:
+            try:
+                return self._settle(connection, await connection.exchange(head, body, deadline))
+            except HttpFailure:
+                # A kept-alive connection the server closed as the request went: nothing of it
+                # was answered, so it goes once more on a new connection (as browsers do).
+                if connection.answered:
+                    raise
+        connection = await self._connect(deadline)
+        return self._settle(connection, await connection.exchange(head, body, deadline))
+
+    def _take_idle(self, now: float) -> _Connection | None:
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.closed and now - connection.idle_since < IDLE_SECONDS:
+                return connection
+            connection.abort()
+        return None
+
+    async def _connect(self, deadline: float) -> _Connection:
+        loop = asyncio.get_running_loop()
+        limit = min(self._connect_timeout, deadline - loop.time())
+        if limit <= 0:
+            raise TimeoutError
+        _, connection = await asyncio.wait_for(
+            loop.create_connection(
+                lambda: _Connection(self._body_limit),
+                self._address or self._host,
+                self._port,
+                ssl=self._tls,
+                server_hostname=self._host if self._tls is not None else None,
+                ssl_handshake_timeout=self._connect_timeout if self._tls is not None else None,
+            ),
+            limit,
+        )
+        return connection
+
+    def _settle(self, connection: _Connection, response: Response) -> Response:
+        """Back to the pool if the answer was whole and the server keeps the connection."""
+        if (
+            connection.reusable
+            and not connection.closed
+            and self._open
+            and len(self._idle) < self._max_idle
+        ):
+            connection.idle_since = asyncio.get_running_loop().time()
+            self._idle.append(connection)
+            return response
+        connection.abort()
+        return response
+
+    def close(self) -> None:
+        """Close the idle connections; those in use close when their exchange ends."""
+        self._open = False
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.abort()
+
+
+def tls_context(root_certificates_pem: tuple[bytes, ...] = ()) -> ssl.SSLContext:
+    """Certificates verified against the system's roots and `root_certificates_pem`; HTTP/1.1
+    offered in ALPN, so a server that also speaks h2 answers in HTTP/1.1."""
+    context = ssl.create_default_context()
+    for pem in root_certificates_pem:
+        context.load_verify_locations(cadata=pem.decode())
+    context.set_alpn_protocols(["http/1.1"])
+    return context

@@ -1,0 +1,277 @@
+"""The engine's HTTP/1.1 client against a real local server that answers what each test
+scripts, byte for byte: keep-alive and its races, answers delimited every way HTTP/1.1 allows,
+malformed answers, and requests that must never leave."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import pytest
+import uvloop
+from webhook_hub.delivery_engine import http1
+from webhook_hub.delivery_engine.http1 import HttpFailure, OriginPool, Response
+
+
+@dataclass
+class Reply:
+    data: bytes = b""
+    close: bool = False  # hang up after writing `data`
+    silent: bool = False  # write nothing and keep the connection open
+
+
+# Given the request's number (from 1), what the server does.
+Script = Callable[[int], Reply]
+
+
+@dataclass
+class ScriptedServer:
+    port: int = 0
+    connections: int = 0
+    requests: list[bytes] = field(default_factory=list)
+    received: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    length = 0
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.lower() == b"content-length":
+            length = int(value)
+    return head + await reader.readexactly(length)
+
+
+ServerFactory = Callable[[Script], Awaitable[ScriptedServer]]
+
+
+async def start_scripted(script: Script) -> tuple[ScriptedServer, asyncio.Server]:
+    state = ScriptedServer()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        state.connections += 1
+        try:
+            while (request := await _read_request(reader)) is not None:
+                state.requests.append(request)
+                state.received.set()
+                reply = script(len(state.requests))
+                if reply.silent:
+                    await asyncio.sleep(3600)
+                writer.write(reply.data)
+                await writer.drain()
+                if reply.close:
+                    break
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    state.port = server.sockets[0].getsockname()[1]
+    return state, server
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[ServerFactory]:
+    servers: list[asyncio.Server] = []
+
+    async def start(script: Script) -> ScriptedServer:
+        state, server = await start_scripted(script)
+        servers.append(server)
+        return state
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def pool_to(server: ScriptedServer, *, limit: int = 4096) -> OriginPool:
+    return OriginPool(
+        scheme="http",
+        host="receiver.test",
+        port=server.port,
+        address="127.0.0.1",
+        user_agent="hub-test",
+        connect_timeout=2.0,
+        tls=None,
+        max_idle=8,
+        body_limit=limit,
+    )
+
+
+async def post(
+    pool: OriginPool, headers: dict[str, str] | None = None, timeout: float = 5.0
+) -> Response:
+    return await pool.post("/hook?x=1", headers or {"webhook-id": "msg_1"}, b'{"a":1}', timeout)
+
+
+def answer(status: int = 200, body: bytes = b"ok", extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 %d X\r\ncontent-length: %d\r\n%s\r\n%s" % (status, len(body), extra, body)
+
+
+def always(reply: Reply) -> Script:
+    return lambda _: reply
+
+
+async def test_the_request_carries_host_user_agent_length_and_the_headers_given(
+    scripted: ServerFactory,
+) -> None:
+    server = await scripted(always(Reply(answer())))
+    response = await post(pool_to(server))
+    assert (response.status, response.body, response.retry_after) == (200, b"ok", None)
+    assert server.requests == [
+        b"POST /hook?x=1 HTTP/1.1\r\n"
+        + f"host: receiver.test:{server.port}\r\n".encode()
+        + b'user-agent: hub-test\r\nwebhook-id: msg_1\r\ncontent-length: 7\r\n\r\n{"a":1}'
+    ]
+
+
+async def test_a_kept_alive_connection_carries_the_next_requests(scripted: ServerFactory) -> None:
+    server = await scripted(always(Reply(answer())))
+    pool = pool_to(server)
+    for _ in range(3):
+        assert (await post(pool)).status == 200
+    assert server.connections == 1
+
+
+async def test_a_server_hanging_up_after_each_answer_costs_a_connection_not_an_attempt(
+    scripted: ServerFactory,
+) -> None:
+    # Nothing says it will close: the client finds out from the closed connection, before
+    # reusing it or as the request goes (then the request goes again, on a new connection).
+    server = await scripted(always(Reply(answer(), close=True)))
+    pool = pool_to(server)
+    statuses = [(await post(pool)).status for _ in range(5)]
+    assert statuses == [200] * 5
+    assert len(server.requests) == 5
+    assert server.connections == 5
+
+
+async def test_a_connection_idle_too_long_is_closed_not_reused(
+    scripted: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http1, "IDLE_SECONDS", 0.0)
+    server = await scripted(always(Reply(answer())))
+    pool = pool_to(server)
+    for _ in range(3):
+        assert (await post(pool)).status == 200
+    assert server.connections == 3
+
+
+async def test_a_chunked_answer_is_read_and_its_connection_reused(scripted: ServerFactory) -> None:
+    chunked = b"HTTP/1.1 200 X\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+    server = await scripted(always(Reply(chunked)))
+    pool = pool_to(server)
+    assert (await post(pool)).body == b"hello"
+    assert (await post(pool)).body == b"hello"
+    assert server.connections == 1
+
+
+async def test_an_answer_ended_by_the_connection_closing_is_read_whole(
+    scripted: ServerFactory,
+) -> None:
+    server = await scripted(always(Reply(b"HTTP/1.1 200 X\r\n\r\nuntil the end", close=True)))
+    response = await post(pool_to(server))
+    assert (response.status, response.body) == (200, b"until the end")
+
+
+async def test_an_answer_longer_than_the_limit_is_cut_and_its_connection_dropped(
+    scripted: ServerFactory,
+) -> None:
+    server = await scripted(always(Reply(answer(body=b"x" * 100))))
+    pool = pool_to(server, limit=10)
+    assert (await post(pool)).body == b"x" * 10
+    assert (await post(pool)).body == b"x" * 10
+    assert server.connections == 2
+
+
+async def test_an_answer_exactly_at_the_limit_is_whole_and_keeps_its_connection(
+    scripted: ServerFactory,
+) -> None:
+    server = await scripted(always(Reply(answer(body=b"y" * 10))))
+    pool = pool_to(server, limit=10)
+    assert (await post(pool)).body == b"y" * 10
+    assert (await post(pool)).body == b"y" * 10
+    assert server.connections == 1
+
+
+async def test_retry_after_is_read_from_the_answer(scripted: ServerFactory) -> None:
+    server = await scripted(always(Reply(answer(429, b"", b"Retry-After: 7\r\n"))))
+    response = await post(pool_to(server))
+    assert (response.status, response.retry_after) == (429, "7")
+
+
+async def test_an_answer_that_is_not_http_fails_the_exchange(scripted: ServerFactory) -> None:
+    server = await scripted(always(Reply(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")))
+    with pytest.raises(HttpFailure, match="invalid HTTP answer"):
+        await post(pool_to(server))
+
+
+async def test_a_new_connection_closed_without_an_answer_fails_and_is_not_sent_again(
+    scripted: ServerFactory,
+) -> None:
+    server = await scripted(always(Reply(close=True)))
+    with pytest.raises(HttpFailure, match="closed before an answer"):
+        await post(pool_to(server))
+    assert len(server.requests) == 1
+
+
+async def test_a_header_with_a_line_break_is_refused_before_connecting(
+    scripted: ServerFactory,
+) -> None:
+    server = await scripted(always(Reply(answer())))
+    with pytest.raises(ValueError, match="line break"):
+        await post(pool_to(server), {"x-note": "a\r\nwebhook-id: forged"})
+    assert server.connections == 0
+
+
+async def test_a_silent_server_times_out_and_its_connection_is_not_reused(
+    scripted: ServerFactory,
+) -> None:
+    server = await scripted(lambda number: Reply(silent=True) if number == 1 else Reply(answer()))
+    pool = pool_to(server)
+    started = time.perf_counter()
+    with pytest.raises(TimeoutError):
+        await post(pool, timeout=0.5)
+    assert 0.4 <= time.perf_counter() - started < 2
+    assert (await post(pool)).status == 200
+    assert server.connections == 2
+
+
+async def test_a_cancelled_exchange_leaves_no_connection_to_reuse(scripted: ServerFactory) -> None:
+    server = await scripted(lambda number: Reply(silent=True) if number == 1 else Reply(answer()))
+    pool = pool_to(server)
+    task = asyncio.create_task(post(pool))
+    await asyncio.wait_for(server.received.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await post(pool)).status == 200
+    assert server.connections == 2
+
+
+async def test_a_closed_pool_keeps_no_connection(scripted: ServerFactory) -> None:
+    server = await scripted(always(Reply(answer())))
+    pool = pool_to(server)
+    assert (await post(pool)).status == 200
+    pool.close()
+    assert (await post(pool)).status == 200  # a request still in flight finishes
+    assert server.connections == 2
+
+
+def test_on_uvloop_as_in_the_worker_connections_are_kept_and_answers_read() -> None:
+    # The worker runs uvloop, whose transports differ from asyncio's own.
+    async def exchange() -> tuple[list[int], int]:
+        state, server = await start_scripted(always(Reply(answer(202))))
+        try:
+            pool = pool_to(state)
+            return [(await post(pool)).status for _ in range(3)], state.connections
+        finally:
+            server.close()
+
+    assert uvloop.run(exchange()) == ([202, 202, 202], 1)
