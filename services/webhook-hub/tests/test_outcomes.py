@@ -11,7 +11,13 @@ from pydantic_core import to_json
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, delivery_id_for
-from webhook_hub.delivery_engine.outcomes import record_outcomes
+from webhook_hub.delivery_engine.outcomes import (
+    ATTEMPT_COLUMNS,
+    ATTEMPT_COPY_TYPES,
+    DELIVERY_COLUMNS,
+    DELIVERY_COPY_TYPES,
+    record_outcomes,
+)
 from webhook_hub.models import Consumer, Subscription
 from webhook_hub.settings import Settings
 
@@ -83,7 +89,7 @@ async def test_a_first_attempt_writes_its_delivery_in_its_final_state_with_one_a
         ("pending", 1, 1),  # the failure waits for its retry
         ("succeeded", 1, 1),
     ]
-    # The payload survives COPY's text format exactly (quotes, backslashes, tabs, non-ASCII).
+    # The payload survives COPY exactly (quotes, backslashes, tabs, non-ASCII).
     assert all(payload == json.loads(succeeded.job.payload_json) for _, _, payload, _ in rows)
 
 
@@ -124,3 +130,82 @@ async def test_deliveries_set_aside_are_stored_pending_and_unattempted(
     assert [(s, a, n) for s, a, _, n in await rows_of(db_session, subscription.id)] == [
         ("pending", 0, 0)
     ]
+
+
+# Binary COPY writes each value in the wire form of the type it is told; text, varchar and
+# json share theirs (the text's bytes).
+_WIRE_FORM = {
+    "character varying": "text",
+    "varchar": "text",
+    "text": "text",
+    "json": "text",
+    "uuid": "uuid",
+    "timestamp with time zone": "timestamptz",
+    "timestamptz": "timestamptz",
+    "integer": "int4",
+    "int4": "int4",
+}
+
+
+async def test_binary_copy_writes_each_column_in_its_tables_type(db_session: AsyncSession) -> None:
+    connection = await db_session.connection()
+    for table, columns, types in (
+        ("deliveries", DELIVERY_COLUMNS, DELIVERY_COPY_TYPES),
+        ("delivery_attempts", ATTEMPT_COLUMNS, ATTEMPT_COPY_TYPES),
+    ):
+        result = await connection.execute(
+            text(
+                "SELECT attname, format_type(atttypid, NULL) FROM pg_attribute"
+                " WHERE attrelid = CAST(:table AS regclass) AND attnum > 0"
+            ),
+            {"table": table},
+        )
+        in_table = {name: _WIRE_FORM[kind] for name, kind in result}
+        assert len(columns) == len(types)
+        assert {c: _WIRE_FORM[t] for c, t in zip(columns, types, strict=True)} == {
+            c: in_table[c] for c in columns
+        }
+
+
+async def test_every_recorded_value_reads_back_as_it_was_and_a_time_without_offset_is_utc(
+    db_session: AsyncSession, service_settings: Settings
+) -> None:
+    subscription = await make_subscription(db_session)
+    result = first_attempt(subscription, 503)
+    result.job.event_time = datetime(2026, 11, 26, 10, 30, 15, 123456)  # no offset
+    result.job.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    result.response_body = "busy: ünïcode"
+    await record_outcomes(db_session, [result], service_settings)
+    connection = await db_session.connection()
+    delivery = (
+        await connection.execute(
+            text(
+                "SELECT event_id, event_type, event_time, traceparent, tracestate, status,"
+                " attempts, last_attempt_at, last_status_code, created_at FROM deliveries"
+                " WHERE id = :id"
+            ),
+            {"id": result.job.delivery_id},
+        )
+    ).one()
+    assert tuple(delivery) == (
+        result.job.event_id,
+        "order.paid",
+        datetime(2026, 11, 26, 10, 30, 15, 123456, tzinfo=UTC),
+        result.job.traceparent,
+        None,
+        "pending",
+        1,
+        result.attempted_at,
+        503,
+        result.attempted_at,
+    )
+    attempt = (
+        await connection.execute(
+            text(
+                "SELECT attempted_at, status_code, response_body, duration_ms, error"
+                " FROM delivery_attempts WHERE delivery_id = :id"
+            ),
+            {"id": result.job.delivery_id},
+        )
+    ).one()
+    assert tuple(attempt) == (result.attempted_at, 503, "busy: ünïcode", 3, None)

@@ -85,6 +85,27 @@ DELIVERY_COLUMNS = (
     "created_at",
     "completed_at",
 )
+# Each column's type as binary COPY writes it: the table's own, but `text` for the `json`
+# payload (json's binary form is its text; psycopg's json dumper would encode the str again).
+# tests/test_outcomes.py checks them against the table.
+DELIVERY_COPY_TYPES = (
+    "uuid",
+    "uuid",
+    "uuid",
+    "varchar",
+    "text",
+    "timestamptz",
+    "varchar",
+    "varchar",
+    "varchar",
+    "int4",
+    "timestamptz",
+    "timestamptz",
+    "int4",
+    "varchar",
+    "timestamptz",
+    "timestamptz",
+)
 _INSERT_DELIVERIES_PARAMETERS = (
     "ids",
     "subscription_ids",
@@ -112,6 +133,7 @@ ATTEMPT_COLUMNS = (
     "duration_ms",
     "error",
 )
+ATTEMPT_COPY_TYPES = ("uuid", "timestamptz", "int4", "varchar", "int4", "varchar")
 _INSERT_ATTEMPTS_PARAMETERS = (
     "delivery_ids",
     "attempted_at",
@@ -154,7 +176,8 @@ def _delivery_row(job: DeliveryJob, state: tuple[Any, ...]) -> tuple[Any, ...]:
         job.event_id,
         job.event_type,
         job.payload_json.decode(),
-        job.event_time,
+        # Binary COPY needs an offset; a producer's time without one is UTC (as text was).
+        job.event_time if job.event_time.tzinfo else job.event_time.replace(tzinfo=UTC),
         job.traceparent,
         job.tracestate,
         *state,
@@ -182,16 +205,22 @@ def _pending_row(job: DeliveryJob, now: datetime) -> tuple[Any, ...]:
 
 
 async def _copy(
-    connection: AsyncConnection, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    connection: AsyncConnection,
+    table: str,
+    columns: Sequence[str],
+    types: Sequence[str],
+    rows: Sequence[Sequence[Any]],
 ) -> None:
-    """COPY rows in (values adapted in psycopg's C code, not item by item as array
-    parameters are: the recording hot path)."""
+    """COPY rows in, binary (values adapted in psycopg's C code, not item by item as array
+    parameters are; binary because text formats each timestamp through `isoformat`: 3 µs a
+    value, 15 of a delivery row's 20, against 2 for the whole row in binary)."""
     if not rows:
         return
     raw = await connection.get_raw_connection()
     driver: psycopg.AsyncConnection[Any] = raw.driver_connection  # type: ignore[assignment]
-    statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+    statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)"
     async with driver.cursor() as cursor, cursor.copy(statement) as copy:
+        copy.set_types(types)
         for row in rows:
             await copy.write_row(row)
 
@@ -233,8 +262,10 @@ async def record_outcomes(
     try:
         # The common case, by COPY: nothing stored before, no subscription deleted meanwhile.
         async with connection.begin_nested():
-            await _copy(connection, "deliveries", DELIVERY_COLUMNS, new_rows)
-            await _copy(connection, "delivery_attempts", ATTEMPT_COLUMNS, attempt_rows)
+            await _copy(connection, "deliveries", DELIVERY_COLUMNS, DELIVERY_COPY_TYPES, new_rows)
+            await _copy(
+                connection, "delivery_attempts", ATTEMPT_COLUMNS, ATTEMPT_COPY_TYPES, attempt_rows
+            )
     except psycopg.errors.IntegrityError:
         # Otherwise row by row what may be written: first copies only, live references only.
         if new_rows:
