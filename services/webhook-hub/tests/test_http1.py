@@ -275,3 +275,24 @@ def test_on_uvloop_as_in_the_worker_connections_are_kept_and_answers_read() -> N
             server.close()
 
     assert uvloop.run(exchange()) == ([202, 202, 202], 1)
+
+
+async def test_informational_answers_before_the_final_one_are_passed_over(
+    scripted: ServerFactory,
+) -> None:
+    early = b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>\r\n\r\n"
+    server = await scripted(always(Reply(early + answer(201, b"made"))))
+    pool = pool_to(server)
+    response = await post(pool)
+    assert (response.status, response.body) == (201, b"made")
+    assert (await post(pool)).status == 201
+    assert server.connections == 1
+
+
+async def test_an_answer_whose_headers_never_end_fails_past_64_kib(
+    scripted: ServerFactory,
+) -> None:
+    endless = b"HTTP/1.1 200 OK\r\nx-filler: " + b"a" * (http1.MAX_HEAD_BYTES + 1)
+    server = await scripted(always(Reply(endless)))
+    with pytest.raises(HttpFailure, match="head is over"):
+        await post(pool_to(server))

@@ -23,6 +23,9 @@ import httptools
 # A kept-alive connection idle longer than this is closed rather than reused: servers close
 # idle connections after 5 s (Node) to 75 s (nginx), and a request racing that close fails.
 IDLE_SECONDS = 30.0
+# An answer's status line and headers may be this long at most (nginx's default buffers hold
+# 32 KiB): what we keep of them is small, but a parser holds a header until it ends.
+MAX_HEAD_BYTES = 64 * 1024
 
 
 class HttpFailure(ConnectionError):
@@ -49,6 +52,7 @@ class _Connection(asyncio.Protocol):
         self._retry_after: str | None = None
         self._body = bytearray()
         self._answered = False  # a byte of the answer came: the request was received
+        self._head_bytes = 0  # bytes received before the final answer's headers ended
         self.closed = False
         self.reusable = False
         self.idle_since = 0.0
@@ -70,6 +74,12 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(HttpFailure(f"invalid HTTP answer: {exc}"))
             self.abort()
+            return
+        if not self._status:  # still in the head (counted per read: a read is bounded)
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._fail(HttpFailure(f"the answer's head is over {MAX_HEAD_BYTES} bytes"))
+                self.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -92,7 +102,10 @@ class _Connection(asyncio.Protocol):
             self._retry_after = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
-        self._status = self._parser.get_status_code()
+        status = self._parser.get_status_code()
+        # 1xx answers (100 Continue, 103 Early Hints) come before the final one.
+        if not 100 <= status < 200 or status == 101:
+            self._status = status
 
     def on_body(self, body: bytes) -> None:
         room = self._limit - len(self._body)
@@ -105,7 +118,9 @@ class _Connection(asyncio.Protocol):
         self.abort()
 
     def on_message_complete(self) -> None:
-        self.reusable = self._parser.should_keep_alive()
+        if not self._status:
+            return  # an informational answer: the final one follows
+        self.reusable = self._status != 101 and self._parser.should_keep_alive()
         self._resolve()
 
     # the exchange
@@ -139,6 +154,7 @@ class _Connection(asyncio.Protocol):
         waiter: asyncio.Future[Response] = loop.create_future()
         self._waiter = waiter
         self._status, self._retry_after, self._answered, self.reusable = 0, None, False, False
+        self._head_bytes = 0
         self._body = bytearray()
         timer = loop.call_at(deadline, self._time_out)
         try:
