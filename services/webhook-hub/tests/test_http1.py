@@ -6,74 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 
 import pytest
 import uvloop
 from webhook_hub.delivery_engine import http1
 from webhook_hub.delivery_engine.http1 import HttpFailure, OriginPool, Response
 
-
-@dataclass
-class Reply:
-    data: bytes = b""
-    close: bool = False  # hang up after writing `data`
-    silent: bool = False  # write nothing and keep the connection open
-
-
-# Given the request's number (from 1), what the server does.
-Script = Callable[[int], Reply]
-
-
-@dataclass
-class ScriptedServer:
-    port: int = 0
-    connections: int = 0
-    requests: list[bytes] = field(default_factory=list)
-    received: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-async def _read_request(reader: asyncio.StreamReader) -> bytes | None:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except (asyncio.IncompleteReadError, ConnectionError):
-        return None
-    length = 0
-    for line in head.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.lower() == b"content-length":
-            length = int(value)
-    return head + await reader.readexactly(length)
-
-
-ServerFactory = Callable[[Script], Awaitable[ScriptedServer]]
-
-
-async def start_scripted(script: Script) -> tuple[ScriptedServer, asyncio.Server]:
-    state = ScriptedServer()
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        state.connections += 1
-        try:
-            while (request := await _read_request(reader)) is not None:
-                state.requests.append(request)
-                state.received.set()
-                reply = script(len(state.requests))
-                if reply.silent:
-                    await asyncio.sleep(3600)
-                writer.write(reply.data)
-                await writer.drain()
-                if reply.close:
-                    break
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    state.port = server.sockets[0].getsockname()[1]
-    return state, server
+from tests.scripted_server import (
+    Reply,
+    Script,
+    ScriptedServer,
+    ServerFactory,
+    always,
+    answer,
+    start_scripted,
+)
 
 
 @pytest.fixture
@@ -108,14 +56,6 @@ async def post(
     pool: OriginPool, headers: dict[str, str] | None = None, timeout: float = 5.0
 ) -> Response:
     return await pool.post("/hook?x=1", headers or {"webhook-id": "msg_1"}, b'{"a":1}', timeout)
-
-
-def answer(status: int = 200, body: bytes = b"ok", extra: bytes = b"") -> bytes:
-    return b"HTTP/1.1 %d X\r\ncontent-length: %d\r\n%s\r\n%s" % (status, len(body), extra, body)
-
-
-def always(reply: Reply) -> Script:
-    return lambda _: reply
 
 
 async def test_the_request_carries_host_user_agent_length_and_the_headers_given(
@@ -296,3 +236,74 @@ async def test_an_answer_whose_headers_never_end_fails_past_64_kib(
     server = await scripted(always(Reply(endless)))
     with pytest.raises(HttpFailure, match="head is over"):
         await post(pool_to(server))
+
+
+async def test_a_length_beside_chunked_framing_and_bare_line_feeds_are_read_as_browsers_do(
+    scripted: ServerFactory,
+) -> None:
+    both = (
+        b"HTTP/1.1 200 OK\r\ncontent-length: 99\r\ntransfer-encoding: chunked\r\n\r\n"
+        b"2\r\nok\r\n0\r\n\r\n"
+    )
+    bare_lf = b"HTTP/1.1 202 Accepted\ncontent-length: 2\n\nok"
+    for reply in (both, bare_lf):
+        server = await scripted(always(Reply(reply)))
+        response = await post(pool_to(server))
+        assert (response.status, response.body) == ((200, b"ok") if reply is both else (202, b"ok"))
+
+
+async def test_a_switching_protocols_answer_is_an_answer_and_its_connection_is_dropped(
+    scripted: ServerFactory,
+) -> None:
+    upgrade = (
+        b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n"
+    )
+    server = await scripted(lambda number: Reply(upgrade) if number == 1 else Reply(answer()))
+    pool = pool_to(server)
+    assert (await post(pool)).status == 101
+    assert (await post(pool)).status == 200
+    assert server.connections == 2
+
+
+async def test_an_answer_stalling_right_at_the_limit_is_answered_not_timed_out(
+    scripted: ServerFactory,
+) -> None:
+    # 10 bytes of a promised 20, then nothing: the limit is 10, so that is all there is to read.
+    stalled = b"HTTP/1.1 200 OK\r\ncontent-length: 20\r\n\r\n" + b"z" * 10
+    server = await scripted(lambda number: Reply(stalled) if number == 1 else Reply(answer()))
+    pool = pool_to(server, limit=10)
+    started = time.perf_counter()
+    response = await post(pool, timeout=3.0)
+    assert (response.status, response.body) == (200, b"z" * 10)
+    assert time.perf_counter() - started < 1.5
+    assert (await post(pool)).status == 200  # not on the unfinished connection
+    assert server.connections == 2
+
+
+async def test_a_request_the_server_held_before_hanging_up_is_not_sent_twice(
+    scripted: ServerFactory,
+) -> None:
+    # The first request is answered on a kept-alive connection; the second is read, then the
+    # receiver dies half a second later: it may have acted on it, so it is a failed attempt.
+    server = await scripted(
+        lambda number: Reply(answer()) if number == 1 else Reply(close=True, pause=0.5)
+    )
+    pool = pool_to(server)
+    assert (await post(pool)).status == 200
+    with pytest.raises(HttpFailure, match="closed before an answer"):
+        await post(pool)
+    assert len(server.requests) == 2
+
+
+async def test_expiring_closes_connections_idle_too_long(
+    scripted: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = await scripted(always(Reply(answer())))
+    pool = pool_to(server)
+    assert [r.status for r in await asyncio.gather(*(post(pool) for _ in range(3)))] == [200] * 3
+    assert (server.connections, server.open) == (3, 3)
+    monkeypatch.setattr(http1, "IDLE_SECONDS", 0.1)
+    await asyncio.sleep(0.2)
+    pool.expire(asyncio.get_running_loop().time())
+    await asyncio.sleep(0.2)
+    assert server.open == 0

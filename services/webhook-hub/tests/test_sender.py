@@ -25,6 +25,7 @@ from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 
 from tests.job_factories import make_job
+from tests.scripted_server import Reply, always, answer, start_scripted
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 LIMIT = 4096
@@ -282,3 +283,65 @@ async def test_attempts_to_one_endpoint_reuse_a_kept_alive_connection(
         assert result.status_code == 200
     assert len(peers) == 3
     assert len(set(peers)) == 1  # one connection, from one client port
+
+
+async def test_concurrent_checks_of_one_name_leave_one_pool_and_nothing_open() -> None:
+    state, server = await start_scripted(always(Reply(answer())))
+    try:
+        guarded = sender(EndpointGuard(["127.0.0.1/32"], resolver=ScriptedResolver(["127.0.0.1"])))
+        url = f"http://receiver.test:{state.port}/hook"
+        results = await asyncio.gather(
+            *(guarded.attempt(make_job(endpoint_url=url)) for _ in range(20))
+        )
+        assert [r.status_code for r in results] == [200] * 20
+        # Every connection is back in the one pool kept: the next attempts reuse them.
+        opened = state.connections
+        for _ in range(5):
+            assert (await guarded.attempt(make_job(endpoint_url=url))).status_code == 200
+        assert state.connections == opened
+        await guarded.close()
+        await asyncio.sleep(0.2)
+        assert state.open == 0
+    finally:
+        server.close()
+
+
+async def test_a_quiet_origins_idle_connections_are_closed_by_the_next_attempt_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    quiet, quiet_server = await start_scripted(always(Reply(answer())))
+    busy, busy_server = await start_scripted(always(Reply(answer())))
+    try:
+        one = sender()
+        assert (
+            await one.attempt(make_job(endpoint_url=f"http://127.0.0.1:{quiet.port}/"))
+        ).status_code == 200
+        assert quiet.open == 1
+        monkeypatch.setattr("webhook_hub.delivery_engine.http1.IDLE_SECONDS", 0.1)
+        monkeypatch.setattr("webhook_hub.delivery_engine.sender.IDLE_SECONDS", 0.1)
+        await asyncio.sleep(0.2)
+        assert (
+            await one.attempt(make_job(endpoint_url=f"http://127.0.0.1:{busy.port}/"))
+        ).status_code == 200
+        await asyncio.sleep(0.2)
+        assert quiet.open == 0
+    finally:
+        quiet_server.close()
+        busy_server.close()
+
+
+async def test_a_path_query_and_header_beyond_ascii_reach_the_receiver_encoded(
+    serve: Callable[..., Awaitable[int]],
+) -> None:
+    seen: list[tuple[str, str]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append((request.raw_path, request.headers["x-team"]))
+        return web.Response(status=204)
+
+    port = await serve(handle)
+    job = make_job(endpoint_url=f"http://127.0.0.1:{port}/hooks/café?q=日本&ok=a%20b")
+    job.headers = {"x-team": "équipe 日本"}
+    result = await sender().attempt(job)
+    assert (result.status_code, result.error) == (204, None)
+    assert seen == [("/hooks/caf%C3%A9?q=%E6%97%A5%E6%9C%AC&ok=a%20b", "équipe 日本")]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
@@ -23,6 +24,10 @@ import httptools
 # A kept-alive connection idle longer than this is closed rather than reused: servers close
 # idle connections after 5 s (Node) to 75 s (nginx), and a request racing that close fails.
 IDLE_SECONDS = 30.0
+# A request on a kept-alive connection that closed this soon after it went, with nothing
+# answered, raced the server's idle close and goes once more on a new connection. Later, the
+# receiver may have taken it: that is an attempt that failed.
+RESEND_WITHIN_SECONDS = 0.25
 # An answer's status line and headers may be this long at most (nginx's default buffers hold
 # 32 KiB): what we keep of them is small, but a parser holds a header until it ends.
 MAX_HEAD_BYTES = 64 * 1024
@@ -46,6 +51,11 @@ class _Connection(asyncio.Protocol):
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._parser = httptools.HttpResponseParser(self)
+        # As browsers and curl read them: a length beside chunked framing (the chunks win and
+        # the connection is not reused), and lines ended by LF alone.
+        self._parser.set_dangerous_leniencies(
+            lenient_chunked_length=True, lenient_optional_cr_before_lf=True
+        )
         self._transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[Response] | None = None
         self._status = 0
@@ -54,8 +64,10 @@ class _Connection(asyncio.Protocol):
         self._answered = False  # a byte of the answer came: the request was received
         self._head_bytes = 0  # bytes received before the final answer's headers ended
         self.closed = False
+        self.closed_at = 0.0
         self.reusable = False
         self.idle_since = 0.0
+        self.sent_at = 0.0
 
     # asyncio.Protocol
 
@@ -71,6 +83,12 @@ class _Connection(asyncio.Protocol):
         self._answered = True
         try:
             self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # 101 Switching Protocols: an answer (a failed attempt), on a connection that is no
+            # longer HTTP.
+            self._resolve()
+            self.abort()
+            return
         except httptools.HttpParserError as exc:
             self._fail(HttpFailure(f"invalid HTTP answer: {exc}"))
             self.abort()
@@ -83,6 +101,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.closed_at = time.monotonic()
         if self._waiter is None or self._waiter.done():
             return
         if self._status:
@@ -109,13 +128,15 @@ class _Connection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         room = self._limit - len(self._body)
-        if len(body) <= room:
+        if len(body) < room:
             self._body += body
             return
-        # The limit is reached: the rest is never read, and the connection not reused.
+        # The limit is reached: answered now. The connection is reused only if the answer
+        # ends right there; the rest of a longer one is never read.
         self._body += body[:room]
         self._resolve()
-        self.abort()
+        if len(body) > room:
+            self.abort()
 
     def on_message_complete(self) -> None:
         if not self._status:
@@ -134,6 +155,8 @@ class _Connection(asyncio.Protocol):
             self._waiter.set_exception(exc)
 
     def _time_out(self) -> None:
+        if self._waiter is None or self._waiter.done():
+            return  # answered as the deadline came: the connection is fine
         self._fail(TimeoutError())
         self.abort()
 
@@ -147,6 +170,10 @@ class _Connection(asyncio.Protocol):
     def answered(self) -> bool:
         return self._answered
 
+    def closed_within(self, seconds: float) -> bool:
+        """Closed by the peer no later than `seconds` after the last request went."""
+        return self.closed and self.closed_at - self.sent_at <= seconds
+
     async def exchange(self, head: bytes, body: bytes, deadline: float) -> Response:
         """Send one request and wait (until `deadline`, the loop's clock) for its answer."""
         assert self._transport is not None
@@ -158,6 +185,7 @@ class _Connection(asyncio.Protocol):
         self._body = bytearray()
         timer = loop.call_at(deadline, self._time_out)
         try:
+            self.sent_at = time.monotonic()
             self._transport.writelines((head, body))
             return await waiter
         except BaseException:
@@ -194,7 +222,12 @@ class OriginPool:
         self._body_limit = body_limit
         self._idle: list[_Connection] = []
         self._open = True
-        literal = f"[{host}]" if ":" in host else host
+        # The name as DNS, SNI and `Host` carry it: an internationalised one in its ASCII form.
+        try:
+            self._ascii_host = host if host.isascii() else host.encode("idna").decode("ascii")
+        except UnicodeError as exc:
+            raise ValueError(f"the host {host!r} has no ASCII form") from exc
+        literal = f"[{self._ascii_host}]" if ":" in host else self._ascii_host
         default = 443 if self._https else 80
         authority = literal if port == default else f"{literal}:{port}"
         # The request head's fixed lines, after the request line.
@@ -218,7 +251,8 @@ class OriginPool:
         lines_expected = len(headers) + 5  # request line, host, user-agent, ..., length, end
         if text.count("\n") != lines_expected or text.count("\r") != lines_expected:
             raise ValueError("a header or the target holds a line break")
-        head = text.encode("latin-1")
+        # The target is percent-encoded ASCII and names are tokens; values go as UTF-8.
+        head = text.encode()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         connection = self._take_idle(loop.time())
@@ -226,14 +260,20 @@ class OriginPool:
             try:
                 return self._settle(connection, await connection.exchange(head, body, deadline))
             except HttpFailure:
-                # A kept-alive connection the server closed as the request went: nothing of it
-                # was answered, so it goes once more on a new connection (as browsers do).
-                if connection.answered:
+                # A kept-alive connection the server closed as the request went: nothing was
+                # answered, so it goes once more on a new connection (as browsers and curl do).
+                if connection.answered or not connection.closed_within(RESEND_WITHIN_SECONDS):
                     raise
         connection = await self._connect(deadline)
         return self._settle(connection, await connection.exchange(head, body, deadline))
 
+    def expire(self, now: float) -> None:
+        """Close the connections idle for `IDLE_SECONDS` (the oldest are first in line)."""
+        while self._idle and now - self._idle[0].idle_since >= IDLE_SECONDS:
+            self._idle.pop(0).abort()
+
     def _take_idle(self, now: float) -> _Connection | None:
+        self.expire(now)
         while self._idle:
             connection = self._idle.pop()
             if not connection.closed and now - connection.idle_since < IDLE_SECONDS:
@@ -246,17 +286,17 @@ class OriginPool:
         limit = min(self._connect_timeout, deadline - loop.time())
         if limit <= 0:
             raise TimeoutError
-        _, connection = await asyncio.wait_for(
-            loop.create_connection(
+        # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that comes
+        # as the connection completes.
+        async with asyncio.timeout(limit):
+            _, connection = await loop.create_connection(
                 lambda: _Connection(self._body_limit),
-                self._address or self._host,
+                self._address or self._ascii_host,
                 self._port,
                 ssl=self._tls,
-                server_hostname=self._host if self._tls is not None else None,
+                server_hostname=self._ascii_host if self._tls is not None else None,
                 ssl_handshake_timeout=self._connect_timeout if self._tls is not None else None,
-            ),
-            limit,
-        )
+            )
         return connection
 
     def _settle(self, connection: _Connection, response: Response) -> Response:

@@ -10,12 +10,13 @@ never followed; https certificates are verified.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
@@ -32,7 +33,7 @@ from servicekit.tracing import (
 from servicekit.tracing import tracing_enabled as _tracing_enabled
 
 from webhook_hub.delivery_engine.decisions import outcome_of
-from webhook_hub.delivery_engine.http1 import HttpFailure, OriginPool, tls_context
+from webhook_hub.delivery_engine.http1 import IDLE_SECONDS, HttpFailure, OriginPool, tls_context
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, Failure
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 
@@ -42,6 +43,8 @@ RECHECK_SECONDS = 60.0
 MAX_ORIGINS = 4096
 # Endpoint URLs whose origin and request target are remembered (parsed once).
 MAX_TARGETS = 16384
+# Left as they are in a request target: the reserved characters and `%` (escapes kept).
+_TARGET_SAFE = "!#$%&'()*+,/:;=?@[]~"
 
 
 @dataclass
@@ -71,6 +74,7 @@ class WebhookSender:
         self._origins: dict[tuple[str, str, int], _Origin] = {}
         # endpoint URL -> (its origin, the request target)
         self._targets: dict[str, tuple[tuple[str, str, int], str]] = {}
+        self._swept = time.monotonic()
         # Decided once: the worker installs the SDK (or not) before it builds its sender.
         self._traced = _tracing_enabled()
         # A first attempt whose dispatch was not sampled would get a span that is never
@@ -90,6 +94,8 @@ class WebhookSender:
             host = parts.hostname or ""
             port = parts.port or (443 if parts.scheme == "https" else 80)
             target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            # Percent-encoded as URL parsers do (UTF-8 for the rest; escapes kept as they are).
+            target = quote(target, safe=_TARGET_SAFE)
             if len(self._targets) >= MAX_TARGETS:
                 self._targets.clear()
             known = self._targets[url] = ((parts.scheme, host, port), target)
@@ -99,17 +105,24 @@ class WebhookSender:
         """The origin's pool of kept-alive connections, to the checked address when guarded.
         Refuses (`AddressRefused`) what the guard refuses."""
         now = time.monotonic()
-        origin = self._origins.pop(key, None)
+        if now - self._swept >= IDLE_SECONDS:
+            self._sweep(now)
+        origin = self._origins.get(key)
         if origin is not None and (
             self._guard is None or now - origin.checked_at < RECHECK_SECONDS
         ):
-            self._origins[key] = origin
+            self._origins[key] = self._origins.pop(key)  # most recently used last
             return origin.pool
         address: str | None = None
         if self._guard is not None:
             checked = await resolve_checked(url, self._guard.policy, resolver=self._guard.resolver)
             address = str(checked)
-        if origin is None or origin.pool.address != address:
+        # Other attempts may have checked the origin while this one waited: one pool stays,
+        # and one displaced is closed (its connections would otherwise stay open, unused).
+        origin = self._origins.pop(key, None)
+        if origin is not None and origin.pool.address == address:
+            origin.checked_at = max(origin.checked_at, now)
+        else:
             if origin is not None:
                 origin.pool.close()
             scheme, host, port = key
@@ -125,12 +138,17 @@ class WebhookSender:
                 body_limit=self._limit,
             )
             origin = _Origin(pool, now)
-        else:
-            origin.checked_at = now
         self._origins[key] = origin
         while len(self._origins) > MAX_ORIGINS:
             self._origins.pop(next(iter(self._origins))).pool.close()
         return origin.pool
+
+    def _sweep(self, now: float) -> None:
+        """Close connections idle too long in every pool, the quiet ones included."""
+        self._swept = now
+        loop_now = asyncio.get_running_loop().time()
+        for origin in self._origins.values():
+            origin.pool.expire(loop_now)
 
     def attempt(self, job: DeliveryJob) -> Coroutine[Any, Any, AttemptResult]:
         """Send `job` once (await the answer). Untraced (no SDK): no span objects and no
