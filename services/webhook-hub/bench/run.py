@@ -11,7 +11,8 @@ spent per delivered event. Then the same drain and 1,000/s rows again with traci
 (OpenTelemetry at 10 % sampling, exported over OTLP/HTTP to a sink in this process), to print
 what tracing costs; the rows above run with no `OTEL_*` variable, as a default install does.
 Then the bare sign-and-POST loops of aiohttp, of pyreqwest (the sender before) and of `http1`
-(the engine's sender) to the same receiver, in the same run. Everything stays on loopback and stops by itself.
+(the engine's sender) to the same receiver, in the same run. Everything stays on loopback and
+stops by itself.
 """
 
 from __future__ import annotations

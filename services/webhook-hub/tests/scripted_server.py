@@ -4,6 +4,7 @@ the connections it was given and still holds."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -51,20 +52,20 @@ async def start_scripted(script: Script) -> tuple[ScriptedServer, asyncio.Server
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         state.connections += 1
         state.open += 1
+        # The client hanging up, or the server closing, ends the connection like any other.
         try:
-            while (request := await _read_request(reader)) is not None:
-                state.requests.append(request)
-                state.received.set()
-                reply = script(len(state.requests))
-                if reply.silent:
-                    await asyncio.sleep(3600)
-                await asyncio.sleep(reply.pause)
-                writer.write(reply.data)
-                await writer.drain()
-                if reply.close:
-                    break
-        except (ConnectionError, asyncio.CancelledError):
-            pass
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                while (request := await _read_request(reader)) is not None:
+                    state.requests.append(request)
+                    state.received.set()
+                    reply = script(len(state.requests))
+                    if reply.silent:
+                        await asyncio.sleep(3600)
+                    await asyncio.sleep(reply.pause)
+                    writer.write(reply.data)
+                    await writer.drain()
+                    if reply.close:
+                        break
         finally:
             state.open -= 1
             writer.close()

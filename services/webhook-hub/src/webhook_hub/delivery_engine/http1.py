@@ -61,7 +61,7 @@ class _Connection(asyncio.Protocol):
         self._status = 0
         self._retry_after: str | None = None
         self._body = bytearray()
-        self._answered = False  # a byte of the answer came: the request was received
+        self.answered = False  # a byte of the answer came: the request was received
         self._head_bytes = 0  # bytes received before the final answer's headers ended
         self.closed = False
         self.closed_at = 0.0
@@ -80,7 +80,7 @@ class _Connection(asyncio.Protocol):
             # Nothing was asked: a server talking out of turn is not one to reuse.
             self.abort()
             return
-        self._answered = True
+        self.answered = True
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -166,10 +166,6 @@ class _Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
-    @property
-    def answered(self) -> bool:
-        return self._answered
-
     def closed_within(self, seconds: float) -> bool:
         """Closed by the peer no later than `seconds` after the last request went."""
         return self.closed and self.closed_at - self.sent_at <= seconds
@@ -180,7 +176,7 @@ class _Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Response] = loop.create_future()
         self._waiter = waiter
-        self._status, self._retry_after, self._answered, self.reusable = 0, None, False, False
+        self._status, self._retry_after, self.answered, self.reusable = 0, None, False, False
         self._head_bytes = 0
         self._body = bytearray()
         timer = loop.call_at(deadline, self._time_out)
@@ -273,12 +269,11 @@ class OriginPool:
             self._idle.pop(0).abort()
 
     def _take_idle(self, now: float) -> _Connection | None:
-        self.expire(now)
+        self.expire(now)  # what stays is younger than IDLE_SECONDS
         while self._idle:
             connection = self._idle.pop()
-            if not connection.closed and now - connection.idle_since < IDLE_SECONDS:
+            if not connection.closed:
                 return connection
-            connection.abort()
         return None
 
     async def _connect(self, deadline: float) -> _Connection:
