@@ -5,6 +5,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
+from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from servicekit.db.engine import create_session_factory
 from servicekit.events import CloudEvent
@@ -29,10 +30,10 @@ class Recorder:
 
 
 def consumer_for(
-    js: JetStreamContext, engine: AsyncEngine, event_type: str, handler: Recorder
+    client: NatsClient, engine: AsyncEngine, event_type: str, handler: Recorder
 ) -> EventConsumer:
     feed = EventFeed(
-        js,
+        client,
         durable=f"test-{uuid.uuid4().hex[:8]}",
         subject=f"events.{event_type}",
         fetch_timeout=0.5,
@@ -52,11 +53,11 @@ async def drain(consumer: EventConsumer, rounds: int = 5) -> None:
 
 
 async def test_consumer_hands_each_event_to_the_handler_once(
-    js: JetStreamContext, db_engine: AsyncEngine
+    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
 ) -> None:
     event_type = unique_event_type()
     handler = Recorder()
-    consumer = consumer_for(js, db_engine, event_type, handler)
+    consumer = consumer_for(nats_client, db_engine, event_type, handler)
     await consumer.subscribe()
     events = [CloudEvent(source="test", type=event_type, data={"n": n}) for n in range(5)]
     for event in events:
@@ -66,11 +67,11 @@ async def test_consumer_hands_each_event_to_the_handler_once(
 
 
 async def test_consumer_skips_an_event_id_it_has_already_processed(
-    js: JetStreamContext, db_engine: AsyncEngine
+    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
 ) -> None:
     event_type = unique_event_type()
     handler = Recorder()
-    consumer = consumer_for(js, db_engine, event_type, handler)
+    consumer = consumer_for(nats_client, db_engine, event_type, handler)
     await consumer.subscribe()
     event = CloudEvent(source="test", type=event_type, data={})
     await publish(js, event)
@@ -81,11 +82,11 @@ async def test_consumer_skips_an_event_id_it_has_already_processed(
 
 
 async def test_failed_batch_is_redelivered_and_then_processed(
-    js: JetStreamContext, db_engine: AsyncEngine
+    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
 ) -> None:
     event_type = unique_event_type()
     handler = Recorder(failures=1)
-    consumer = consumer_for(js, db_engine, event_type, handler)
+    consumer = consumer_for(nats_client, db_engine, event_type, handler)
     await consumer.subscribe()
     event = CloudEvent(source="test", type=event_type, data={})
     await publish(js, event)
@@ -94,11 +95,11 @@ async def test_failed_batch_is_redelivered_and_then_processed(
 
 
 async def test_malformed_message_is_dropped_without_blocking_the_rest(
-    js: JetStreamContext, db_engine: AsyncEngine
+    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
 ) -> None:
     event_type = unique_event_type()
     handler = Recorder()
-    consumer = consumer_for(js, db_engine, event_type, handler)
+    consumer = consumer_for(nats_client, db_engine, event_type, handler)
     await consumer.subscribe()
     await js.publish(f"events.{event_type}", b"{not json")
     event = CloudEvent(source="test", type=event_type, data={})
@@ -107,16 +108,13 @@ async def test_malformed_message_is_dropped_without_blocking_the_rest(
     assert handler.seen == [event.id]
 
 
-def paced_feed(js: JetStreamContext, event_type: str, batch_size: int = 100) -> EventFeed:
+def paced_feed(client: NatsClient, event_type: str, batch_size: int = 100) -> EventFeed:
     return EventFeed(
-        js,
+        client,
         durable=f"test-{uuid.uuid4().hex[:8]}",
         subject=f"events.{event_type}",
         batch_size=batch_size,
         fetch_timeout=2.0,
-        # Ten times the worker's own figures: on a loaded 2-core machine a pull request took
-        # more than the default 20 ms to answer, and the full batch came back empty.
-        batch_wait=0.2,
         min_fetch_interval=1.0,
     )
 
@@ -128,9 +126,10 @@ async def publish_some(js: JetStreamContext, event_type: str, count: int) -> Non
 
 async def test_while_events_trickle_in_a_feed_fetches_at_most_once_per_interval(
     js: JetStreamContext,
+    nats_client: NatsClient,
 ) -> None:
     event_type = unique_event_type()
-    feed = paced_feed(js, event_type)
+    feed = paced_feed(nats_client, event_type)
     await feed.subscribe()
     await publish_some(js, event_type, 1)
     assert len(await feed.fetch()) == 1
@@ -143,9 +142,11 @@ async def test_while_events_trickle_in_a_feed_fetches_at_most_once_per_interval(
     assert len(batch) == 3  # one batch gathered them
 
 
-async def test_after_a_full_batch_a_feed_fetches_again_at_once(js: JetStreamContext) -> None:
+async def test_after_a_full_batch_a_feed_fetches_again_at_once(
+    js: JetStreamContext, nats_client: NatsClient
+) -> None:
     event_type = unique_event_type()
-    feed = paced_feed(js, event_type, batch_size=2)
+    feed = paced_feed(nats_client, event_type, batch_size=2)
     await feed.subscribe()
     await publish_some(js, event_type, 1)
     assert len(await feed.fetch()) == 1  # idle: one message
@@ -157,10 +158,10 @@ async def test_after_a_full_batch_a_feed_fetches_again_at_once(js: JetStreamCont
 
 
 async def test_a_processed_batch_is_one_info_line_with_its_counts(
-    js: JetStreamContext, db_engine: AsyncEngine
+    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
 ) -> None:
     event_type = unique_event_type()
-    consumer = consumer_for(js, db_engine, event_type, Recorder())
+    consumer = consumer_for(nats_client, db_engine, event_type, Recorder())
     await consumer.subscribe()
     for n in range(3):
         await publish(js, CloudEvent(source="test", type=event_type, data={"n": n}))
@@ -174,10 +175,10 @@ async def test_a_processed_batch_is_one_info_line_with_its_counts(
 
 
 async def test_a_failed_batch_is_a_warning_naming_its_event_ids_and_the_error(
-    js: JetStreamContext, db_engine: AsyncEngine
+    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
 ) -> None:
     event_type = unique_event_type()
-    consumer = consumer_for(js, db_engine, event_type, Recorder(failures=1))
+    consumer = consumer_for(nats_client, db_engine, event_type, Recorder(failures=1))
     await consumer.subscribe()
     event = CloudEvent(source="test", type=event_type, data={})
     await publish(js, event)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import structlog
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from opentelemetry.context import Context
@@ -450,10 +451,10 @@ async def test_an_event_recorded_outside_any_span_still_gets_a_trace_of_its_own(
 
 
 async def test_a_consumer_continues_the_producers_trace(
-    spans: RecordedSpans, js: JetStreamContext, db_engine: AsyncEngine
+    spans: RecordedSpans, js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
 ) -> None:
     event_type = unique_event_type()
-    consumer = consumer_for(js, db_engine, event_type, Recorder())
+    consumer = consumer_for(nats_client, db_engine, event_type, Recorder())
     await consumer.subscribe()
     with tracer.start_as_current_span("producer") as producer:
         event = CloudEvent(source="test", type=event_type, data={}, **current_trace_headers())
@@ -467,10 +468,10 @@ async def test_a_consumer_continues_the_producers_trace(
 
 
 async def test_a_consumer_given_an_event_without_traceparent_starts_a_new_trace(
-    spans: RecordedSpans, js: JetStreamContext, db_engine: AsyncEngine
+    spans: RecordedSpans, js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
 ) -> None:
     event_type = unique_event_type()
-    consumer = consumer_for(js, db_engine, event_type, Recorder())
+    consumer = consumer_for(nats_client, db_engine, event_type, Recorder())
     await consumer.subscribe()
     await publish(js, CloudEvent(source="test", type=event_type, data={}))
     # Whatever is current in the consuming task is not the event's parent.

@@ -42,7 +42,7 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
         try:
             engine = DeliveryEngine(runtime.session_factory, settings, sender)
             feed = EventFeed(
-                runtime.nats.js,
+                runtime.nats.client,
                 durable=DISPATCH_CONSUMER,
                 stream=settings.events_stream,
                 batch_size=settings.dispatch_batch_size,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 from sqlalchemy import text
@@ -17,6 +18,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.events.envelope import CloudEvent
+from servicekit.events.pull import PullRequests
 from servicekit.tracing.spans import consume_span
 
 logger = structlog.get_logger(__name__)
@@ -41,24 +43,22 @@ class EventFeed:
 
     def __init__(
         self,
-        js: JetStreamContext,
+        client: NatsClient,
         *,
         durable: str,
         stream: str = "EVENTS",
         subject: str = "events.>",
         batch_size: int = 100,
         fetch_timeout: float = 1.0,
-        batch_wait: float = 0.02,
         ack_wait: float = 60.0,
         max_ack_pending: int = 20_000,
         min_fetch_interval: float = 0.0,
     ) -> None:
-        self._js = js
-        self._batch_wait = batch_wait
+        self._client = client
         self._busy = False
         # While events trickle in (the last batch was not full), fetches start at most this
-        # often, so a batch gathers what came meanwhile: each fetch has a fixed cost (two pull
-        # requests, and the caller's per-batch work) that a batch of one or two pays alone.
+        # often, so a batch gathers what came meanwhile: each fetch has a fixed cost (a pull
+        # request, and the caller's per-batch work) that a batch of one or two pays alone.
         self._min_fetch_interval = min_fetch_interval
         self._last_fetch = 0.0
         self._last_full = False
@@ -69,7 +69,8 @@ class EventFeed:
         self._fetch_timeout = fetch_timeout
         self.ack_wait = ack_wait
         self._max_ack_pending = max_ack_pending
-        self._subscription: Any = None
+        self._pulls: PullRequests | None = None
+        self._reset = False
 
     async def subscribe(self) -> None:
         config = ConsumerConfig(
@@ -82,40 +83,41 @@ class EventFeed:
             filter_subject=self._subject,
         )
         # Create or update: a consumer made by an earlier version takes this one's settings.
-        await self._js.add_consumer(self._stream, config=config)
-        self._subscription = await self._js.pull_subscribe_bind(
-            durable=self.durable, stream=self._stream
-        )
+        await self._client.jetstream().add_consumer(self._stream, config=config)
+        await self._close_pulls()
+        pulls = PullRequests(self._client, self._stream, self.durable)
+        await pulls.start()
+        self._pulls = pulls
+
+    async def _close_pulls(self) -> None:
+        pulls, self._pulls = self._pulls, None
+        if pulls is not None:
+            with contextlib.suppress(Exception):  # the connection it was made on may be gone
+                await pulls.close()
 
     def reset(self) -> None:
         """Subscribe afresh on the next fetch (after a connection problem)."""
-        self._subscription = None
+        self._reset = True
 
     async def fetch(self) -> list[tuple[Msg, CloudEvent]]:
         """The next batch (empty when nothing came within the fetch timeout). A message that
         is not a CloudEvent is terminated: it would never parse, and redelivering it would
         only hold up the others."""
-        if self._subscription is None:
+        if self._pulls is None or self._reset:
+            self._reset = False
             await self.subscribe()
+        assert self._pulls is not None
         if self._busy and not self._last_full and self._min_fetch_interval > 0:
             pause = self._last_fetch + self._min_fetch_interval - time.monotonic()
             if pause > 0:
                 await asyncio.sleep(pause)
         self._last_fetch = time.monotonic()
-        # nats-py's fetch(n), once a first message is in, waits out its whole timeout for the
-        # other n - 1: a second of delay at a trickle. So while idle, wait long for a single
-        # message; while events flow, take batches, waiting only briefly for them to fill.
-        try:
-            if self._busy:
-                msgs: list[Msg] = await self._subscription.fetch(
-                    self._batch_size, timeout=self._batch_wait
-                )
-            else:
-                msgs = await self._subscription.fetch(1, timeout=self._fetch_timeout)
-        except TimeoutError:
-            # nats-py raises its own TimeoutError or a bare asyncio one; both mean "nothing".
-            self._busy = False
-            return []
+        # While events flow, take what is there at once; while idle, wait long for a single
+        # message (a lingering request for a whole batch would be held until it filled).
+        if self._busy:
+            msgs = await self._pulls.pull(self._batch_size)
+        else:
+            msgs = await self._pulls.pull(1, wait=self._fetch_timeout)
         self._busy = bool(msgs)
         self._last_full = len(msgs) >= self._batch_size
         batch: list[tuple[Msg, CloudEvent]] = []

@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig
+from servicekit.events.pull import PullFailed, PullRequests, status_of
+
+from tests.factories import unique_event_type
+
+
+@pytest.fixture
+async def subject(js: JetStreamContext) -> str:
+    return f"events.{unique_event_type()}"
+
+
+async def consumer_on(js: JetStreamContext, subject: str) -> str:
+    durable = f"test-pull-{uuid.uuid4().hex[:8]}"
+    await js.add_consumer(
+        "EVENTS",
+        config=ConsumerConfig(
+            durable_name=durable, ack_policy=AckPolicy.EXPLICIT, filter_subject=subject
+        ),
+    )
+    return durable
+
+
+@pytest.fixture
+async def pulls(
+    js: JetStreamContext, nats_client: NatsClient, subject: str
+) -> AsyncIterator[PullRequests]:
+    requests = PullRequests(nats_client, "EVENTS", await consumer_on(js, subject))
+    await requests.start()
+    yield requests
+    await requests.close()
+
+
+async def publish(js: JetStreamContext, subject: str, count: int) -> None:
+    for n in range(count):
+        await js.publish(subject, f"m{n}".encode())
+
+
+async def test_a_pull_takes_what_the_consumer_has_up_to_its_batch_at_once(
+    js: JetStreamContext, pulls: PullRequests, subject: str
+) -> None:
+    await publish(js, subject, 7)
+    first = await pulls.pull(5)
+    second = await pulls.pull(5)
+    assert [msg.data for msg in first + second] == [f"m{n}".encode() for n in range(7)]
+    assert [len(first), len(second)] == [5, 2]
+
+
+async def test_a_pull_with_nothing_there_is_empty_without_waiting(
+    pulls: PullRequests,
+) -> None:
+    started = time.monotonic()
+    assert await pulls.pull(5) == []
+    assert time.monotonic() - started < 1.0
+
+
+async def test_a_waiting_pull_returns_the_first_message_as_it_comes(
+    js: JetStreamContext, pulls: PullRequests, subject: str
+) -> None:
+    async def later() -> None:
+        await asyncio.sleep(0.2)
+        await publish(js, subject, 1)
+
+    publishing = asyncio.ensure_future(later())
+    started = time.monotonic()
+    batch = await pulls.pull(1, wait=10.0)
+    await publishing
+    assert [msg.data for msg in batch] == [b"m0"]
+    assert time.monotonic() - started < 5.0  # not the whole wait
+
+
+async def test_a_waiting_pull_with_nothing_coming_is_empty_after_its_wait(
+    pulls: PullRequests,
+) -> None:
+    started = time.monotonic()
+    assert await pulls.pull(1, wait=0.3) == []
+    assert 0.25 <= time.monotonic() - started < 0.3 + 2.0
+
+
+async def test_pulled_messages_are_acknowledged_and_not_handed_out_again(
+    js: JetStreamContext, pulls: PullRequests, subject: str
+) -> None:
+    await publish(js, subject, 3)
+    for msg in await pulls.pull(5):
+        await msg.ack_sync()
+    assert await pulls.pull(5) == []
+
+
+async def test_a_message_that_comes_after_its_request_ended_here_goes_to_the_next_pull(
+    js: JetStreamContext, nats_client: NatsClient, pulls: PullRequests, subject: str
+) -> None:
+    # A lingering request whose answer reaches this side only after it stopped waiting.
+    await nats_client.publish(
+        f"$JS.API.CONSUMER.MSG.NEXT.EVENTS.{pulls.durable}",
+        json.dumps({"batch": 1, "expires": 5_000_000_000}).encode(),
+        reply=pulls.inbox,
+    )
+    await nats_client.flush()
+    await publish(js, subject, 1)
+    await asyncio.sleep(0.3)
+    assert [msg.data for msg in await pulls.pull(5)] == [b"m0"]
+
+
+async def test_a_pull_on_a_consumer_that_does_not_exist_fails_with_its_status(
+    nats_client: NatsClient,
+) -> None:
+    missing = PullRequests(nats_client, "EVENTS", "no-such-consumer")
+    await missing.start()
+    try:
+        with pytest.raises(PullFailed, match="503"):
+            await missing.pull(5)
+    finally:
+        await missing.close()
+
+
+def test_an_event_message_has_no_status_and_a_control_message_has_its_code() -> None:
+    event = Msg(_client=None, subject="events.a.b", data=b"{}", headers={"Nats-Msg-Id": "x"})  # type: ignore[arg-type]
+    ended = Msg(_client=None, subject="_INBOX.x", data=b"", headers={"Status": "408"})  # type: ignore[arg-type]
+    assert status_of(event) is None
+    assert status_of(ended) == "408"
