@@ -13,7 +13,7 @@ import httpx
 from servicekit.testing import HttpReceiver
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
-from webhook_hub.dispatch.handler import _MATCHING
+from webhook_hub.dispatch.handler import MATCHING
 
 from tests.factories import make_consumer, subscribe
 
@@ -49,8 +49,8 @@ async def test_the_stored_deliveries_lookup_probes_the_event_index_even_without_
             {"sub": created["id"], "rows": ROWS},
         )
         event_ids = "{" + ",".join(str(uuid.uuid4()) for _ in range(500)) + "}"
-        explained = await connection.execute(
-            text(f"EXPLAIN (FORMAT JSON) {_MATCHING.text}"),
+        explained = await connection.exec_driver_sql(
+            f"EXPLAIN (FORMAT JSON) {MATCHING}",
             {"types": ["order.paid", "*"], "event_ids": event_ids},
         )
         raw = explained.scalar_one()

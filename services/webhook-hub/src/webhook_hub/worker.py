@@ -12,12 +12,11 @@ from servicekit.worker import WorkerLoop, run_worker
 
 from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.sender import WebhookSender
-from webhook_hub.dispatch.handler import Dispatcher
+from webhook_hub.dispatch.handler import Dispatcher, MatchingReads
 from webhook_hub.dispatch.loop import (
     DISPATCH_CONSUMER,
     FETCH_INTERVAL_SECONDS,
     DispatchLoop,
-    dispatch_reads,
 )
 from webhook_hub.event_types.sync import event_type_sync_loop
 from webhook_hub.events import registry
@@ -38,7 +37,7 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
             connect_timeout_seconds=settings.delivery_connect_timeout_seconds,
             pool_size_per_endpoint=settings.per_subscription_concurrency,
         )
-        reads, read_sessions = dispatch_reads(settings)
+        reads = MatchingReads(settings.database_url)
         try:
             engine = DeliveryEngine(runtime.session_factory, settings, sender)
             feed = EventFeed(
@@ -49,11 +48,11 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
                 ack_wait=settings.dispatch_ack_wait_seconds,
                 min_fetch_interval=FETCH_INTERVAL_SECONDS,
             )
-            dispatch = DispatchLoop(feed, read_sessions, Dispatcher(settings), engine)
+            dispatch = DispatchLoop(feed, reads, Dispatcher(settings), engine)
             await asyncio.gather(engine.run(stop), dispatch.run(stop))
         finally:
             await sender.close()
-            await reads.dispose()
+            await reads.close()
 
     return run
 

@@ -7,7 +7,6 @@ import asyncio
 import time
 
 import structlog
-from servicekit.db.engine import create_session_factory, to_sqlalchemy_url
 from servicekit.events.consumer import EventFeed
 from servicekit.tracing import (
     TRACEPARENT,
@@ -18,14 +17,10 @@ from servicekit.tracing import (
     sampled,
 )
 from servicekit.tracing import tracing_enabled as _tracing_enabled
-from servicekit.tracing.setup import instrument_engine
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
-from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.jobs import DeliveryJob, EventTicket
-from webhook_hub.dispatch.handler import Dispatcher
-from webhook_hub.settings import Settings
+from webhook_hub.dispatch.handler import Dispatcher, MatchingReads
 
 logger = structlog.get_logger(__name__)
 
@@ -41,33 +36,16 @@ RETRY_DELAY_SECONDS = 5.0
 FETCH_INTERVAL_SECONDS = 0.02
 
 
-def dispatch_reads(settings: Settings) -> tuple[AsyncEngine, async_sessionmaker[AsyncSession]]:
-    """Dispatch's own connection, for its one read per fetched batch: in autocommit (no BEGIN
-    and ROLLBACK around the read) and without the pool's ping on every checkout, so the read
-    is one round trip; at low rates batches are small and this fixed cost was most of the
-    worker's. A connection lost (a database restart) fails one batch, which comes back after
-    `RETRY_DELAY_SECONDS`, and is replaced on the next checkout."""
-    engine = create_async_engine(
-        to_sqlalchemy_url(settings.database_url),
-        pool_size=1,
-        max_overflow=1,
-        pool_recycle=1800,
-        isolation_level="AUTOCOMMIT",
-    )
-    instrument_engine(engine)
-    return engine, create_session_factory(engine)
-
-
 class DispatchLoop:
     def __init__(
         self,
         feed: EventFeed,
-        session_factory: async_sessionmaker[AsyncSession],
+        reads: MatchingReads,
         dispatcher: Dispatcher,
         engine: DeliveryEngine,
     ) -> None:
         self._feed = feed
-        self._session_factory = session_factory
+        self._reads = reads
         self._dispatcher = dispatcher
         self._engine = engine
         # Decided once, as the sender does: the worker sets tracing up before building this.
@@ -82,16 +60,14 @@ class DispatchLoop:
         batch = await self._feed.fetch()
         if not batch:
             return 0
+        events = [event for _, event in batch]
         try:
-            async with self._session_factory() as session:
-                connection = await session.connection()
-                per_event = await self._dispatcher.deliveries_of(
-                    connection, [event for _, event in batch]
-                )
+            matched = await self._reads.matching(events)
         except Exception:
             for msg, _ in batch:
                 await msg.nak(delay=RETRY_DELAY_SECONDS)
             raise
+        per_event = self._dispatcher.deliveries_of(matched, events)
         now = time.monotonic()
         for (msg, event), jobs in zip(batch, per_event, strict=True):
             if (

@@ -1,0 +1,117 @@
+"""Which deliveries an event makes, from what dispatch's one read found (no database: the
+read's rows are made here in `MATCHING`'s column order)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from servicekit.events import CloudEvent
+from webhook_hub.delivery_engine.jobs import delivery_id_for, render_body
+from webhook_hub.dispatch.handler import Dispatcher, Matched
+from webhook_hub.settings import Settings
+
+NEW_SECRET = "bmV3LXNlY3JldC1uZXctc2VjcmV0LW5ldy1z"
+OLD_SECRET = "b2xkLXNlY3JldC1vbGQtc2VjcmV0LW9sZC1z"
+
+
+def subscription_row(
+    events: list[str],
+    *,
+    owner: str = "acme",
+    approved: bool = False,
+    rotated_ago: timedelta | None = None,
+    personal: list[str] | None = None,
+    stored: list[list[uuid.UUID]] | None = None,
+) -> tuple[Any, ...]:
+    rotated_at = None if rotated_ago is None else datetime.now(UTC) - rotated_ago
+    return (
+        uuid.uuid4(),
+        owner,
+        events,
+        "https://example.com/hook",
+        NEW_SECRET,
+        OLD_SECRET if rotated_at else None,
+        rotated_at,
+        {"x-team": "billing"},
+        10,
+        True,
+        approved,
+        personal or [],
+        stored or [],
+    )
+
+
+def event(event_type: str = "order.paid", tenant: str | None = None) -> CloudEvent:
+    return CloudEvent(source="tests", type=event_type, data={"id": 7}, tenant=tenant)
+
+
+def dispatcher() -> Dispatcher:
+    return Dispatcher(Settings())
+
+
+def test_an_event_makes_one_delivery_per_subscription_to_its_type_or_to_every_type() -> None:
+    paid, wildcard, other = (
+        subscription_row(["order.paid"]),
+        subscription_row(["*"]),
+        subscription_row(["order.created"]),
+    )
+    paid_event = event()
+    [jobs] = dispatcher().deliveries_of(Matched.of([paid, wildcard, other]), [paid_event])
+    assert [job.subscription_id for job in jobs] == [paid[0], wildcard[0]]
+    assert [job.delivery_id for job in jobs] == [
+        delivery_id_for(paid[0], paid_event.id),
+        delivery_id_for(wildcard[0], paid_event.id),
+    ]
+
+
+def test_a_delivery_carries_its_subscriptions_settings_and_the_rendered_event() -> None:
+    row = subscription_row(["order.paid"])
+    paid_event = event()
+    [[job]] = dispatcher().deliveries_of(Matched.of([row]), [paid_event])
+    assert (job.endpoint_url, job.headers, job.timeout_seconds, job.owner) == (
+        "https://example.com/hook",
+        {"x-team": "billing"},
+        10,
+        "acme",
+    )
+    assert job.secrets == [NEW_SECRET]
+    assert job.body == render_body("order.paid", paid_event.time, b'{"id":7}')
+    assert (job.stored, job.attempts, job.event_id) == (False, 0, paid_event.id)
+
+
+def test_an_event_for_one_tenant_reaches_only_that_owners_subscriptions() -> None:
+    theirs, others = subscription_row(["*"], owner="acme"), subscription_row(["*"], owner="zeta")
+    [jobs] = dispatcher().deliveries_of(Matched.of([theirs, others]), [event(tenant="acme")])
+    assert [job.subscription_id for job in jobs] == [theirs[0]]
+
+
+def test_a_personal_type_reaches_approved_owners_only_unless_the_event_is_the_owners_own() -> None:
+    personal = ["customer.updated"]
+    approved = subscription_row(["*"], owner="acme", approved=True, personal=personal)
+    unapproved = subscription_row(["*"], owner="zeta", personal=personal)
+    matched = Matched.of([approved, unapproved])
+    to_all, to_zeta = event("customer.updated"), event("customer.updated", tenant="zeta")
+    [for_all, for_zeta] = dispatcher().deliveries_of(matched, [to_all, to_zeta])
+    assert [job.subscription_id for job in for_all] == [approved[0]]
+    assert [job.subscription_id for job in for_zeta] == [unapproved[0]]
+
+
+def test_a_delivery_stored_before_is_not_made_again() -> None:
+    seen, fresh = event(), event()
+    row = subscription_row(["order.paid"])
+    stored_row = (*row[:-1], [[row[0], seen.id]])
+    jobs = dispatcher().deliveries_of(Matched.of([stored_row]), [seen, fresh])
+    assert [[job.event_id for job in event_jobs] for event_jobs in jobs] == [[], [fresh.id]]
+
+
+def test_during_a_rotations_transition_both_secrets_sign_and_after_it_only_the_new() -> None:
+    rotating = subscription_row(["*"], rotated_ago=timedelta(minutes=5))
+    rotated = subscription_row(["*"], rotated_ago=timedelta(minutes=11))
+    [jobs] = dispatcher().deliveries_of(Matched.of([rotating, rotated]), [event()])
+    assert [job.secrets for job in jobs] == [[NEW_SECRET, OLD_SECRET], [NEW_SECRET]]
+
+
+def test_no_subscription_matched_makes_no_delivery_for_any_event() -> None:
+    assert dispatcher().deliveries_of(Matched.of([]), [event(), event()]) == [[], []]
