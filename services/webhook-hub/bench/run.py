@@ -39,6 +39,7 @@ import psutil
 import psycopg
 import uvloop
 from aiohttp import web
+from nats.aio.msg import Msg
 from servicekit.db.admin import database_url_for, ensure_database
 from servicekit.db.migrations import upgrade
 from servicekit.embedded.nats import EmbeddedNats
@@ -71,6 +72,7 @@ http {{
 MIGRATIONS = HERE.parent / "migrations"
 BIN = Path(sys.executable).parent
 PACING_TICK_SECONDS = 0.005
+PUBLISH_WINDOW = 2000
 # Run again with tracing on: the backlog (CPU per event) and a steady rate (latency).
 TRACED_SCENARIOS = ("drain, 1 sub", "1,000/s, 1 sub")
 sys.path.insert(0, str(HERE))
@@ -334,12 +336,28 @@ class Bench:
         self, events: int, rate: float | None, event_type: str
     ) -> tuple[float, float]:
         """Publish `events` (at `rate` per second, or as fast as possible); returns the
-        publishing window."""
+        publishing window. Each is a JetStream publish with its acknowledgement, as the
+        services' outbox relays publish; the acknowledgements are counted by one callback
+        rather than awaited as a future each (nats-py's `publish_async`), which cost the
+        load generator 39 µs of CPU per event against 21, on the machine it measures."""
         client = await nats.connect(self.nats.url)
         js = client.jetstream()
         await ensure_events_stream(js, ServiceSettings())
+        acknowledged = 0
+        refused: list[bytes] = []
+        all_acknowledged = asyncio.Event()
+
+        async def on_ack(msg: Msg) -> None:
+            nonlocal acknowledged
+            acknowledged += 1
+            if b'"error"' in msg.data:
+                refused.append(msg.data)
+            if acknowledged >= events:
+                all_acknowledged.set()
+
+        inbox = client.new_inbox()
+        await client.subscribe(f"{inbox}.*", cb=on_ack)
         started = time.time()
-        pending = []
         subject = f"events.{event_type}"
         for n in range(events):
             if rate is not None:
@@ -360,13 +378,17 @@ class Bench:
             ).encode()
             if n == 0:
                 CloudEvent.from_json(body)  # the hand-written envelope is a valid one
-            pending.append(await js.publish_async(subject, body, headers={"Nats-Msg-Id": event_id}))
-            if len(pending) >= 2000:
-                await asyncio.gather(*pending)
-                pending.clear()
-        await asyncio.gather(*pending)
+            await client.publish(
+                subject, body, reply=f"{inbox}.{n}", headers={"Nats-Msg-Id": event_id}
+            )
+            # At most this many unacknowledged, as publish_async's window was.
+            while n - acknowledged >= PUBLISH_WINDOW:  # noqa: ASYNC110
+                await asyncio.sleep(0.001)
+        await asyncio.wait_for(all_acknowledged.wait(), 60)
         finished = time.time()
         await client.close()
+        if refused:
+            raise RuntimeError(f"{len(refused)} events refused by JetStream: {refused[0]!r}")
         return started, finished
 
     async def scenario(
