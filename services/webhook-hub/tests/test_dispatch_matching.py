@@ -115,3 +115,12 @@ def test_during_a_rotations_transition_both_secrets_sign_and_after_it_only_the_n
 
 def test_no_subscription_matched_makes_no_delivery_for_any_event() -> None:
     assert dispatcher().deliveries_of(Matched.of([]), [event(), event()]) == [[], []]
+
+
+def test_a_deliverys_id_is_the_uuid5_of_its_subscription_and_event_whatever_the_version() -> None:
+    # Fixed across releases: an event redelivered after an upgrade must find its delivery.
+    subscription = uuid.UUID("6f1c2f4e-2b7d-4c1e-9a55-0d3c1b2a4e10")
+    event_id = uuid.UUID("0b9e7a62-8d41-4f6a-b3c2-5e7f9a1d2c33")
+    delivery_id = delivery_id_for(subscription, event_id)
+    assert delivery_id == uuid.UUID("fc4bbc35-4c5e-5433-88e1-f476b3104a18")
+    assert (delivery_id.version, delivery_id.variant) == (5, uuid.RFC_4122)

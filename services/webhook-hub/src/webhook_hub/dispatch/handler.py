@@ -81,8 +81,10 @@ class MatchingReads:
 
     async def matching(self, events: Sequence[CloudEvent]) -> Matched:
         types = sorted({event.type for event in events} | {"*"})
-        # One array literal, not a list psycopg would adapt item by item (the hot path).
-        event_ids = "{" + ",".join(str(event.id) for event in events) + "}"
+        # One array literal, not a list psycopg would adapt item by item (the hot path); the
+        # ids in hex without hyphens, which PostgreSQL reads as well (`hex` costs a third of
+        # `str`).
+        event_ids = "{" + ",".join(event.id.hex for event in events) + "}"
         connection = self._connection
         if connection is None or connection.closed or connection.broken:
             connection = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
