@@ -46,6 +46,19 @@ def keep_out_of_collections() -> None:
     gc.freeze()
 
 
+# A worker allocates a few dozen objects per event, and the default young-generation threshold
+# (700) ran the collector about 600 times in a drain of 30,000 events, promoting short-lived
+# objects into passes over the whole heap: 0.26 to 0.58 s of a worker's 5.8 to 7.8 s of CPU
+# (webhook-hub's bench). At 20,000 it took 0.03 to 0.09 s. Refcounting frees all but cycles,
+# so what waits longer for the collector is a few megabytes at most.
+WORKER_GC_THRESHOLDS = (20_000, 50, 100)
+
+
+def collect_less_often() -> None:
+    """The collector's thresholds for a worker process (see `WORKER_GC_THRESHOLDS`)."""
+    gc.set_threshold(*WORKER_GC_THRESHOLDS)
+
+
 class ServiceCLI:
     def __init__(
         self,
@@ -119,6 +132,7 @@ class ServiceCLI:
             # uvloop (installed with uvicorn[standard]) roughly halves the event loop's cost
             # per socket operation, which is most of a delivery worker's work.
             keep_out_of_collections()
+            collect_less_often()
             uvloop.run(self._worker(settings))
             return 0
         if args.command == "migrate":
