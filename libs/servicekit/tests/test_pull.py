@@ -104,7 +104,7 @@ async def test_a_message_that_comes_after_its_request_ended_here_goes_to_the_nex
     await nats_client.publish(
         f"$JS.API.CONSUMER.MSG.NEXT.EVENTS.{pulls.durable}",
         json.dumps({"batch": 1, "expires": 5_000_000_000}).encode(),
-        reply=pulls.inbox,
+        reply=f"{pulls.inbox}.earlier",
     )
     await nats_client.flush()
     await publish(js, subject, 1)
@@ -129,3 +129,100 @@ def test_an_event_message_has_no_status_and_a_control_message_has_its_code() -> 
     ended = Msg(_client=None, subject="_INBOX.x", data=b"", headers={"Status": "408"})  # type: ignore[arg-type]
     assert status_of(event) is None
     assert status_of(ended) == "408"
+
+
+def test_an_empty_event_published_with_a_status_header_is_still_an_event() -> None:
+    odd = Msg(
+        _client=None,  # type: ignore[arg-type]
+        subject="events.a.b",
+        reply="$JS.ACK.EVENTS.durable.1.1.1.1.0",
+        data=b"",
+        headers={"Status": "404"},
+    )
+    assert status_of(odd) is None
+
+
+async def test_an_earlier_requests_end_does_not_end_the_current_pull(
+    js: JetStreamContext, pulls: PullRequests, subject: str
+) -> None:
+    given_up = asyncio.ensure_future(pulls.pull(1, wait=0.5))
+    await asyncio.sleep(0.1)
+    given_up.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await given_up
+
+    async def later() -> None:
+        await asyncio.sleep(1.0)  # after the given-up request's end (408 at 0.5 s)
+        await publish(js, subject, 1)
+
+    publishing = asyncio.ensure_future(later())
+    started = time.monotonic()
+    batch = await pulls.pull(1, wait=10.0)
+    await publishing
+    assert [msg.data for msg in batch] == [b"m0"]
+    assert time.monotonic() - started < 5.0
+
+
+async def test_a_pull_started_before_a_cancelled_one_unwound_is_answered_as_its_message_comes(
+    js: JetStreamContext, pulls: PullRequests, subject: str
+) -> None:
+    given_up = asyncio.ensure_future(pulls.pull(1, wait=0.5))
+    await asyncio.sleep(0.1)
+    given_up.cancel()  # not awaited: it unwinds while the next pull waits
+    await publish(js, subject, 1)
+    started = time.monotonic()
+    batch = await pulls.pull(1, wait=10.0)
+    assert [msg.data for msg in batch] == [b"m0"]
+    assert time.monotonic() - started < 5.0
+    with pytest.raises(asyncio.CancelledError):
+        await given_up
+
+
+async def test_a_wait_of_zero_is_refused(pulls: PullRequests) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        await pulls.pull(1, wait=0)
+
+
+async def test_messages_a_closed_instance_held_are_returned_first_by_the_next(
+    js: JetStreamContext,
+    nats_client: NatsClient,
+    pulls: PullRequests,
+    subject: str,
+) -> None:
+    await nats_client.publish(
+        f"$JS.API.CONSUMER.MSG.NEXT.EVENTS.{pulls.durable}",
+        json.dumps({"batch": 1, "expires": 5_000_000_000}).encode(),
+        reply=f"{pulls.inbox}.earlier",
+    )
+    await nats_client.flush()
+    await publish(js, subject, 1)
+    await asyncio.sleep(0.3)
+    kept = await pulls.close()
+    successor = PullRequests(nats_client, "EVENTS", pulls.durable)
+    await successor.start(kept)
+    try:
+        assert [msg.data for msg in await successor.pull(5)] == [b"m0"]
+    finally:
+        await successor.close()
+
+
+async def test_a_conflict_every_request_would_meet_fails_instead_of_returning_empty(
+    js: JetStreamContext, nats_client: NatsClient
+) -> None:
+    durable = f"test-push-{uuid.uuid4().hex[:8]}"
+    await js.add_consumer(
+        "EVENTS",
+        config=ConsumerConfig(
+            durable_name=durable,
+            deliver_subject=f"push.{durable}",
+            ack_policy=AckPolicy.EXPLICIT,
+            filter_subject=f"events.{unique_event_type()}",
+        ),
+    )
+    on_push_consumer = PullRequests(nats_client, "EVENTS", durable)
+    await on_push_consumer.start()
+    try:
+        with pytest.raises(PullFailed, match="409"):
+            await on_push_consumer.pull(5)
+    finally:
+        await on_push_consumer.close()

@@ -9,6 +9,6 @@ def test_a_worker_runs_the_young_generations_collection_after_20000_allocations(
     before = gc.get_threshold()
     try:
         collect_less_often()
-        assert gc.get_threshold() == WORKER_GC_THRESHOLDS == (20_000, 50, 100)
+        assert gc.get_threshold() == WORKER_GC_THRESHOLDS == (20_000, 10, 10)
     finally:
         gc.set_threshold(*before)

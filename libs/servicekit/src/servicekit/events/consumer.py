@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -84,16 +83,15 @@ class EventFeed:
         )
         # Create or update: a consumer made by an earlier version takes this one's settings.
         await self._client.jetstream().add_consumer(self._stream, config=config)
-        await self._close_pulls()
+        kept = await self._close_pulls()
         pulls = PullRequests(self._client, self._stream, self.durable)
-        await pulls.start()
+        await pulls.start(kept)
         self._pulls = pulls
 
-    async def _close_pulls(self) -> None:
+    async def _close_pulls(self) -> list[Msg]:
+        """Close the current pull requests; the messages they held, for the next ones."""
         pulls, self._pulls = self._pulls, None
-        if pulls is not None:
-            with contextlib.suppress(Exception):  # the connection it was made on may be gone
-                await pulls.close()
+        return [] if pulls is None else await pulls.close()
 
     def reset(self) -> None:
         """Subscribe afresh on the next fetch (after a connection problem)."""

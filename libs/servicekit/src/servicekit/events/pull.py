@@ -11,6 +11,7 @@ https://docs.nats.io/reference/reference-protocols/nats_api_reference (`CONSUMER
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -20,9 +21,12 @@ from nats.aio.msg import Msg
 # Status lines JetStream ends a pull request with, or sends within one.
 NO_MESSAGES = "404"  # a no-wait request found nothing more
 REQUEST_TIMEOUT = "408"  # the request's `expires` passed before its batch filled
-CONFLICT = "409"  # the request was dropped (too many waiting, consumer changed, ...)
+CONFLICT = "409"  # the request was dropped (too many waiting, leadership change, ...)
 CONTROL = "100"  # idle heartbeat or flow control: not an answer
 ENDS_QUIETLY = frozenset({NO_MESSAGES, REQUEST_TIMEOUT, CONFLICT})
+# 409s that every request would get again: a setting or the consumer is wrong, so they are
+# errors (a loop would otherwise spin on empty answers without a word).
+CONFLICTS_THAT_FAIL = ("Exceeded MaxRequest", "Consumer Deleted", "Consumer is push based")
 # A request the server does not end (the connection dropped meanwhile) ends here this much
 # after it should have.
 GRACE_SECONDS = 2.0
@@ -33,9 +37,10 @@ class PullFailed(Exception):
 
 
 def status_of(msg: Msg) -> str | None:
-    """The status line's code of a JetStream control message; None for an event's message."""
+    """The status line's code of a JetStream control message; None for an event's message
+    (which carries the reply subject its acknowledgement goes to; a status never does)."""
     headers = msg.headers
-    if not headers or msg.data:
+    if not headers or msg.data or msg.reply:
         return None
     return headers.get("Status")
 
@@ -43,9 +48,10 @@ def status_of(msg: Msg) -> str | None:
 class PullRequests:
     """Pull requests on one durable consumer, one at a time.
 
-    A message that comes after its request ended here (the server's end was slower than
-    ours) is kept for the next request, which returns it at once: nothing handed out is
-    dropped on the floor to wait for the ack wait.
+    Each request has a reply subject of its own under one inbox, so a status that ends an
+    earlier request (one given up here first) cannot end the current one. A message that
+    comes after its request ended here is kept for the next request, which returns it at
+    once: nothing handed out waits for the ack wait.
     """
 
     def __init__(self, client: NatsClient, stream: str, durable: str) -> None:
@@ -56,21 +62,31 @@ class PullRequests:
         self._subscription: Any = None
         self._gathered: list[Msg] = []
         self._wanted = 0
+        self._requests = 0
+        self._reply = ""  # the open request's reply subject
         self._answered: asyncio.Future[str | None] | None = None
 
     @property
     def inbox(self) -> str:
-        """The subject this side's requests are answered on."""
+        """The subject under which this side's requests are answered (`<inbox>.<n>`)."""
         return self._inbox
 
-    async def start(self) -> None:
+    async def start(self, kept: list[Msg] | None = None) -> None:
+        """Subscribe; `kept`: messages an earlier instance held, returned first."""
+        self._gathered = list(kept or [])
         self._inbox = self._client.new_inbox()
-        self._subscription = await self._client.subscribe(self._inbox, cb=self._receive)
+        self._subscription = await self._client.subscribe(f"{self._inbox}.*", cb=self._receive)
 
-    async def close(self) -> None:
+    async def close(self) -> list[Msg]:
+        """Unsubscribe; returns the messages held and not handed out yet (unacknowledged:
+        give them to the next instance, or JetStream hands them out again after the ack
+        wait)."""
+        kept, self._gathered = self._gathered, []
         if self._subscription is not None:
             subscription, self._subscription = self._subscription, None
-            await subscription.unsubscribe()
+            with contextlib.suppress(Exception):  # the connection it was made on may be gone
+                await subscription.unsubscribe()
+        return kept
 
     async def _receive(self, msg: Msg) -> None:
         status = status_of(msg)
@@ -78,13 +94,14 @@ class PullRequests:
             self._gathered.append(msg)
             if len(self._gathered) >= self._wanted:
                 self._end(None)
-        elif status == CONTROL:
             return
-        elif status in ENDS_QUIETLY:
+        if status == CONTROL or msg.subject != self._reply:
+            return  # a heartbeat, or the end of a request given up here already
+        # nats-py reads a status line without a description into the next header's line.
+        description = (msg.headers or {}).get("Description", "").split("\n", 1)[0]
+        if status in ENDS_QUIETLY and not description.startswith(CONFLICTS_THAT_FAIL):
             self._end(None)
         else:
-            # nats-py reads a status line without a description into the next header's line.
-            description = (msg.headers or {}).get("Description", "").split("\n", 1)[0]
             self._end(f"{status} {description}".strip())
 
     def _end(self, problem: str | None) -> None:
@@ -98,6 +115,11 @@ class PullRequests:
         the batch is full)."""
         if self._subscription is None:
             raise RuntimeError("start() the pull requests first")
+        if self._answered is not None and not self._answered.done():
+            raise RuntimeError("one pull at a time")
+        if wait is not None and wait <= 0:
+            # `expires: 0` would be a request that never expires on the server.
+            raise ValueError("wait must be positive (or None: no wait)")
         if self._gathered:
             return self._take(batch)
         request: dict[str, Any] = {"batch": batch}
@@ -105,20 +127,25 @@ class PullRequests:
             request["no_wait"] = True
         else:
             request["expires"] = int(wait * 1e9)
+        self._requests += 1
+        self._reply = f"{self._inbox}.{self._requests}"
         self._wanted = batch
-        self._answered = asyncio.get_running_loop().create_future()
+        answered = self._answered = asyncio.get_running_loop().create_future()
         try:
             await self._client.publish(
-                self._subject, json.dumps(request).encode(), reply=self._inbox
+                self._subject, json.dumps(request).encode(), reply=self._reply
             )
             try:
                 async with asyncio.timeout((wait or 0.0) + GRACE_SECONDS):
-                    problem = await self._answered
+                    problem = await answered
             except TimeoutError:
                 problem = None  # the connection dropped meanwhile: nothing came
         finally:
-            self._answered = None
-            self._wanted = 0
+            # Unless a pull started since (this one was cancelled and not yet unwound).
+            if self._answered is answered:
+                self._answered = None
+                self._wanted = 0
+                self._reply = ""
         if problem is not None and not self._gathered:
             raise PullFailed(problem)
         return self._take(batch)

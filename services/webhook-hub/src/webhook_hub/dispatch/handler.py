@@ -89,10 +89,17 @@ class MatchingReads:
         if connection is None or connection.closed or connection.broken:
             connection = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
             self._connection = connection
-        cursor = await connection.execute(
-            MATCHING, {"types": types, "event_ids": event_ids}, prepare=True
-        )
-        return Matched.of(await cursor.fetchall())
+        try:
+            cursor = await connection.execute(
+                MATCHING, {"types": types, "event_ids": event_ids}, prepare=True
+            )
+            return Matched.of(await cursor.fetchall())
+        except psycopg.Error:
+            # Any failure starts afresh: not only a lost connection, also a prepared plan a
+            # migration made stale ("cached plan must not change result type").
+            self._connection = None
+            await connection.close()
+            raise
 
     async def close(self) -> None:
         if self._connection is not None:
