@@ -47,6 +47,39 @@ async def publish(js: JetStreamContext, subject: str, count: int) -> None:
         await js.publish(subject, f"m{n}".encode())
 
 
+async def answer_a_request_ended_here(
+    js: JetStreamContext, nats_client: NatsClient, pulls: PullRequests, subject: str
+) -> None:
+    """One message held by `pulls` and not handed out: the answer to a lingering request
+    that reached this side only after it stopped waiting."""
+    await nats_client.publish(
+        f"$JS.API.CONSUMER.MSG.NEXT.EVENTS.{pulls.durable}",
+        json.dumps({"batch": 1, "expires": 5_000_000_000}).encode(),
+        reply=f"{pulls.inbox}.earlier",
+    )
+    await nats_client.flush()
+    await publish(js, subject, 1)
+    await asyncio.sleep(0.3)
+
+
+async def assert_a_waiting_pull_gets_the_message_published_after(
+    js: JetStreamContext, pulls: PullRequests, subject: str, delay: float
+) -> None:
+    """A pull waiting up to 10 s returns the message published `delay` seconds into its wait,
+    as it comes (not at the end of the wait)."""
+
+    async def later() -> None:
+        await asyncio.sleep(delay)
+        await publish(js, subject, 1)
+
+    publishing = asyncio.ensure_future(later())
+    started = time.monotonic()
+    batch = await pulls.pull(1, wait=10.0)
+    await publishing
+    assert [msg.data for msg in batch] == [b"m0"]
+    assert time.monotonic() - started < delay + 4.0
+
+
 async def test_a_pull_takes_what_the_consumer_has_up_to_its_batch_at_once(
     js: JetStreamContext, pulls: PullRequests, subject: str
 ) -> None:
@@ -68,16 +101,7 @@ async def test_a_pull_with_nothing_there_is_empty_without_waiting(
 async def test_a_waiting_pull_returns_the_first_message_as_it_comes(
     js: JetStreamContext, pulls: PullRequests, subject: str
 ) -> None:
-    async def later() -> None:
-        await asyncio.sleep(0.2)
-        await publish(js, subject, 1)
-
-    publishing = asyncio.ensure_future(later())
-    started = time.monotonic()
-    batch = await pulls.pull(1, wait=10.0)
-    await publishing
-    assert [msg.data for msg in batch] == [b"m0"]
-    assert time.monotonic() - started < 5.0  # not the whole wait
+    await assert_a_waiting_pull_gets_the_message_published_after(js, pulls, subject, 0.2)
 
 
 async def test_a_waiting_pull_with_nothing_coming_is_empty_after_its_wait(
@@ -100,15 +124,7 @@ async def test_pulled_messages_are_acknowledged_and_not_handed_out_again(
 async def test_a_message_that_comes_after_its_request_ended_here_goes_to_the_next_pull(
     js: JetStreamContext, nats_client: NatsClient, pulls: PullRequests, subject: str
 ) -> None:
-    # A lingering request whose answer reaches this side only after it stopped waiting.
-    await nats_client.publish(
-        f"$JS.API.CONSUMER.MSG.NEXT.EVENTS.{pulls.durable}",
-        json.dumps({"batch": 1, "expires": 5_000_000_000}).encode(),
-        reply=f"{pulls.inbox}.earlier",
-    )
-    await nats_client.flush()
-    await publish(js, subject, 1)
-    await asyncio.sleep(0.3)
+    await answer_a_request_ended_here(js, nats_client, pulls, subject)
     assert [msg.data for msg in await pulls.pull(5)] == [b"m0"]
 
 
@@ -151,16 +167,8 @@ async def test_an_earlier_requests_end_does_not_end_the_current_pull(
     with pytest.raises(asyncio.CancelledError):
         await given_up
 
-    async def later() -> None:
-        await asyncio.sleep(1.0)  # after the given-up request's end (408 at 0.5 s)
-        await publish(js, subject, 1)
-
-    publishing = asyncio.ensure_future(later())
-    started = time.monotonic()
-    batch = await pulls.pull(1, wait=10.0)
-    await publishing
-    assert [msg.data for msg in batch] == [b"m0"]
-    assert time.monotonic() - started < 5.0
+    # Published after the given-up request's end (its 408 at 0.5 s).
+    await assert_a_waiting_pull_gets_the_message_published_after(js, pulls, subject, 1.0)
 
 
 async def test_a_pull_started_before_a_cancelled_one_unwound_is_answered_as_its_message_comes(
@@ -189,14 +197,7 @@ async def test_messages_a_closed_instance_held_are_returned_first_by_the_next(
     pulls: PullRequests,
     subject: str,
 ) -> None:
-    await nats_client.publish(
-        f"$JS.API.CONSUMER.MSG.NEXT.EVENTS.{pulls.durable}",
-        json.dumps({"batch": 1, "expires": 5_000_000_000}).encode(),
-        reply=f"{pulls.inbox}.earlier",
-    )
-    await nats_client.flush()
-    await publish(js, subject, 1)
-    await asyncio.sleep(0.3)
+    await answer_a_request_ended_here(js, nats_client, pulls, subject)
     kept = await pulls.close()
     successor = PullRequests(nats_client, "EVENTS", pulls.durable)
     await successor.start(kept)
