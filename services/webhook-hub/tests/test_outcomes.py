@@ -1,4 +1,5 @@
-"""Recording a batch of first attempts: the delivery row is written with the outcome, once."""
+"""Recording a batch of first attempts: the delivery row is written with the outcome, once,
+and holds the attempt; later attempts are rows of the attempt log."""
 
 from __future__ import annotations
 
@@ -66,10 +67,12 @@ def first_attempt(subscription: Subscription, status: int | None = 200) -> Attem
 
 
 async def rows_of(session: AsyncSession, subscription_id: uuid.UUID) -> list[tuple[object, ...]]:
+    """(status, attempts, payload, attempts recorded: in the row and in the log)."""
     connection = await session.connection()
     result = await connection.execute(
         text(
-            "SELECT d.status, d.attempts, d.payload, count(a.id) FROM deliveries d"
+            "SELECT d.status, d.attempts, d.payload,"
+            " count(a.id) + CAST(d.first_duration_ms IS NOT NULL AS int) FROM deliveries d"
             " LEFT JOIN delivery_attempts a ON a.delivery_id = d.id"
             " WHERE d.subscription_id = :id GROUP BY d.id ORDER BY d.created_at"
         ),
@@ -202,10 +205,57 @@ async def test_every_recorded_value_reads_back_as_it_was_and_a_time_without_offs
     attempt = (
         await connection.execute(
             text(
-                "SELECT attempted_at, status_code, response_body, duration_ms, error"
-                " FROM delivery_attempts WHERE delivery_id = :id"
+                "SELECT first_status_code, first_response_body, first_duration_ms, first_error"
+                " FROM deliveries WHERE id = :id"
             ),
             {"id": result.job.delivery_id},
         )
     ).one()
-    assert tuple(attempt) == (result.attempted_at, 503, "busy: ünïcode", 3, None)
+    assert tuple(attempt) == (503, "busy: ünïcode", 3, None)
+
+
+async def test_a_first_attempt_is_held_by_its_delivery_row_and_adds_no_attempt_row(
+    db_session: AsyncSession, service_settings: Settings
+) -> None:
+    subscription = await make_subscription(db_session)
+    result = first_attempt(subscription, None)
+    await record_outcomes(db_session, [result], service_settings)
+    connection = await db_session.connection()
+    logged = await connection.execute(
+        text("SELECT count(*) FROM delivery_attempts WHERE delivery_id = :id"),
+        {"id": result.job.delivery_id},
+    )
+    assert logged.scalar_one() == 0
+    first = await connection.execute(
+        text("SELECT first_status_code, first_error FROM deliveries WHERE id = :id"),
+        {"id": result.job.delivery_id},
+    )
+    assert tuple(first.one()) == (None, "ConnectionRefusedError: refused")
+
+
+async def test_a_retry_of_a_stored_delivery_is_a_row_of_the_attempt_log(
+    db_session: AsyncSession, service_settings: Settings
+) -> None:
+    subscription = await make_subscription(db_session)
+    first = first_attempt(subscription, 500)
+    await record_outcomes(db_session, [first], service_settings)
+    retry_job = dataclasses.replace(first.job, stored=True, attempts=1)
+    retry = dataclasses.replace(
+        first, job=retry_job, attempted_at=datetime.now(UTC), status_code=200, duration_ms=9
+    )
+    await record_outcomes(db_session, [retry], service_settings)
+    connection = await db_session.connection()
+    logged = await connection.execute(
+        text("SELECT status_code, duration_ms FROM delivery_attempts WHERE delivery_id = :id"),
+        {"id": first.job.delivery_id},
+    )
+    assert [tuple(row) for row in logged] == [(200, 9)]
+    row = await connection.execute(
+        text(
+            "SELECT status, attempts, first_status_code, first_duration_ms, last_status_code"
+            " FROM deliveries WHERE id = :id"
+        ),
+        {"id": first.job.delivery_id},
+    )
+    # The row keeps its first attempt as it was; its state follows the retry.
+    assert tuple(row.one()) == ("succeeded", 2, 500, 3, 200)

@@ -132,6 +132,35 @@ async def test_a_settled_hour_is_stored_and_then_read_from_the_rollup(
     assert await hour_figures(client, sid, hour) == first
 
 
+async def test_an_hours_latency_takes_first_attempts_held_by_deliveries_and_logged_ones(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer, sid = await quiet_endpoint(client, db_engine, http_receiver)
+    hour = hours_ago(3)
+    await deliveries_in(db_engine, sid, hour, ["succeeded", "succeeded"])
+    async with db_engine.begin() as connection:
+        # Each delivery's first attempt in its row (as the engine writes it since 0014) ...
+        await connection.execute(
+            text(
+                "UPDATE deliveries SET first_status_code = 500, first_duration_ms = 100"
+                " WHERE subscription_id = :sid AND created_at >= :hour"
+            ),
+            {"sid": sid, "hour": hour},
+        )
+    await attempts_in(db_engine, sid, hour, 900)  # ... and a retry each in the log.
+    await signed_in(client, consumer)
+    assert (await hour_figures(client, sid, hour))["p50"] == 500.0  # of 100, 100, 900, 900
+    async with db_engine.connect() as connection:
+        stored = await connection.execute(
+            text(
+                "SELECT attempts, p50_ms FROM delivery_hour_stats"
+                " WHERE subscription_id = :sid AND hour_start = :hour"
+            ),
+            {"sid": sid, "hour": hour},
+        )
+        assert tuple(stored.one()) == (4, 500.0)
+
+
 async def test_the_current_hour_is_never_stored(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:

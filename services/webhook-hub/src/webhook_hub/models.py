@@ -134,6 +134,27 @@ class Delivery(SQLModel, table=True):
     # retries link to it and send it on.
     traceparent: str | None = Field(default=None, max_length=55)
     tracestate: str | None = None
+    # The first attempt, when it was made straight from the event: written with the row
+    # (which it created, so it started at `created_at`) instead of a row of
+    # `delivery_attempts` (migration 0014). Null for rows whose first attempt is a row there.
+    first_status_code: int | None = None
+    first_response_body: str | None = None
+    first_duration_ms: int | None = None
+    first_error: str | None = None
+
+    def first_attempt(self) -> DeliveryAttempt | None:
+        """The attempt stored in this row, as the log shows attempts (with this row's id)."""
+        if self.first_duration_ms is None:
+            return None
+        return DeliveryAttempt(
+            id=self.id,
+            delivery_id=self.id,
+            attempted_at=self.created_at,
+            status_code=self.first_status_code,
+            response_body=self.first_response_body,
+            duration_ms=self.first_duration_ms,
+            error=self.first_error,
+        )
 
 
 class DeliveryAttempt(SQLModel, table=True):

@@ -75,13 +75,19 @@ class DeliveryRepository:
         connection = await self.session.connection()
         return str((await connection.execute(statement, {"id": delivery_id})).scalar_one())
 
-    async def attempts_of(self, delivery_id: uuid.UUID) -> Sequence[DeliveryAttempt]:
+    async def attempts_of(self, delivery: Delivery) -> list[DeliveryAttempt]:
+        """Every attempt of `delivery`, oldest first: the one its row holds (an event's first
+        attempt, migration 0014) and those of `delivery_attempts`."""
         statement = (
             select(DeliveryAttempt)
-            .where(DeliveryAttempt.delivery_id == delivery_id)
+            .where(DeliveryAttempt.delivery_id == delivery.id)
             .order_by(col(DeliveryAttempt.attempted_at))
         )
-        return (await self.session.exec(statement)).all()
+        logged = list((await self.session.exec(statement)).all())
+        first = delivery.first_attempt()
+        if first is None:
+            return logged
+        return sorted([first, *logged], key=lambda attempt: attempt.attempted_at)
 
     async def page(
         self,

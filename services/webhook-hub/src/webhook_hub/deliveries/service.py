@@ -60,7 +60,7 @@ class DeliveryService:
         delivery = await self.deliveries.get_owned(delivery_id, owner)
         if delivery is None:
             raise DeliveryNotFound()
-        return delivery, list(await self.deliveries.attempts_of(delivery.id))
+        return delivery, await self.deliveries.attempts_of(delivery)
 
     async def as_sent(
         self,

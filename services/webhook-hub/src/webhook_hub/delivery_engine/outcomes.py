@@ -3,9 +3,10 @@ step, each subscription's consecutive-failure count, and auto-disable (the decis
 decisions.py's and subscriptions.disabling's; this module only writes them).
 
 An event's first attempt has no delivery row yet (its event message stands for it until
-then): the row is written here, already in the state the attempt left it in, so a delivery
-that succeeds at once costs one row and one attempt. Deliveries set aside without an attempt
-(their subscription's queue was full) are written as pending.
+then): the row is written here, already in the state the attempt left it in and holding that
+attempt (its `first_*` columns), so a delivery that succeeds at once costs one row. Later
+attempts are rows of `delivery_attempts`. Deliveries set aside without an attempt (their
+subscription's queue was full) are written as pending.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ _INSERT_DELIVERIES = text(
     """
     INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload, event_time,
                             traceparent, tracestate, status, attempts, next_attempt_at, last_attempt_at,
-                            last_status_code, last_error, created_at, completed_at)
+                            last_status_code, last_error, created_at, completed_at,
+                            first_status_code, first_response_body, first_duration_ms,
+                            first_error)
     SELECT d.* FROM unnest(
         CAST(:ids AS uuid[]), CAST(:subscription_ids AS uuid[]), CAST(:event_ids AS uuid[]),
         CAST(:event_types AS text[]), CAST(:payloads AS json[]),
@@ -55,15 +58,19 @@ _INSERT_DELIVERIES = text(
         CAST(:attempts AS int[]), CAST(:next_attempt_at AS timestamptz[]),
         CAST(:attempted_at AS timestamptz[]), CAST(:status_codes AS int[]),
         CAST(:errors AS text[]), CAST(:created_at AS timestamptz[]),
-        CAST(:completed_at AS timestamptz[])
+        CAST(:completed_at AS timestamptz[]), CAST(:first_status_codes AS int[]),
+        CAST(:first_bodies AS text[]), CAST(:first_durations AS int[]),
+        CAST(:first_errors AS text[])
     ) AS d(id, subscription_id, event_id, event_type, payload, event_time, traceparent,
            tracestate, status, attempts,
            next_attempt_at, last_attempt_at, last_status_code, last_error, created_at,
-           completed_at)
+           completed_at, first_status_code, first_response_body, first_duration_ms,
+           first_error)
     -- A subscription deleted since its event was matched takes the delivery with it.
     WHERE EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = d.subscription_id)
     -- The same event reached the subscription before (a republished event): keep the first.
     ON CONFLICT (subscription_id, event_id) DO NOTHING
+    RETURNING id
     """
 )
 # Column order of the rows above, for COPY and for the array parameters of the INSERTs.
@@ -84,6 +91,10 @@ DELIVERY_COLUMNS = (
     "last_error",
     "created_at",
     "completed_at",
+    "first_status_code",
+    "first_response_body",
+    "first_duration_ms",
+    "first_error",
 )
 # Each column's type as binary COPY writes it: the table's own, but `text` for the `json`
 # payload (json's binary form is its text; psycopg's json dumper would encode the str again).
@@ -105,6 +116,10 @@ DELIVERY_COPY_TYPES = (
     "varchar",
     "timestamptz",
     "timestamptz",
+    "int4",
+    "text",
+    "int4",
+    "text",
 )
 _INSERT_DELIVERIES_PARAMETERS = (
     "ids",
@@ -123,6 +138,10 @@ _INSERT_DELIVERIES_PARAMETERS = (
     "errors",
     "created_at",
     "completed_at",
+    "first_status_codes",
+    "first_bodies",
+    "first_durations",
+    "first_errors",
 )
 # The attempt's own id is the column's default (gen_random_uuid()).
 ATTEMPT_COLUMNS = (
@@ -185,7 +204,8 @@ def _delivery_row(job: DeliveryJob, state: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _first_row(result: AttemptResult, step: NextStep) -> tuple[Any, ...]:
-    """The delivery row of an event's first attempt, in the state the attempt left it."""
+    """The delivery row of an event's first attempt, in the state the attempt left it and
+    holding the attempt (which started when the row is created)."""
     state = (
         step.status,
         1,
@@ -195,13 +215,30 @@ def _first_row(result: AttemptResult, step: NextStep) -> tuple[Any, ...]:
         result.error,
         result.attempted_at,
         step.completed_at,
+        result.status_code,
+        result.response_body,
+        result.duration_ms,
+        result.error,
     )
     return _delivery_row(result.job, state)
 
 
 def _pending_row(job: DeliveryJob, now: datetime) -> tuple[Any, ...]:
     """A delivery set aside before its first attempt: due now, for any worker's claim loop."""
-    return _delivery_row(job, (DeliveryStatus.PENDING, 0, now, None, None, None, now, None))
+    state = (DeliveryStatus.PENDING, 0, now, None, None, None, now, None, None, None, None, None)
+    return _delivery_row(job, state)
+
+
+def _attempt_row(result: AttemptResult) -> tuple[Any, ...]:
+    """A row of `delivery_attempts` (`ATTEMPT_COLUMNS`)."""
+    return (
+        result.job.delivery_id,
+        result.attempted_at,
+        result.status_code,
+        result.response_body,
+        result.duration_ms,
+        result.error,
+    )
 
 
 async def _copy(
@@ -245,19 +282,13 @@ async def record_outcomes(
         settings.retry_schedule_seconds, settings.retry_jitter, settings.retry_after_cap_seconds
     )
     steps = {r.job.delivery_id: (r, next_step(r, rules)) for r in ordered}
+    # An event's first attempt is written in the row it creates, any other in the log.
+    firsts = [(r, step) for r, step in steps.values() if not r.job.stored]
     now = datetime.now(UTC)
-    new_rows = [_first_row(r, step) for r, step in steps.values() if not r.job.stored]
+    new_rows = [_first_row(r, step) for r, step in firsts]
     new_rows += [_pending_row(job, now) for job in set_aside]
     attempt_rows = [
-        (
-            r.job.delivery_id,
-            r.attempted_at,
-            r.status_code,
-            r.response_body,
-            r.duration_ms,
-            r.error,
-        )
-        for r in ordered
+        _attempt_row(r) for r in ordered if r.job.stored or r is not steps[r.job.delivery_id][0]
     ]
     try:
         # The common case, by COPY: nothing stored before, no subscription deleted meanwhile.
@@ -269,13 +300,16 @@ async def record_outcomes(
     except psycopg.errors.IntegrityError:
         # Otherwise row by row what may be written: first copies only, live references only.
         if new_rows:
-            await connection.execute(
-                _INSERT_DELIVERIES,
-                {
-                    name: [row[n] for row in new_rows]
-                    for n, name in enumerate(_INSERT_DELIVERIES_PARAMETERS)
-                },
-            )
+            parameters = {
+                name: [row[n] for row in new_rows]
+                for n, name in enumerate(_INSERT_DELIVERIES_PARAMETERS)
+            }
+            inserted = set((await connection.execute(_INSERT_DELIVERIES, parameters)).scalars())
+            # A first attempt whose delivery was stored before (its event came again) joins
+            # that delivery's attempt log.
+            attempt_rows += [
+                _attempt_row(r) for r, _ in firsts if r.job.delivery_id not in inserted
+            ]
         if attempt_rows:
             await connection.execute(
                 _INSERT_ATTEMPTS,

@@ -39,10 +39,22 @@ CROSS JOIN LATERAL (
     SELECT count(*) AS attempts,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms) AS p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms) AS p95
-    FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.id
-    WHERE m.recent AND (m.charted OR (m.over AND o.pending = 0))
-      AND d.subscription_id = m.sid
-      AND d.created_at >= m.hour_start AND d.created_at < m.hour_start + interval '1 hour'
+    FROM (
+        -- The hour's first attempts made from events, in their deliveries' rows (0014),
+        SELECT d.first_duration_ms AS duration_ms
+        FROM deliveries d
+        WHERE m.recent AND (m.charted OR (m.over AND o.pending = 0))
+          AND d.subscription_id = m.sid
+          AND d.created_at >= m.hour_start AND d.created_at < m.hour_start + interval '1 hour'
+          AND d.first_duration_ms IS NOT NULL
+        UNION ALL
+        -- and the rest, in the attempt log.
+        SELECT a.duration_ms
+        FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.id
+        WHERE m.recent AND (m.charted OR (m.over AND o.pending = 0))
+          AND d.subscription_id = m.sid
+          AND d.created_at >= m.hour_start AND d.created_at < m.hour_start + interval '1 hour'
+    ) AS a
 ) AS l
 """
 STORE_HOURS = """
