@@ -5,10 +5,11 @@ warm (later views: the rollup, plus the log for the hours not settled yet).
 
 Starts an embedded PostgreSQL in a temporary folder, migrates to head, writes ROWS deliveries
 spread over 7 days across ENDPOINTS endpoints (or all on one with --one-endpoint, the worst
-case; 90 % succeeded, 8 % failed) and one attempt each with generate_series; 2 % of the
-deliveries of the last --pending-hours hours (default 2: a healthy endpoint, whose pending
-deliveries are the ones in flight or in their first retries) are still pending, and keep
-their hours live. Stops by itself.
+case; 90 % succeeded, 8 % failed) with generate_series, each holding its first attempt (as
+the engine writes them since migration 0014), each one not succeeded with a retry in the
+attempt log; 2 % of the deliveries of the last --pending-hours hours (default 2: a healthy
+endpoint, whose pending deliveries are the ones in flight or in their first retries) are still
+pending, and keep their hours live. Stops by itself.
 Run: `uv run --frozen python services/webhook-hub/bench/portal_charts.py [--one-endpoint]`.
 """
 
@@ -48,8 +49,10 @@ SELECT s.id, (SELECT id FROM consumers WHERE owner = 'bench'), 'bench',
   'http://127.0.0.1/hook', 'c2VjcmV0', ARRAY['*'], true, '{}', 10, now(), now()
 FROM unnest(%(ids)s::uuid[]) AS s(id);
 INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload, event_time, status,
-  attempts, created_at)
-SELECT gen_random_uuid(), sid, gen_random_uuid(), 'order.paid', '{"id": 1}', t, s, 1, t
+  attempts, created_at, first_status_code, first_duration_ms)
+SELECT gen_random_uuid(), sid, gen_random_uuid(), 'order.paid', '{"id": 1}', t, s,
+  CASE WHEN s = 'succeeded' THEN 1 ELSE 2 END, t, CASE WHEN s = 'succeeded' THEN 200 ELSE 500 END,
+  (20 + (random() * random() * 900))::int
 FROM (
   SELECT now() - (i * interval '7 days' / %(rows)s) AS t,
          CASE WHEN %(one)s THEN %(big)s ELSE (%(ids)s::uuid[])[1 + i %% %(endpoints)s] END AS sid,
@@ -60,9 +63,9 @@ FROM (
   FROM generate_series(1, %(rows)s) AS i
 ) AS g;
 INSERT INTO delivery_attempts (id, delivery_id, attempted_at, status_code, duration_ms)
-SELECT gen_random_uuid(), d.id, d.created_at + interval '50 milliseconds', 200,
+SELECT gen_random_uuid(), d.id, d.created_at + interval '1 minute', 500,
   (20 + (random() * random() * 900))::int
-FROM deliveries AS d;
+FROM deliveries AS d WHERE d.status <> 'succeeded';
 """
 
 

@@ -86,6 +86,21 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+# Every attempt at deliveries of one event type (`%(type)s`): the first ones made from events
+# are held by their deliveries' rows (migration 0014), the others are rows of the log.
+ATTEMPTS_OF_TYPE = """
+WITH a AS (
+    SELECT id AS delivery_id, created_at AS attempted_at, first_status_code AS status_code,
+           first_duration_ms AS duration_ms
+    FROM deliveries WHERE event_type = %(type)s AND first_duration_ms IS NOT NULL
+    UNION ALL
+    SELECT l.delivery_id, l.attempted_at, l.status_code, l.duration_ms
+    FROM delivery_attempts l JOIN deliveries d ON d.id = l.delivery_id
+    WHERE d.event_type = %(type)s
+)
+"""
+
+
 class ProcessCpu:
     """CPU seconds (user + system) of the product's processes, per group, from psutil."""
 
@@ -131,6 +146,7 @@ class Bench:
         self.receiver_port = free_port()
         self.receiver: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
+        self.worker_logs: list[Path] = []
         self.database_url = ""
 
     def start(self) -> None:
@@ -193,12 +209,16 @@ class Bench:
             **{k: v for k, v in os.environ.items() if k.startswith("WEBHOOK_HUB_")},
             **(tracing or {}),
         }
-        worker = subprocess.Popen(
-            [str(BIN / "webhook-hub"), "worker"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        # Warnings and errors (the log level above) kept, so a failing run can say why.
+        log = (self.workdir / f"worker-{len(self.worker_logs)}.log").open("wb")
+        self.worker_logs.append(Path(log.name))
+        with log:
+            worker = subprocess.Popen(
+                [str(BIN / "webhook-hub"), "worker"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self.workers.append(worker)
         if self.profile is not None:
             # Sampled stacks, collapsed (one line per stack with its count): py-spy writes
@@ -285,14 +305,14 @@ class Bench:
         """What the deliveries record: successes, and receipt = attempt start + duration."""
         with psycopg.connect(self.database_url) as conn:
             row = conn.execute(
-                "SELECT count(DISTINCT d.id),"
+                ATTEMPTS_OF_TYPE + "SELECT count(DISTINCT d.id),"
                 " coalesce(extract(epoch FROM max(a.attempted_at"
                 "   + a.duration_ms * interval '1 millisecond')), 0),"
                 " coalesce(extract(epoch FROM min(a.attempted_at)), 0),"
                 " count(*)"
-                " FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.id"
-                " WHERE d.event_type = %s AND d.status = 'succeeded' AND a.status_code < 300",
-                (event_type,),
+                " FROM deliveries d JOIN a ON a.delivery_id = d.id"
+                " WHERE d.status = 'succeeded' AND a.status_code < 300",
+                {"type": event_type},
             ).fetchone()
             assert row is not None
             first = conn.execute(
@@ -304,11 +324,11 @@ class Bench:
             latencies = [
                 float(r[0])
                 for r in conn.execute(
-                    "SELECT extract(epoch FROM a.attempted_at"
+                    ATTEMPTS_OF_TYPE + "SELECT extract(epoch FROM a.attempted_at"
                     " + a.duration_ms * interval '1 millisecond' - d.event_time)"
-                    " FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.id"
-                    " WHERE d.event_type = %s AND a.status_code < 300",
-                    (event_type,),
+                    " FROM deliveries d JOIN a ON a.delivery_id = d.id"
+                    " WHERE a.status_code < 300",
+                    {"type": event_type},
                 ).fetchall()
             ]
         return {
@@ -478,7 +498,16 @@ class Bench:
             "cpu_us_total": round(sum(spent.values()) / measured * 1e6),
         }
         print(json.dumps(result), flush=True)
+        if result["lost"]:
+            self.print_worker_logs()
         return result
+
+    def print_worker_logs(self, lines: int = 20) -> None:
+        """The last warnings and errors of each worker (the work folder goes with the run)."""
+        for log in self.worker_logs:
+            tail = log.read_text(errors="replace").splitlines()[-lines:]
+            if tail:
+                print(f"--- {log.name}, last {len(tail)} lines", *tail, sep="\n", flush=True)
 
     async def bare_loops(self, requests: int, concurrency: int) -> dict[str, dict[str, Any]]:
         """The ceilings: sign and POST with each client, nothing else, to the same receiver."""
