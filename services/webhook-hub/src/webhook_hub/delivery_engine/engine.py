@@ -18,12 +18,13 @@ import asyncio
 import contextlib
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge
 from servicekit.db.notify import NotifyListener
+from servicekit.histograms import BatchHistogram
 from sqlalchemy import BindParameter, bindparam, text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -44,15 +45,16 @@ logger = structlog.get_logger(__name__)
 ATTEMPTS = Counter(
     "webhook_delivery_attempts", "Delivery attempts recorded by this worker", ["outcome"]
 )
-# Observed when a batch is recorded, off the sending path.
-ATTEMPT_SECONDS = Histogram(
+# Observed a batch at a time when the batch is recorded, off the sending path (one
+# `Histogram.observe` per value cost 2.1 µs, two per delivery; see servicekit.histograms).
+ATTEMPT_SECONDS = BatchHistogram(
     "webhook_delivery_attempt_seconds",
     "Duration of one delivery attempt, by outcome (delivered, gone, throttled, rejected, "
     "timed_out, refused, unreachable)",
     ["outcome"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
-LAG_SECONDS = Histogram(
+LAG_SECONDS = BatchHistogram(
     "webhook_delivery_lag_seconds",
     "From an event's publication to its receiver's 2xx answer",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
@@ -65,7 +67,6 @@ QUEUE_DEPTH = Gauge(
 )
 _SUCCEEDED = ATTEMPTS.labels(AttemptOutcome.SUCCEEDED.value)
 _FAILED = ATTEMPTS.labels(AttemptOutcome.FAILED.value)
-_ATTEMPT_SECONDS = {outcome: ATTEMPT_SECONDS.labels(outcome.value) for outcome in Outcome}
 
 # The status reaches the server as a literal (rendered from the enum), not a bound parameter:
 # the due index is partial on `status = 'pending'`, and only a literal lets every plan use it.
@@ -133,16 +134,20 @@ CLAIM_PAUSE_SECONDS = 0.05
 
 def observe(batch: list[AttemptResult]) -> None:
     """The operators' metrics of a recorded batch."""
-    succeeded = 0
+    durations: dict[Outcome, list[float]] = {}
+    lags = []
     for result in batch:
         outcome = outcome_of(result.status_code, result.failure)
-        _ATTEMPT_SECONDS[outcome].observe(result.duration_ms / 1000)
+        seconds = result.duration_ms / 1000
         if outcome is Outcome.DELIVERED:
-            succeeded += 1
-            received = result.attempted_at + timedelta(milliseconds=result.duration_ms)
-            LAG_SECONDS.observe((received - result.job.event_time).total_seconds())
-    _SUCCEEDED.inc(succeeded)
-    _FAILED.inc(len(batch) - succeeded)
+            lags.append((result.attempted_at - result.job.event_time).total_seconds() + seconds)
+        durations.setdefault(outcome, []).append(seconds)
+    for outcome, values in durations.items():
+        ATTEMPT_SECONDS.observe_many(values, outcome.value)
+    if lags:
+        LAG_SECONDS.observe_many(lags)
+    _SUCCEEDED.inc(len(lags))
+    _FAILED.inc(len(batch) - len(lags))
 
 
 def show_queue_depths(depths: dict[uuid.UUID, int], shown: set[str]) -> set[str]:
