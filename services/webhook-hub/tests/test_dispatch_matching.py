@@ -4,7 +4,7 @@ read's rows are made here in `MATCHING`'s column order)."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from servicekit.events import CloudEvent
@@ -124,3 +124,22 @@ def test_a_deliverys_id_is_the_uuid5_of_its_subscription_and_event_whatever_the_
     delivery_id = delivery_id_for(subscription, event_id)
     assert delivery_id == uuid.UUID("fc4bbc35-4c5e-5433-88e1-f476b3104a18")
     assert (delivery_id.version, delivery_id.variant) == (5, uuid.RFC_4122)
+
+
+def test_a_bodys_timestamp_is_the_events_time_in_utc_as_isoformat_writes_it() -> None:
+    """The same bytes whatever offset the producer wrote (a retry of a stored delivery and
+    the portal's as-sent view render the body again)."""
+    paris = timezone(timedelta(hours=1))
+    cases = {
+        datetime(2026, 11, 26, 10, 0, tzinfo=UTC): "2026-11-26T10:00:00Z",
+        datetime(2026, 11, 26, 10, 0, 0, 250000, tzinfo=UTC): "2026-11-26T10:00:00.250000Z",
+        datetime(2026, 11, 26, 11, 0, 0, 5, tzinfo=paris): "2026-11-26T10:00:00.000005Z",
+        CloudEvent.from_json(
+            b'{"source":"s","type":"a.b","time":"2026-11-26T10:00:00.5+00:00","data":{}}'
+        ).time: "2026-11-26T10:00:00.500000Z",
+    }
+    for time, written in cases.items():
+        body = render_body("order.paid", time, b'{"id":7}')
+        assert body == (
+            b'{"type":"order.paid","timestamp":"' + written.encode() + b'","data":{"id":7}}'
+        )
