@@ -2,9 +2,10 @@
 
 Starts embedded PostgreSQL and NATS, a receiver on 127.0.0.1 (nginx from Debian's packages
 when installed, otherwise a small aiohttp receiver) pinned to the last core, and real
-`webhook-hub worker` processes. Two kinds of scenario: a drain (events published while no
-worker runs, so the load generator's cost is out of the measured path; the workers then
-start and empty the backlog) and publish-while-delivering (at full speed or a fixed rate).
+`webhook-hub worker` processes. Two kinds of scenario: a drain (events published while fresh
+workers wait on the paused dispatch consumer, so neither the load generator's cost nor the
+workers' start-up is in the measured path; the consumer then resumes and the workers empty
+the backlog) and publish-while-delivering (at full speed or a fixed rate).
 Each row has the rate, publication-to-receipt latency, first-attempt success, lost and
 duplicate `webhook-id`s, and the CPU the product's processes (workers, PostgreSQL, NATS)
 spent per delivered event. Then the same drain and 1,000/s rows again with tracing on
@@ -29,7 +30,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -240,10 +241,25 @@ class Bench:
                 stderr=subprocess.DEVNULL,
             )
 
+    async def dispatch_paused(self, paused: bool) -> None:
+        """Pause or resume the dispatch consumer (JetStream's consumer pause): the workers'
+        pull requests wait, unanswered, while it is paused."""
+        client = await nats.connect(self.nats.url)
+        try:
+            js = client.jetstream()
+            stream = ServiceSettings().events_stream
+            if paused:
+                until = datetime.now(UTC) + timedelta(hours=1)
+                await js.pause_consumer(stream, DISPATCH_CONSUMER, until.isoformat())
+            else:
+                await js.resume_consumer(stream, DISPATCH_CONSUMER)
+        finally:
+            await client.close()
+
     async def workers_waiting(self, count: int, timeout: float = 60.0) -> None:
-        """Until `count` workers wait on the dispatch consumer (each holds a pull request):
-        a fixed-rate scenario that starts before then measures the workers' start-up (imports,
-        connections) as delivery latency."""
+        """Until `count` workers wait on the dispatch consumer (each holds a pull request;
+        with 0, until none does): a scenario that starts before then measures the workers'
+        start-up (imports, connections) as delivery latency and cost."""
         client = await nats.connect(self.nats.url)
         try:
             js = client.jetstream()
@@ -253,10 +269,13 @@ class Bench:
                     info = await js.consumer_info(
                         ServiceSettings().events_stream, DISPATCH_CONSUMER
                     )
-                    if (info.num_waiting or 0) >= count:
+                    waiting = info.num_waiting or 0
+                    if (waiting >= count) if count else (waiting == 0):
                         return
                 except nats.js.errors.NotFoundError:
-                    pass  # not created yet: the first worker makes it
+                    if not count:
+                        return
+                    # not created yet: the first worker makes it
                 await asyncio.sleep(0.2)
         finally:
             await client.close()
@@ -414,8 +433,8 @@ class Bench:
         tracing: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """Publish `events` for `subscriptions` subscriptions and wait for every delivery. A
-        drain publishes them all before the workers start and measures from the first
-        delivery on; otherwise the workers run while the events are published."""
+        drain publishes them all while the dispatch consumer is paused and measures from its
+        resumption on; otherwise the workers run while the events are published."""
         event_type = f"bench.s{uuid.uuid4().hex[:8]}"
         self.subscribe(subscriptions, event_type)
         expected = events * subscriptions
@@ -431,26 +450,29 @@ class Bench:
         if self.receiver_kind != "nginx":
             self.reset_receiver()
         if drain:
+            # Fresh workers, started and waiting before the backlog is published on the
+            # paused consumer: the backlog is there for all of them at once when it resumes,
+            # and their start-up (imports, connections) is not measured. Started after the
+            # publication instead, the first worker up took most of the backlog while the
+            # other still imported, whose start-up CPU then counted as delivering's.
             self.stop_workers()
+            # A stopped worker's pull request is counted as waiting until it expires: the
+            # new workers are waiting only once those are gone.
+            await self.workers_waiting(0)
+            for _ in range(workers):
+                self.start_worker(tracing)
+            await self.workers_waiting(workers)
+            await self.dispatch_paused(True)
         started = time.time()
         cpu = self.cpu()
         before = cpu.snapshot()
         machine, window = psutil.cpu_times(), time.monotonic()
         started, published = await self.publish(events, rate, event_type)
         if drain:
-            for _ in range(workers):
-                self.start_worker(tracing)
-            # From the first delivery on: the workers' start-up (imports, connections) is
-            # not the cost of delivering.
-            deadline = time.time() + 60
-            while delivered_now() == 0 and time.time() < deadline:  # noqa: ASYNC110
-                await asyncio.sleep(0.1)
             cpu = self.cpu()
             before = cpu.snapshot()
             machine, window = psutil.cpu_times(), time.monotonic()
-            delivered_at_start = delivered_now()
-        else:
-            delivered_at_start = 0
+            await self.dispatch_paused(False)
         deadline = time.time() + budget
         # Polling another process's database: there is no event to wait on.
         while delivered_now() < expected and time.time() < deadline:  # noqa: ASYNC110
@@ -472,7 +494,7 @@ class Bench:
             stats["latencies"] = received["latencies"]
         window_start = stats["first_at"] if drain else started
         elapsed = max(stats["last_at"] - window_start, 1e-9)
-        measured = max(stats["distinct"] - delivered_at_start, 1)
+        measured = max(stats["distinct"], 1)
         result = {
             "scenario": name,
             "events": events,
