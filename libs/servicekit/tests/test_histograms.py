@@ -41,11 +41,27 @@ def test_a_value_on_a_bound_counts_in_that_bounds_bucket() -> None:
     assert registry.get_sample_value("wait_seconds_sum") == 5.5
 
 
-def test_an_empty_batch_adds_a_series_with_nothing_counted() -> None:
+def test_a_touched_series_is_exposed_at_zero_before_any_value() -> None:
     registry = CollectorRegistry()
     histogram = BatchHistogram("idle_seconds", "Idle", ["kind"], buckets=(1,), registry=registry)
-    histogram.observe_many([], "none")
+    assert registry.get_sample_value("idle_seconds_count", {"kind": "none"}) is None
+    histogram.touch("none")
     assert registry.get_sample_value("idle_seconds_count", {"kind": "none"}) == 0
+    assert registry.get_sample_value("idle_seconds_bucket", {"kind": "none", "le": "+Inf"}) == 0
+
+
+def test_a_histogram_without_labels_is_exposed_from_the_start() -> None:
+    registry = CollectorRegistry()
+    BatchHistogram("lag_seconds", "Lag", buckets=(1,), registry=registry)
+    assert registry.get_sample_value("lag_seconds_count") == 0
+    assert registry.get_sample_value("lag_seconds_sum") == 0
+
+
+def test_label_values_are_exposed_as_text() -> None:
+    registry = CollectorRegistry()
+    histogram = BatchHistogram("coded_seconds", "Coded", ["code"], buckets=(1,), registry=registry)
+    histogram.observe_many([0.5], 200)  # type: ignore[arg-type]
+    assert registry.get_sample_value("coded_seconds_count", {"code": "200"}) == 1
 
 
 def test_label_values_must_match_the_label_names() -> None:

@@ -467,7 +467,12 @@ class Bench:
         cpu = self.cpu()
         before = cpu.snapshot()
         machine, window = psutil.cpu_times(), time.monotonic()
-        started, published = await self.publish(events, rate, event_type)
+        try:
+            started, published = await self.publish(events, rate, event_type)
+        except BaseException:
+            if drain:  # the later scenarios need the consumer
+                await self.dispatch_paused(False)
+            raise
         if drain:
             cpu = self.cpu()
             before = cpu.snapshot()

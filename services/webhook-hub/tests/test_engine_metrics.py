@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 
 from prometheus_client import REGISTRY
+from webhook_hub.delivery_engine.decisions import Outcome
 from webhook_hub.delivery_engine.engine import observe, show_queue_depths
 from webhook_hub.delivery_engine.jobs import Failure
 
@@ -68,3 +69,11 @@ def test_queue_depth_has_a_series_only_while_a_subscription_has_queued_work() ->
         REGISTRY.get_sample_value("webhook_delivery_queue_depth", {"subscription": str(busy)})
         is None
     )
+
+
+def test_every_outcomes_duration_series_is_exposed_before_any_attempt() -> None:
+    for outcome in Outcome:
+        labels = {"outcome": outcome.value}
+        assert (
+            REGISTRY.get_sample_value("webhook_delivery_attempt_seconds_count", labels) is not None
+        )

@@ -19,7 +19,7 @@ from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.admin import ensure_database
 from servicekit.db.engine import create_engine, create_session_factory
-from servicekit.db.migrations import upgrade
+from servicekit.db.migrations import downgrade, upgrade
 from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
 from servicekit.web.server import uvicorn_config
@@ -91,6 +91,11 @@ class ServiceCLI:
         migrate = commands.add_parser("migrate", help="apply database migrations")
         migrate.add_argument("--revision", default="head")
         migrate.add_argument(
+            "--downgrade-to",
+            metavar="REVISION",
+            help="undo the migrations after REVISION (before going back to an older release)",
+        )
+        migrate.add_argument(
             "--create-database", action="store_true", help="create the database first if missing"
         )
         keys = commands.add_parser("api-keys", help="manage API keys").add_subparsers(
@@ -139,6 +144,10 @@ class ServiceCLI:
         if args.command == "migrate":
             if args.create_database and ensure_database(settings.database_url):
                 print(f"created database for {self.name}")
+            if args.downgrade_to:
+                downgrade(self._migrations, settings.database_url, args.downgrade_to)
+                print(f"{self.name}: database at revision {args.downgrade_to}")
+                return 0
             upgrade(self._migrations, settings.database_url, args.revision)
             print(f"{self.name}: database at revision {args.revision}")
             return 0

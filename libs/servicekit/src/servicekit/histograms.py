@@ -5,7 +5,9 @@ prometheus_client's `Histogram.observe` takes a lock and walks the buckets for e
 records a thousand attempts per batch observes them all in one call, under one lock, and the
 registry reads the counters when it is scraped (`collect`, prometheus_client's public
 collector interface). The exposition is a histogram's (`_bucket`, `_count`, `_sum`), without
-the `_created` sample.
+the `_created` sample. As with prometheus_client, a histogram without labels is exposed (at
+zero) from the start; a labelled series from its first batch, or from `touch`, so that a
+rate over the first values counted after a restart sees them.
 """
 
 from __future__ import annotations
@@ -50,18 +52,26 @@ class BatchHistogram(Collector):
         self._series: dict[tuple[str, ...], _Series] = {}
         # Batches come from the event loop, scrapes from the probe server's thread.
         self._lock = threading.Lock()
+        if not self._labelnames:
+            self.touch()
         if registry is not None:
             registry.register(self)
+
+    def touch(self, *labelvalues: str) -> None:
+        """Expose the series of these label values (at zero until values come)."""
+        self.observe_many((), *labelvalues)
 
     def observe_many(self, values: Iterable[float], *labelvalues: str) -> None:
         """Add `values` to the series of these label values (in `labelnames` order)."""
         if len(labelvalues) != len(self._labelnames):
             raise ValueError(f"{self.name} takes the labels {self._labelnames}")
+        # Text, as `Histogram.labels` makes them: anything else would break the exposition.
+        key = tuple(str(value) for value in labelvalues)
         bounds, index = self._bounds, bisect_left
         with self._lock:
-            series = self._series.get(labelvalues)
+            series = self._series.get(key)
             if series is None:
-                series = self._series[labelvalues] = _Series(len(bounds))
+                series = self._series[key] = _Series(len(bounds))
             counts, total = series.counts, 0.0
             for value in values:
                 counts[index(bounds, value)] += 1

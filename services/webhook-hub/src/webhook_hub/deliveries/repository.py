@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text, tuple_
+from sqlalchemy.orm import defer
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -100,7 +101,13 @@ class DeliveryRepository:
         created_from: datetime | None = None,
         created_to: datetime | None = None,
     ) -> Sequence[Delivery]:
-        statement = select(Delivery).where(Delivery.subscription_id == subscription_id)
+        # A page lists deliveries: the first attempt's answer (up to 4 KiB a row) is read
+        # only with one delivery's attempt log, and touching it here fails loudly.
+        statement = (
+            select(Delivery)
+            .options(defer(Delivery.first_response_body, raiseload=True))  # type: ignore[arg-type]
+            .where(Delivery.subscription_id == subscription_id)
+        )
         if after is not None:
             statement = statement.where(
                 tuple_(col(Delivery.created_at), col(Delivery.id)) < tuple_(*after)

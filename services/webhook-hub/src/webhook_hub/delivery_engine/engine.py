@@ -59,6 +59,10 @@ LAG_SECONDS = BatchHistogram(
     "From an event's publication to its receiver's 2xx answer",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
 )
+# Every outcome's series from the start, as `Histogram.labels` made them before: a rate over
+# a restarted worker's first batch counts it.
+for _outcome in Outcome:
+    ATTEMPT_SECONDS.touch(_outcome.value)
 # Only subscriptions with work queued here have a series (removed when their queue empties).
 QUEUE_DEPTH = Gauge(
     "webhook_delivery_queue_depth",
