@@ -35,9 +35,9 @@ _INSERT_ATTEMPTS = text(
     INSERT INTO delivery_attempts
         (delivery_id, attempted_at, status_code, response_body, duration_ms, error)
     SELECT a.* FROM unnest(
-        CAST(:delivery_ids AS uuid[]), CAST(:attempted_at AS timestamptz[]),
-        CAST(:status_codes AS int[]), CAST(:bodies AS text[]), CAST(:durations AS int[]),
-        CAST(:errors AS text[])
+        CAST(:delivery_id AS uuid[]), CAST(:attempted_at AS timestamptz[]),
+        CAST(:status_code AS int[]), CAST(:response_body AS text[]),
+        CAST(:duration_ms AS int[]), CAST(:error AS text[])
     ) AS a(delivery_id, attempted_at, status_code, response_body, duration_ms, error)
     -- A subscription deleted while its delivery was in flight took the delivery with it.
     WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.id = a.delivery_id)
@@ -51,16 +51,16 @@ _INSERT_DELIVERIES = text(
                             first_status_code, first_response_body, first_duration_ms,
                             first_error)
     SELECT d.* FROM unnest(
-        CAST(:ids AS uuid[]), CAST(:subscription_ids AS uuid[]), CAST(:event_ids AS uuid[]),
-        CAST(:event_types AS text[]), CAST(:payloads AS json[]),
-        CAST(:event_times AS timestamptz[]), CAST(:traceparents AS text[]),
-        CAST(:tracestates AS text[]), CAST(:statuses AS text[]),
+        CAST(:id AS uuid[]), CAST(:subscription_id AS uuid[]), CAST(:event_id AS uuid[]),
+        CAST(:event_type AS text[]), CAST(:payload AS json[]),
+        CAST(:event_time AS timestamptz[]), CAST(:traceparent AS text[]),
+        CAST(:tracestate AS text[]), CAST(:status AS text[]),
         CAST(:attempts AS int[]), CAST(:next_attempt_at AS timestamptz[]),
-        CAST(:attempted_at AS timestamptz[]), CAST(:status_codes AS int[]),
-        CAST(:errors AS text[]), CAST(:created_at AS timestamptz[]),
-        CAST(:completed_at AS timestamptz[]), CAST(:first_status_codes AS int[]),
-        CAST(:first_bodies AS text[]), CAST(:first_durations AS int[]),
-        CAST(:first_errors AS text[])
+        CAST(:last_attempt_at AS timestamptz[]), CAST(:last_status_code AS int[]),
+        CAST(:last_error AS text[]), CAST(:created_at AS timestamptz[]),
+        CAST(:completed_at AS timestamptz[]), CAST(:first_status_code AS int[]),
+        CAST(:first_response_body AS text[]), CAST(:first_duration_ms AS int[]),
+        CAST(:first_error AS text[])
     ) AS d(id, subscription_id, event_id, event_type, payload, event_time, traceparent,
            tracestate, status, attempts,
            next_attempt_at, last_attempt_at, last_status_code, last_error, created_at,
@@ -73,7 +73,7 @@ _INSERT_DELIVERIES = text(
     RETURNING id
     """
 )
-# Column order of the rows above, for COPY and for the array parameters of the INSERTs.
+# Column order of the rows above, for COPY; the INSERTs' array parameters have the same names.
 DELIVERY_COLUMNS = (
     "id",
     "subscription_id",
@@ -121,28 +121,6 @@ DELIVERY_COPY_TYPES = (
     "int4",
     "text",
 )
-_INSERT_DELIVERIES_PARAMETERS = (
-    "ids",
-    "subscription_ids",
-    "event_ids",
-    "event_types",
-    "payloads",
-    "event_times",
-    "traceparents",
-    "tracestates",
-    "statuses",
-    "attempts",
-    "next_attempt_at",
-    "attempted_at",
-    "status_codes",
-    "errors",
-    "created_at",
-    "completed_at",
-    "first_status_codes",
-    "first_bodies",
-    "first_durations",
-    "first_errors",
-)
 # The attempt's own id is the column's default (gen_random_uuid()).
 ATTEMPT_COLUMNS = (
     "delivery_id",
@@ -153,14 +131,6 @@ ATTEMPT_COLUMNS = (
     "error",
 )
 ATTEMPT_COPY_TYPES = ("uuid", "timestamptz", "int4", "varchar", "int4", "varchar")
-_INSERT_ATTEMPTS_PARAMETERS = (
-    "delivery_ids",
-    "attempted_at",
-    "status_codes",
-    "bodies",
-    "durations",
-    "errors",
-)
 _UPDATE_DELIVERIES = text(
     """
     UPDATE deliveries d SET status = u.status, attempts = d.attempts + 1,
@@ -241,6 +211,11 @@ def _attempt_row(result: AttemptResult) -> tuple[Any, ...]:
     )
 
 
+def _as_arrays(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> dict[str, list[Any]]:
+    """The rows as one array per column, named as the column (the INSERTs' parameters)."""
+    return {name: [row[n] for row in rows] for n, name in enumerate(columns)}
+
+
 async def _copy(
     connection: AsyncConnection,
     table: str,
@@ -282,14 +257,14 @@ async def record_outcomes(
         settings.retry_schedule_seconds, settings.retry_jitter, settings.retry_after_cap_seconds
     )
     steps = {r.job.delivery_id: (r, next_step(r, rules)) for r in ordered}
-    # An event's first attempt is written in the row it creates, any other in the log.
+    # An event's first attempt is written in the row it creates.
     firsts = [(r, step) for r, step in steps.values() if not r.job.stored]
     now = datetime.now(UTC)
     new_rows = [_first_row(r, step) for r, step in firsts]
     new_rows += [_pending_row(job, now) for job in set_aside]
-    attempt_rows = [
-        _attempt_row(r) for r in ordered if r.job.stored or r is not steps[r.job.delivery_id][0]
-    ]
+    # Every other result (a retry; an earlier copy of the same first attempt) is a log row.
+    in_rows = {id(r) for r, _ in firsts}
+    attempt_rows = [_attempt_row(r) for r in ordered if id(r) not in in_rows]
     try:
         # The common case, by COPY: nothing stored before, no subscription deleted meanwhile.
         async with connection.begin_nested():
@@ -300,10 +275,7 @@ async def record_outcomes(
     except psycopg.errors.IntegrityError:
         # Otherwise row by row what may be written: first copies only, live references only.
         if new_rows:
-            parameters = {
-                name: [row[n] for row in new_rows]
-                for n, name in enumerate(_INSERT_DELIVERIES_PARAMETERS)
-            }
+            parameters = _as_arrays(DELIVERY_COLUMNS, new_rows)
             inserted = set((await connection.execute(_INSERT_DELIVERIES, parameters)).scalars())
             # A first attempt whose delivery was stored before (its event came again) joins
             # that delivery's attempt log.
@@ -311,13 +283,7 @@ async def record_outcomes(
                 _attempt_row(r) for r, _ in firsts if r.job.delivery_id not in inserted
             ]
         if attempt_rows:
-            await connection.execute(
-                _INSERT_ATTEMPTS,
-                {
-                    name: [row[n] for row in attempt_rows]
-                    for n, name in enumerate(_INSERT_ATTEMPTS_PARAMETERS)
-                },
-            )
+            await connection.execute(_INSERT_ATTEMPTS, _as_arrays(ATTEMPT_COLUMNS, attempt_rows))
     if set_aside:
         await wake_delivery_workers(session)
     updates = [(r, step) for r, step in steps.values() if r.job.stored]
