@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 import time
 
@@ -14,6 +15,7 @@ from servicekit.signing import (
     verify_webhook,
     webhook_headers,
 )
+from servicekit.signing.standard import hmac_sha256
 from standardwebhooks import Webhook, WebhookVerificationError
 
 BODY = json.dumps({"type": "order.paid", "timestamp": "2026-11-22T10:00:00Z", "data": {}}).encode()
@@ -24,6 +26,20 @@ def test_generated_secret_is_32_characters_of_base64_for_24_bytes() -> None:
     assert len(secret) == 32
     assert len(base64.b64decode(secret)) == 24
     assert generate_secret() != secret
+
+
+@pytest.mark.parametrize("key_length", [0, 1, 24, 63, 64, 65, 200])
+def test_our_hmac_sha256_is_the_standard_librarys_for_keys_of_any_length(key_length: int) -> None:
+    key = bytes(range(256))[:key_length]
+    for message in (b"", b"x", BODY, BODY * 40):
+        assert hmac_sha256(key, message) == hmac.digest(key, message, "sha256")
+
+
+def test_signing_with_a_key_again_starts_from_its_untouched_states() -> None:
+    key = base64.b64decode(generate_secret())
+    first = hmac_sha256(key, b"one message")
+    hmac_sha256(key, b"another message")
+    assert hmac_sha256(key, b"one message") == first
 
 
 def test_standardwebhooks_verifies_our_signature() -> None:

@@ -183,6 +183,26 @@ async def test_a_silent_server_times_out_and_its_connection_is_not_reused(
     assert server.connections == 2
 
 
+async def test_exchanges_under_way_together_each_time_out_at_their_own_deadline(
+    scripted: ServerFactory,
+) -> None:
+    server = await scripted(lambda number: Reply(answer()) if number == 3 else Reply(silent=True))
+    pool = pool_to(server)
+    started = time.perf_counter()
+
+    async def timed_out_after(timeout: float) -> float:
+        with pytest.raises(TimeoutError):
+            await post(pool, timeout=timeout)
+        return time.perf_counter() - started
+
+    short = asyncio.create_task(timed_out_after(0.3))
+    long = asyncio.create_task(timed_out_after(0.9))
+    await asyncio.sleep(0.05)  # both are under way on connections 1 and 2
+    assert (await post(pool, timeout=5.0)).status == 200
+    assert 0.3 <= await short < 0.6
+    assert 0.9 <= await long < 1.4
+
+
 async def test_a_cancelled_exchange_leaves_no_connection_to_reuse(scripted: ServerFactory) -> None:
     server = await scripted(lambda number: Reply(silent=True) if number == 1 else Reply(answer()))
     pool = pool_to(server)
