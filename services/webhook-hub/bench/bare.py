@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from pyreqwest.client import ClientBuilder
 from servicekit.signing import generate_secret, webhook_headers
-from webhook_hub.delivery_engine.http1 import OriginPool
+from webhook_hub.delivery_engine.http1 import OriginPool, header_lines
 
 EVENT_TYPE = "bench.happened"
 Post = Callable[[bytes, dict[str, str]], Awaitable[None]]
@@ -99,7 +99,7 @@ async def http1_loop(url: str, requests: int, concurrency: int) -> dict[str, Any
     target = parts.path or "/"
 
     async def post(body: bytes, headers: dict[str, str]) -> None:
-        await pool.post(target, headers, body, 10.0)
+        await pool.post(target, header_lines(headers), body, 10.0)
 
     try:
         return await _drive(post, requests, concurrency)

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 import uvloop
 from webhook_hub.delivery_engine import http1
-from webhook_hub.delivery_engine.http1 import HttpFailure, OriginPool, Response
+from webhook_hub.delivery_engine.http1 import HttpFailure, OriginPool, Response, header_lines
 
 from tests.scripted_server import (
     Reply,
@@ -55,7 +55,8 @@ def pool_to(server: ScriptedServer, *, limit: int = 4096) -> OriginPool:
 async def post(
     pool: OriginPool, headers: dict[str, str] | None = None, timeout: float = 5.0
 ) -> Response:
-    return await pool.post("/hook?x=1", headers or {"webhook-id": "msg_1"}, b'{"a":1}', timeout)
+    lines = header_lines(headers or {"webhook-id": "msg_1"})
+    return await pool.post("/hook?x=1", lines, b'{"a":1}', timeout)
 
 
 async def test_the_request_carries_host_user_agent_length_and_the_headers_given(
@@ -167,6 +168,15 @@ async def test_a_header_with_a_line_break_is_refused_before_connecting(
     server = await scripted(always(Reply(answer())))
     with pytest.raises(ValueError, match="line break"):
         await post(pool_to(server), {"x-note": "a\r\nwebhook-id: forged"})
+    assert server.connections == 0
+
+
+async def test_a_target_with_a_line_break_is_refused_before_anything_is_sent(
+    scripted: ServerFactory,
+) -> None:
+    server = await scripted(always(Reply(answer())))
+    with pytest.raises(ValueError, match="line break"):
+        await pool_to(server).post("/hook\r\nx-forged: 1", "", b"{}", 5.0)
     assert server.connections == 0
 
 

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from servicekit.testing.resolver import ScriptedResolver
+from standardwebhooks import Webhook
 from webhook_hub.delivery_engine.decisions import Outcome, outcome_of
 from webhook_hub.delivery_engine.jobs import Failure
 from webhook_hub.delivery_engine.sender import WebhookSender
@@ -264,6 +265,57 @@ async def test_the_signature_and_webhook_id_reach_the_receiver(
     assert seen[0]["webhook-id"] == job.message_id
     assert seen[0]["webhook-signature"].startswith("v1,")
     assert seen[0]["user-agent"] == "test"
+
+
+async def test_the_subscriptions_headers_go_first_and_its_trace_headers_give_way_to_the_deliverys(
+    serve: Callable[..., Awaitable[int]],
+) -> None:
+    seen: list[tuple[list[tuple[str, str]], bytes]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        seen.append(([(n.lower(), v) for n, v in request.headers.items()], await request.read()))
+        return web.Response(status=204)
+
+    port = await serve(handle)
+    job = make_job(endpoint_url=f"http://127.0.0.1:{port}/")
+    job.headers = {"X-Team": "blue", "Traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+    ours = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    job.traceparent, job.tracestate = ours, "hub=1"
+    result = await sender().attempt(job)
+    assert (result.status_code, result.error) == (204, None)
+    headers, body = seen[0]
+    names = [name for name, _ in headers]
+    assert names[names.index("x-team") :] == [
+        "x-team",
+        "content-type",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "traceparent",
+        "tracestate",
+        "content-length",
+    ]
+    assert dict(headers)["traceparent"] == ours
+    Webhook(job.secrets[0]).verify(body, dict(headers))
+
+
+async def test_a_secret_that_cannot_sign_is_a_failed_attempt_and_nothing_is_sent(
+    serve: Callable[..., Awaitable[int]],
+) -> None:
+    requests: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        requests.append(request.path)
+        return web.Response(status=204)
+
+    port = await serve(handle)
+    job = make_job(endpoint_url=f"http://127.0.0.1:{port}/")
+    job.secrets = ["not base64!"]
+    result = await sender().attempt(job)
+    assert result.status_code is None
+    assert result.failure is Failure.NETWORK
+    assert result.error == "SignatureError: webhook secret is not base64"
+    assert requests == []
 
 
 async def test_attempts_to_one_endpoint_reuse_a_kept_alive_connection(

@@ -269,22 +269,17 @@ class OriginPool:
     def address(self) -> str | None:
         return self._address
 
-    async def post(
-        self, target: str, headers: Mapping[str, str], body: bytes, timeout: float
-    ) -> Response:
-        """POST `body` to `target` (path and query); the answer's status, `Retry-After` and at
-        most the pool's body limit of its body. Raises TimeoutError past `timeout` seconds, OSError or
-        `HttpFailure` when the exchange fails, ValueError for a header with a line break."""
-        lines = [f"POST {target} HTTP/1.1\r\n", self._fixed]
-        lines += [f"{name}: {value}\r\n" for name, value in headers.items()]
-        lines.append(f"content-length: {len(body)}\r\n\r\n")
-        text = "".join(lines)
-        # Validated when stored; checked again as it goes out: a line break would smuggle.
-        lines_expected = len(headers) + 5  # request line, host, user-agent, ..., length, end
-        if text.count("\n") != lines_expected or text.count("\r") != lines_expected:
-            raise ValueError("a header or the target holds a line break")
+    async def post(self, target: str, lines: str, body: bytes, timeout: float) -> Response:
+        """POST `body` to `target` (path and query) with the header `lines` (made by
+        `header_lines`); the answer's status, `Retry-After` and at most the pool's body limit
+        of its body. Raises TimeoutError past `timeout` seconds, OSError or `HttpFailure` when
+        the exchange fails, ValueError for a target with a line break."""
+        if "\n" in target or "\r" in target:
+            raise ValueError("the target holds a line break")
         # The target is percent-encoded ASCII and names are tokens; values go as UTF-8.
-        head = text.encode()
+        head = (
+            f"POST {target} HTTP/1.1\r\n{self._fixed}{lines}content-length: {len(body)}\r\n\r\n"
+        ).encode()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         connection = self._take_idle(loop.time())
@@ -350,6 +345,15 @@ class OriginPool:
         idle, self._idle = self._idle, []
         for connection in idle:
             connection.abort()
+
+
+def header_lines(headers: Mapping[str, str]) -> str:
+    """Headers as lines of a request head. ValueError for a line break in a name or a value:
+    it would end the header there and smuggle what follows as another."""
+    text = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
+    if text.count("\n") != len(headers) or text.count("\r") != len(headers):
+        raise ValueError("a header holds a line break")
+    return text
 
 
 def tls_context(root_certificates_pem: tuple[bytes, ...] = ()) -> ssl.SSLContext:
