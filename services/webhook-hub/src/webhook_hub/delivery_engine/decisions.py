@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import NamedTuple
 
 from webhook_hub.delivery_engine.jobs import AttemptResult, Failure
 from webhook_hub.delivery_engine.policy import (
@@ -62,8 +63,10 @@ class RetryRules:
     retry_after_cap: float
 
 
-@dataclass(frozen=True, slots=True)
-class NextStep:
+class NextStep(NamedTuple):
+    """A tuple: made once per recorded attempt, and a frozen dataclass's fields cost a call
+    each to set."""
+
     status: DeliveryStatus
     next_attempt_at: datetime | None
     completed_at: datetime | None

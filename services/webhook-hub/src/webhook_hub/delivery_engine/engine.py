@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 from prometheus_client import Counter, Gauge
 from servicekit.db.notify import NotifyListener
+from servicekit.events.acks import ack_all
 from servicekit.histograms import BatchHistogram
 from sqlalchemy import BindParameter, bindparam, text
 from sqlalchemy.ext.asyncio import async_sessionmaker
@@ -367,10 +368,12 @@ class DeliveryEngine:
             raise
         observe(batch)  # once recorded, so a retried flush counts nothing twice
         self.activity.record(batch)
+        stored_in_full = []
         for job in (*(result.job for result in batch), *aside):
             ticket = self._tickets.pop(job.delivery_id, None)
             if ticket is not None and ticket.settle_one():
-                await ticket.msg.ack()
+                stored_in_full.append(ticket.msg)
+        await ack_all(stored_in_full)
         return len(batch) + len(aside)
 
     def _show_queue_depths(self) -> None:
