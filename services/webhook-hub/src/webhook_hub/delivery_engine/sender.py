@@ -121,9 +121,9 @@ class WebhookSender:
             known = self._targets[url] = ((parts.scheme, host, port), target)
         return known
 
-    async def _pool_for(self, url: str, key: tuple[str, str, int]) -> OriginPool:
-        """The origin's pool of kept-alive connections, to the checked address when guarded.
-        Refuses (`AddressRefused`) what the guard refuses."""
+    def _ready_pool(self, key: tuple[str, str, int]) -> OriginPool | None:
+        """The origin's pool when it has one whose address needs no check now (no coroutine:
+        this is every attempt but the first to an origin and one a minute)."""
         now = time.monotonic()
         if now - self._swept >= IDLE_SECONDS:
             self._sweep(now)
@@ -133,6 +133,15 @@ class WebhookSender:
         ):
             self._origins[key] = self._origins.pop(key)  # most recently used last
             return origin.pool
+        return None
+
+    async def _pool_for(self, url: str, key: tuple[str, str, int]) -> OriginPool:
+        """The origin's pool of kept-alive connections, to the checked address when guarded.
+        Refuses (`AddressRefused`) what the guard refuses."""
+        ready = self._ready_pool(key)
+        if ready is not None:
+            return ready
+        now = time.monotonic()
         address: str | None = None
         if self._guard is not None:
             checked = await resolve_checked(url, self._guard.policy, resolver=self._guard.resolver)
@@ -247,7 +256,7 @@ class WebhookSender:
                     trace[TRACESTATE] = tracestate
                 lines += header_lines(trace)
             key, target = self._target(job.endpoint_url)
-            pool = await self._pool_for(job.endpoint_url, key)
+            pool = self._ready_pool(key) or await self._pool_for(job.endpoint_url, key)
             response = await pool.post(target, lines, body, job.timeout_seconds)
             status, retry_after = response.status, response.retry_after
             text = response.body.decode("utf-8", errors="replace")
