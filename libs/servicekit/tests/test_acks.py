@@ -11,7 +11,7 @@ import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
-from nats.errors import ConnectionClosedError, MsgAlreadyAckdError, NotJSMessageError
+from nats.errors import ConnectionClosedError, NotJSMessageError, OutboundBufferLimitError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 from servicekit.events.acks import ack_all
@@ -64,16 +64,33 @@ async def test_every_message_is_acknowledged_and_none_comes_back(
     assert await settled(js, durable) == (0, 0)
 
 
-async def test_a_message_acknowledged_before_refuses_the_batch_and_nothing_is_sent(
+async def test_a_message_acknowledged_before_is_left_alone_and_the_others_are_acknowledged(
     js: JetStreamContext, nats_client: NatsClient
 ) -> None:
     durable, msgs = await delivered(js, nats_client, 3)
     await msgs[1].ack()
-    with pytest.raises(MsgAlreadyAckdError):
-        await ack_all(msgs)
-    assert (msgs[0].is_acked, msgs[2].is_acked) == (False, False)
-    pending, _ = await settled(js, durable)
-    assert pending == 2
+    sent = nats_client.stats["out_msgs"]
+    await ack_all(msgs)
+    assert nats_client.stats["out_msgs"] == sent + 2
+    assert all(msg.is_acked for msg in msgs)
+    assert await settled(js, durable) == (0, 0)
+
+
+async def test_while_reconnecting_without_a_buffer_it_refuses_as_publishing_does(
+    js: JetStreamContext, nats_client: NatsClient, nats_url: str
+) -> None:
+    client = await nats.connect(nats_url, pending_size=0)
+    try:
+        _, msgs = await delivered(js, client, 1)
+        client._status = NatsClient.RECONNECTING  # as the client marks a dropped connection
+        with pytest.raises(OutboundBufferLimitError):
+            await client.publish("events.elsewhere", b"")
+        with pytest.raises(OutboundBufferLimitError):
+            await ack_all(msgs)
+        assert not msgs[0].is_acked
+    finally:
+        client._status = NatsClient.CONNECTED
+        await client.close()
 
 
 async def test_a_message_that_is_not_jetstreams_is_refused(nats_client: NatsClient) -> None:

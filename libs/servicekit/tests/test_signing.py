@@ -11,6 +11,7 @@ from servicekit.signing import (
     SignatureError,
     generate_secret,
     sign_stripe,
+    sign_webhook,
     verify_stripe,
     verify_webhook,
     webhook_headers,
@@ -35,11 +36,13 @@ def test_our_hmac_sha256_is_the_standard_librarys_for_keys_of_any_length(key_len
         assert hmac_sha256(key, message) == hmac.digest(key, message, "sha256")
 
 
-def test_signing_with_a_key_again_starts_from_its_untouched_states() -> None:
-    key = base64.b64decode(generate_secret())
-    first = hmac_sha256(key, b"one message")
-    hmac_sha256(key, b"another message")
-    assert hmac_sha256(key, b"one message") == first
+def test_each_signature_with_a_secret_starts_from_its_untouched_states() -> None:
+    secret = generate_secret()
+    key = base64.b64decode(secret)
+    for message_id in ("msg_1", "msg_2", "msg_1"):  # the secret's states are made once
+        expected = hmac.digest(key, f"{message_id}.1700000000.".encode() + BODY, "sha256")
+        signature = sign_webhook(message_id, 1700000000, BODY, [secret])
+        assert signature == "v1," + base64.b64encode(expected).decode()
 
 
 def test_standardwebhooks_verifies_our_signature() -> None:

@@ -11,7 +11,14 @@ from collections.abc import AsyncIterator
 import pytest
 import uvloop
 from webhook_hub.delivery_engine import http1
-from webhook_hub.delivery_engine.http1 import HttpFailure, OriginPool, Response, header_lines
+from webhook_hub.delivery_engine.http1 import (
+    DEADLINE_TICK_SECONDS,
+    Deadlines,
+    HttpFailure,
+    OriginPool,
+    Response,
+    header_lines,
+)
 
 from tests.scripted_server import (
     Reply,
@@ -38,7 +45,9 @@ async def scripted() -> AsyncIterator[ServerFactory]:
         server.close()
 
 
-def pool_to(server: ScriptedServer, *, limit: int = 4096) -> OriginPool:
+def pool_to(
+    server: ScriptedServer, *, limit: int = 4096, deadlines: Deadlines | None = None
+) -> OriginPool:
     return OriginPool(
         scheme="http",
         host="receiver.test",
@@ -49,6 +58,7 @@ def pool_to(server: ScriptedServer, *, limit: int = 4096) -> OriginPool:
         tls=None,
         max_idle=8,
         body_limit=limit,
+        deadlines=deadlines,
     )
 
 
@@ -162,6 +172,20 @@ async def test_a_new_connection_closed_without_an_answer_fails_and_is_not_sent_a
     assert len(server.requests) == 1
 
 
+async def test_a_request_resent_after_a_raced_close_is_not_resent_again(
+    scripted: ServerFactory,
+) -> None:
+    # The second request meets a kept-alive connection closing, and goes once more on a new
+    # connection, which closes too: that is a failed attempt, not a third try.
+    server = await scripted(lambda number: Reply(answer()) if number == 1 else Reply(close=True))
+    pool = pool_to(server)
+    assert (await post(pool)).status == 200
+    with pytest.raises(HttpFailure, match="closed before an answer"):
+        await post(pool)
+    assert len(server.requests) == 3
+    assert server.connections == 2
+
+
 async def test_a_header_with_a_line_break_is_refused_before_connecting(
     scripted: ServerFactory,
 ) -> None:
@@ -209,8 +233,30 @@ async def test_exchanges_under_way_together_each_time_out_at_their_own_deadline(
     long = asyncio.create_task(timed_out_after(0.9))
     await asyncio.sleep(0.05)  # both are under way on connections 1 and 2
     assert (await post(pool, timeout=5.0)).status == 200
-    assert 0.3 <= await short < 0.6
-    assert 0.9 <= await long < 1.4
+    assert 0.3 <= await short < 0.8
+    assert 0.9 <= await long < 1.8
+
+
+async def test_no_exchange_stays_watched_and_the_check_stops_however_exchanges_end(
+    scripted: ServerFactory,
+) -> None:
+    replies = {1: Reply(answer()), 2: Reply(silent=True), 3: Reply(close=True)}
+    server = await scripted(lambda number: replies.get(number, Reply(silent=True)))
+    deadlines = Deadlines()
+    pool = pool_to(server, deadlines=deadlines)
+    assert (await post(pool)).status == 200  # answered
+    with pytest.raises(TimeoutError):
+        await post(pool, timeout=0.2)  # timed out
+    with pytest.raises(HttpFailure):
+        await post(pool)  # failed
+    cancelled = asyncio.create_task(post(pool))
+    await asyncio.sleep(0.2)
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert deadlines.watched == 0
+    await asyncio.sleep(DEADLINE_TICK_SECONDS * 2)
+    assert not deadlines.ticking
 
 
 async def test_a_cancelled_exchange_leaves_no_connection_to_reuse(scripted: ServerFactory) -> None:

@@ -189,7 +189,11 @@ class _Connection(asyncio.Protocol):
         self.deadline = deadline
         self._deadlines.watch(self)
         self.sent_at = time.monotonic()
-        self._transport.writelines((head, body))
+        try:
+            self._transport.writelines((head, body))
+        except BaseException:
+            self.end_exchange(failed=True)
+            raise
         return waiter
 
     def end_exchange(self, failed: bool) -> None:
@@ -200,8 +204,9 @@ class _Connection(asyncio.Protocol):
 
 
 class Deadlines:
-    """Times out a pool's exchanges that pass their deadline: one check every
-    `DEADLINE_TICK_SECONDS` while any is under way."""
+    """Times out exchanges that pass their deadline: one check every `DEADLINE_TICK_SECONDS`
+    while any is under way. One for all of a sender's pools (a pool's own would tick for
+    each quiet origin with a slow answer)."""
 
     def __init__(self) -> None:
         self._watched: set[_Connection] = set()
@@ -217,15 +222,26 @@ class Deadlines:
     def forget(self, connection: _Connection) -> None:
         self._watched.discard(connection)
 
+    @property
+    def watched(self) -> int:
+        """Exchanges under way."""
+        return len(self._watched)
+
+    @property
+    def ticking(self) -> bool:
+        return self._check is not None
+
     def _time_out_late(self) -> None:
         self._check = None
         loop = asyncio.get_running_loop()
         now = loop.time()
-        for connection in [c for c in self._watched if c.deadline <= now]:
-            self._watched.discard(connection)
-            connection.time_out()
-        if self._watched:
-            self._check = loop.call_later(DEADLINE_TICK_SECONDS, self._time_out_late)
+        try:
+            for connection in [c for c in self._watched if c.deadline <= now]:
+                self._watched.discard(connection)
+                connection.time_out()
+        finally:
+            if self._watched:
+                self._check = loop.call_later(DEADLINE_TICK_SECONDS, self._time_out_late)
 
 
 class OriginPool:
@@ -243,6 +259,7 @@ class OriginPool:
         tls: ssl.SSLContext | None,
         max_idle: int,
         body_limit: int,
+        deadlines: Deadlines | None = None,
     ) -> None:
         self._https = scheme == "https"
         self._host = host
@@ -253,7 +270,7 @@ class OriginPool:
         self._max_idle = max_idle
         self._body_limit = body_limit
         self._idle: list[_Connection] = []
-        self._deadlines = Deadlines()
+        self._deadlines = deadlines or Deadlines()
         self._open = True
         # The name as DNS, SNI and `Host` carry it: an internationalised one in its ASCII form.
         try:
@@ -264,7 +281,7 @@ class OriginPool:
         default = 443 if self._https else 80
         authority = literal if port == default else f"{literal}:{port}"
         # The request head's fixed lines, after the request line.
-        self._fixed = f"host: {authority}\r\nuser-agent: {user_agent}\r\n"
+        self._fixed = header_lines({"host": authority, "user-agent": user_agent})
 
     @property
     def address(self) -> str | None:
@@ -292,10 +309,10 @@ class OriginPool:
             try:
                 response = await answer
             except HttpFailure:
-                connection.end_exchange(failed=True)
                 # A kept-alive connection the server closed as the request went: nothing was
                 # answered, so it goes once more on a new connection (as browsers and curl do).
                 raced = not connection.answered and connection.closed_within(RESEND_WITHIN_SECONDS)
+                connection.end_exchange(failed=True)
                 if kept_alive and raced:
                     connection, kept_alive = None, False
                     continue

@@ -35,6 +35,7 @@ from servicekit.tracing import tracing_enabled as _tracing_enabled
 from webhook_hub.delivery_engine.decisions import outcome_of
 from webhook_hub.delivery_engine.http1 import (
     IDLE_SECONDS,
+    Deadlines,
     HttpFailure,
     OriginPool,
     header_lines,
@@ -95,6 +96,8 @@ class WebhookSender:
         # endpoint URL -> (its origin, the request target)
         self._targets: dict[str, tuple[tuple[str, str, int], str]] = {}
         self._swept = time.monotonic()
+        # One timeout check for every pool's exchanges.
+        self._deadlines = Deadlines()
         # Decided once: the worker installs the SDK (or not) before it builds its sender.
         self._traced = _tracing_enabled()
         # A first attempt whose dispatch was not sampled would get a span that is never
@@ -135,12 +138,9 @@ class WebhookSender:
             return origin.pool
         return None
 
-    async def _pool_for(self, url: str, key: tuple[str, str, int]) -> OriginPool:
-        """The origin's pool of kept-alive connections, to the checked address when guarded.
-        Refuses (`AddressRefused`) what the guard refuses."""
-        ready = self._ready_pool(key)
-        if ready is not None:
-            return ready
+    async def _checked_pool(self, url: str, key: tuple[str, str, int]) -> OriginPool:
+        """The origin's pool of kept-alive connections when `_ready_pool` has none: to the
+        address checked now when guarded. Refuses (`AddressRefused`) what the guard refuses."""
         now = time.monotonic()
         address: str | None = None
         if self._guard is not None:
@@ -165,6 +165,7 @@ class WebhookSender:
                 tls=self._tls,
                 max_idle=self._pool_size,
                 body_limit=self._limit,
+                deadlines=self._deadlines,
             )
             origin = _Origin(pool, now)
         self._origins[key] = origin
@@ -256,7 +257,7 @@ class WebhookSender:
                     trace[TRACESTATE] = tracestate
                 lines += header_lines(trace)
             key, target = self._target(job.endpoint_url)
-            pool = self._ready_pool(key) or await self._pool_for(job.endpoint_url, key)
+            pool = self._ready_pool(key) or await self._checked_pool(job.endpoint_url, key)
             response = await pool.post(target, lines, body, job.timeout_seconds)
             status, retry_after = response.status, response.retry_after
             text = response.body.decode("utf-8", errors="replace")
