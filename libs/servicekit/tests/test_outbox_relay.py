@@ -10,7 +10,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from prometheus_client import REGISTRY
 from servicekit.embedded.nats import EmbeddedNats
-from servicekit.events import record_event
+from servicekit.events import CloudEvent, record_event
 from servicekit.events.backlog import measure_outbox_backlog
 from servicekit.events.relay import OutboxRelay
 from servicekit.events.stream import ensure_events_stream
@@ -72,6 +72,22 @@ async def test_committed_event_arrives_once_as_a_cloudevent_with_msg_id(
     assert "time" in body
     assert messages[0].headers is not None
     assert messages[0].headers["Nats-Msg-Id"] == str(event_id)
+
+
+async def test_recorded_events_are_numbered_in_the_order_they_were_recorded(
+    committing_session: AsyncSession,
+) -> None:
+    event_type = unique_event_type("order")
+    async with committing_session.begin():
+        ids = [await record_event(committing_session, event_type, {"n": n}) for n in range(50)]
+    assert {event_id.version for event_id in ids} == {7}
+    assert ids == sorted(ids, key=lambda event_id: event_id.int)
+
+
+def test_an_envelope_made_without_an_id_gets_a_time_ordered_one() -> None:
+    first, second = (CloudEvent(source="s", type="order.paid", data={}) for _ in range(2))
+    assert (first.id.version, second.id.version) == (7, 7)
+    assert first.id.int < second.id.int
 
 
 async def test_rolled_back_transaction_publishes_nothing(

@@ -46,7 +46,7 @@ from servicekit.db.migrations import upgrade
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.embedded.network import free_port, wait_for_port
 from servicekit.embedded.postgres import EmbeddedPostgres
-from servicekit.events import CloudEvent
+from servicekit.events import CloudEvent, new_event_id
 from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
 from servicekit.signing import generate_secret
@@ -398,7 +398,8 @@ class Bench:
                     await asyncio.sleep(delay)
             # The CloudEvent envelope, written out: the load generator shares the machine with
             # what it measures, so it should cost as little as it can.
-            event_id = str(uuid.uuid4())
+            # Numbered as servicekit's producers number events (time-ordered UUIDv7s).
+            event_id = str(new_event_id())
             now = datetime.now(UTC).isoformat()
             body = (
                 f'{{"specversion":"1.0","id":"{event_id}","source":"bench",'

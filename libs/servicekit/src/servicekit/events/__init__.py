@@ -1,6 +1,6 @@
 """Domain events: CloudEvents envelope, transactional outbox, relay, consumers, type registry."""
 
-from servicekit.events.envelope import CloudEvent, subject_for
+from servicekit.events.envelope import CloudEvent, new_event_id, subject_for
 from servicekit.events.outbox import record_event
 from servicekit.events.registry import EventTypeDefinition, EventTypeRegistry, Visibility
 
@@ -9,6 +9,7 @@ __all__ = [
     "EventTypeDefinition",
     "EventTypeRegistry",
     "Visibility",
+    "new_event_id",
     "record_event",
     "subject_for",
 ]

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from servicekit.db.models import OutboxEvent
-from servicekit.events.envelope import EVENT_TYPE_PATTERN
+from servicekit.events.envelope import EVENT_TYPE_PATTERN, new_event_id
 from servicekit.tracing.propagation import TRACEPARENT, TRACESTATE
 from servicekit.tracing.spans import outbox_record_span
 
@@ -35,7 +35,7 @@ async def record_event(
     if not _TYPE_RE.match(type):
         raise ValueError(f"event type {type!r} is not of the form <resource>.<action>")
     payload = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
-    new_id = event_id or uuid.uuid4()
+    new_id = event_id or new_event_id()
     with outbox_record_span(type, str(new_id)) as trace_headers:
         event = OutboxEvent(
             id=new_id,

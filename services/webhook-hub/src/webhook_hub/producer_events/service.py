@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import Principal
-from servicekit.events import record_event
+from servicekit.events import new_event_id, record_event
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -71,7 +71,7 @@ class ProducerEventService:
         if idempotency_key is None:
             return await self._record(submission, tenant), True
         connection = await self.session.connection()
-        candidate = uuid.uuid4()
+        candidate = new_event_id()
         claimed = await connection.scalar(
             _CLAIM_KEY,
             {

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from servicekit.events import new_event_id
 from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor, page_of
 from servicekit.signing import generate_secret
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -121,7 +122,7 @@ class SubscriptionService:
     async def queue_test(self, subscription: Subscription) -> Delivery:
         return await self.deliveries.add(
             subscription.id,
-            event_id=uuid.uuid4(),
+            event_id=new_event_id(),
             event_type=TEST_EVENT_TYPE,
             payload={
                 "subscription_id": str(subscription.id),
