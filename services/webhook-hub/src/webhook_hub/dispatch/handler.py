@@ -20,7 +20,7 @@ from pydantic_core import to_json
 from servicekit.db.engine import to_libpq_url
 from servicekit.events import CloudEvent
 
-from webhook_hub.delivery_engine.jobs import DeliveryJob, delivery_id_for, render_body
+from webhook_hub.delivery_engine.jobs import DeliveryJob, delivery_id_from, render_body
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.settings import Settings
 
@@ -118,6 +118,7 @@ class _Candidate:
         "events",
         "headers",
         "id",
+        "id_bytes",
         "owner",
         "secrets",
         "send_trace_context",
@@ -140,6 +141,7 @@ class _Candidate:
             self.approved,
             *_,
         ) = row
+        self.id_bytes = self.id.bytes
         self.events = frozenset(events)
         self.wildcard = "*" in self.events
         self.secrets = signing_secrets(secret, secret_old, rotated_at, now, transition_seconds)
@@ -171,6 +173,7 @@ class Dispatcher:
             # Encoded and rendered once per event, shared by its deliveries.
             payload_json = to_json(event.data)
             body = render_body(event_type, event.time, payload_json)
+            event_id_bytes = event_id.bytes
             for sub in candidates:
                 if not sub.wildcard and event_type not in sub.events:
                     continue
@@ -182,7 +185,7 @@ class Dispatcher:
                     continue
                 jobs.append(
                     DeliveryJob(
-                        delivery_id=delivery_id_for(sub.id, event_id),
+                        delivery_id=delivery_id_from(sub.id_bytes, event_id_bytes),
                         subscription_id=sub.id,
                         event_type=event_type,
                         event_time=event.time,
