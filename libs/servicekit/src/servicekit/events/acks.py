@@ -2,7 +2,7 @@
 
 `Msg.ack` publishes an empty message to the message's reply subject, through five coroutines
 and their checks: 3 to 5 µs a message, which the delivery engine paid for every event it
-recorded. `ack_all` writes the same protocol lines (`PUB <reply subject> 0`), joined, into
+recorded (it and `EventConsumer` acknowledge through this now). `ack_all` writes the same protocol lines (`PUB <reply subject> 0`), joined, into
 the client's outgoing buffer once, and asks its flusher to send them, as `publish` does.
 Reply subjects are JetStream's own, so they are not validated again as `publish` would.
 

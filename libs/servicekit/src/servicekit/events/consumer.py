@@ -16,6 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from servicekit.events.acks import ack_all
 from servicekit.events.envelope import CloudEvent
 from servicekit.events.pull import PullRequests
 from servicekit.tracing.spans import consume_span
@@ -180,8 +181,7 @@ class EventConsumer:
                 for msg, _ in batch:
                     await msg.nak(delay=self._nak_delay)
                 return
-            for msg, _ in batch:
-                await msg.ack()
+            await ack_all([msg for msg, _ in batch])
             logger.info(
                 "event batch processed",
                 consumer=self.durable,

@@ -29,8 +29,8 @@ IDLE_SECONDS = 30.0
 # receiver may have taken it: that is an attempt that failed.
 RESEND_WITHIN_SECONDS = 0.25
 # Exchanges past their deadline are timed out by one check this often (one `Deadlines` per
-# sender), not by a timer each: uvloop's `call_at` and `cancel` cost 4.3 to 4.7 µs a request, a set's add and
-# discard 0.1. A timeout comes at most this much after its deadline.
+# sender), not by a timer each: uvloop's `call_at` and `cancel` cost 4.3 to 4.7 µs a request,
+# a set's add and discard 0.1. A timeout comes at most this much after its deadline.
 DEADLINE_TICK_SECONDS = 0.05
 # An answer's status line and headers may be this long at most (nginx's default buffers hold
 # 32 KiB): what we keep of them is small, but a parser holds a header until it ends.
