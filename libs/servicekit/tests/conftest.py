@@ -3,11 +3,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from servicekit.db.engine import create_session_factory
+from servicekit.events.nats_adapter import connect_nats
 from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -26,7 +26,7 @@ def kit_settings(database_url: str, nats_url: str) -> ServiceSettings:
 
 @pytest.fixture(scope="session")
 async def nats_client(nats_url: str) -> AsyncIterator[NatsClient]:
-    client = await nats.connect(nats_url)
+    client = await connect_nats(servers=[nats_url])
     yield client
     await client.close()
 

@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
+import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -32,14 +33,24 @@ async def consumer_on(js: JetStreamContext, subject: str) -> str:
     return durable
 
 
-@pytest.fixture
+@pytest.fixture(params=["taken from the reader", "through nats-py's callback"])
 async def pulls(
-    js: JetStreamContext, nats_client: NatsClient, subject: str
+    request: pytest.FixtureRequest,
+    js: JetStreamContext,
+    nats_client: NatsClient,
+    nats_url: str,
+    subject: str,
 ) -> AsyncIterator[PullRequests]:
-    requests = PullRequests(nats_client, "EVENTS", await consumer_on(js, subject))
+    """Pull requests on a client made by `connect_nats` (the session's), and on nats-py's own
+    (whose messages all come through the subscription's callback)."""
+    direct = request.param == "taken from the reader"
+    client = nats_client if direct else await nats.connect(nats_url)
+    requests = PullRequests(client, "EVENTS", await consumer_on(js, subject))
     await requests.start()
     yield requests
     await requests.close()
+    if not direct:
+        await client.close()
 
 
 async def publish(js: JetStreamContext, subject: str, count: int) -> None:

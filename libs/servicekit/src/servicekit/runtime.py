@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
-import nats
 import structlog
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -16,6 +15,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.db.engine import create_engine, create_session_factory
 from servicekit.errors import ServiceUnavailable
+from servicekit.events.nats_adapter import connect_nats
 from servicekit.events.registry import EventTypeRegistry, publish_event_types
 from servicekit.events.stream import ensure_events_stream, require_events_stream
 from servicekit.settings import ServiceSettings
@@ -41,7 +41,7 @@ class NatsConnection:
         delay = 0.2
         while True:
             try:
-                client = await nats.connect(
+                client = await connect_nats(
                     servers=[self._settings.nats_url],
                     name=type(self._settings).service_name,
                     connect_timeout=2,

@@ -16,8 +16,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from servicekit.events.acks import ack_all
 from servicekit.events.envelope import CloudEvent
+from servicekit.events.nats_adapter import ack_all
 from servicekit.events.pull import PullRequests
 from servicekit.tracing.spans import consume_span
 

@@ -1,5 +1,6 @@
 """JetStream pull requests, made directly: a request on the consumer's `MSG.NEXT` subject, the
-messages gathered by one subscription callback and handed over together.
+messages gathered as they are read (`nats_adapter.take_directly`, on a client made by
+`connect_nats`; by the subscription's callback otherwise) and handed over together.
 
 nats-py's `fetch` takes each message of a batch with `next_msg(timeout)`: a task, a
 `wait_for` and a timer per message, a fixed cost that dispatch paid for every event. This
@@ -17,6 +18,8 @@ from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
+
+from servicekit.events.nats_adapter import stop_taking, take_directly
 
 # Status lines JetStream ends a pull request with, or sends within one.
 NO_MESSAGES = "404"  # a no-wait request found nothing more
@@ -76,6 +79,9 @@ class PullRequests:
         self._gathered = list(kept or [])
         self._inbox = self._client.new_inbox()
         self._subscription = await self._client.subscribe(f"{self._inbox}.*", cb=self._receive)
+        # On a client made by `connect_nats`, events come straight from the reader; status
+        # messages (and every message on another client) through `_receive`.
+        take_directly(self._client, self._subscription, self._gather)
 
     async def close(self) -> list[Msg]:
         """Unsubscribe; returns the messages held and not handed out yet (unacknowledged:
@@ -84,16 +90,21 @@ class PullRequests:
         kept, self._gathered = self._gathered, []
         if self._subscription is not None:
             subscription, self._subscription = self._subscription, None
+            stop_taking(self._client, subscription)
             with contextlib.suppress(Exception):  # the connection it was made on may be gone
                 await subscription.unsubscribe()
         return kept
 
+    def _gather(self, msg: Msg) -> None:
+        """An event's message."""
+        self._gathered.append(msg)
+        if len(self._gathered) >= self._wanted:
+            self._end(None)
+
     async def _receive(self, msg: Msg) -> None:
         status = status_of(msg)
         if status is None:
-            self._gathered.append(msg)
-            if len(self._gathered) >= self._wanted:
-                self._end(None)
+            self._gather(msg)
             return
         if status == CONTROL or msg.subject != self._reply:
             return  # a heartbeat, or the end of a request given up here already

@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 from prometheus_client import Counter, Gauge
 from servicekit.db.notify import NotifyListener
-from servicekit.events.acks import ack_all
+from servicekit.events.nats_adapter import ack_all
 from servicekit.histograms import BatchHistogram
 from sqlalchemy import BindParameter, bindparam, text
 from sqlalchemy.ext.asyncio import async_sessionmaker
