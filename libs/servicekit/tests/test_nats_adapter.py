@@ -252,6 +252,22 @@ async def test_a_registered_subscription_takes_its_jetstream_messages_and_nothin
     assert recorder.stats == {"in_msgs": 5, "in_bytes": sum(len(m.data) for m in taken)}
 
 
+async def test_a_taker_that_fails_loses_that_message_and_the_reading_goes_on() -> None:
+    recorder = Recorder()
+    parser = _DirectParser(recorder)  # type: ignore[arg-type]
+    taken: list[bytes] = []
+
+    def take(msg: Msg) -> None:
+        if msg.data == b"":
+            raise RuntimeError("a bug in the taker")
+        taken.append(msg.data)
+
+    parser.takers[2] = take
+    await parser.parse(STREAM)
+    assert taken == [b'{"id":"1"}', b"MSG events.a 2 5\r\nhello", b"{}", b"last"]
+    assert ("msg", 3) in [call[:2] for call in recorder.calls]  # read to the end
+
+
 async def test_a_line_that_is_no_operation_is_a_protocol_error_as_in_nats_py() -> None:
     for line in (b"HELLO there\r\n", b"MSG events.a x 5\r\nhello\r\n"):
         for parser_class in (Parser, _DirectParser):

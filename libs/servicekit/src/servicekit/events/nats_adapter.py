@@ -35,12 +35,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import structlog
 from nats import errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import ProtocolError
 from nats.protocol.parser import AWAITING_CONTROL_LINE, AWAITING_MSG_PAYLOAD, Parser
+
+logger = structlog.get_logger(__name__)
 
 # A message's header block starts with this line (a space after it would be a status).
 _HEADER_LINE = b"NATS/1.0"
@@ -209,7 +212,12 @@ class _DirectParser(Parser):
             return False  # unsubscribed meanwhile, or counted: nats-py's rules
         nc.stats["in_msgs"] += 1
         nc.stats["in_bytes"] += len(payload)
-        take(DirectMsg(nc, subject.decode(), reply.decode(), payload, headers, sid))
+        try:
+            take(DirectMsg(nc, subject.decode(), reply.decode(), payload, headers, sid))
+        except Exception:
+            # Raised here, it would end nats-py's read loop, and with it the connection's
+            # reading. The message is not acknowledged: JetStream hands it out again.
+            logger.exception("a subscription's taker failed", subject=subject.decode())
         return True
 
     async def _other(self, buf: bytearray, pos: int, end: int) -> int:
