@@ -16,6 +16,12 @@ first_at = 0.0
 last_at = 0.0
 
 
+async def bare(request: web.Request) -> web.Response:
+    """The bare loops' requests: not deliveries, so not counted."""
+    await request.read()
+    return web.Response(status=204)
+
+
 async def receive(request: web.Request) -> web.Response:
     global posts, first_at, last_at
     body = await request.read()
@@ -55,6 +61,7 @@ def main() -> None:
     app = web.Application()
     app.router.add_get("/stats", stats)
     app.router.add_post("/reset", reset)
+    app.router.add_post("/bare", bare)
     app.router.add_post("/{tail:.*}", receive)
     web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 

@@ -7,8 +7,9 @@ workers wait on the paused dispatch consumer, so neither the load generator's co
 workers' start-up is in the measured path; the consumer then resumes and the workers empty
 the backlog) and publish-while-delivering (at full speed or a fixed rate).
 Each row has the rate, publication-to-receipt latency, first-attempt success, lost and
-duplicate `webhook-id`s, and the CPU the product's processes (workers, PostgreSQL, NATS)
-spent per delivered event. Then the same drain and 1,000/s rows again with tracing on
+duplicate `webhook-id`s, the CPU the product's processes (workers, PostgreSQL, NATS) spent
+per delivered event, and `ref_us`: the CPU per request of the bare http1 loop run just
+before the scenario (the machine's pace then; the same code's figures move with it). Then the same drain and 1,000/s rows again with tracing on
 (OpenTelemetry at 10 % sampling, exported over OTLP/HTTP to a sink in this process), to print
 what tracing costs; the rows above run with no `OTEL_*` variable, as a default install does.
 Then the bare sign-and-POST loops of aiohttp, of pyreqwest (the sender before) and of `http1`
@@ -67,6 +68,8 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         location / {{ return 204; }}
+        # The bare loops' requests: not deliveries, so not in the ids counted.
+        location /bare {{ access_log off; return 204; }}
     }}
 }}
 """
@@ -76,6 +79,8 @@ PACING_TICK_SECONDS = 0.005
 PUBLISH_WINDOW = 2000
 # Run again with tracing on: the backlog (CPU per event) and a steady rate (latency).
 TRACED_SCENARIOS = ("drain, 1 sub", "1,000/s, 1 sub")
+# Requests of the reference loop run before each scenario (about 0.2 s of one core).
+REFERENCE_REQUESTS = 5000
 sys.path.insert(0, str(HERE))
 from bare import LOOPS  # noqa: E402  (the bench's sibling module, not a package)
 
@@ -464,6 +469,12 @@ class Bench:
                 self.start_worker(tracing)
             await self.workers_waiting(workers)
             await self.dispatch_paused(True)
+        # The machine's pace just before, on work of the same kind as the engine's: the CPU per
+        # request of the bare http1 loop (in this process, the workers idle). Figures of the
+        # same code move with it from one run to the next.
+        reference = await LOOPS["http1"](
+            f"http://127.0.0.1:{self.receiver_port}/bare", REFERENCE_REQUESTS, 64
+        )
         started = time.time()
         cpu = self.cpu()
         before = cpu.snapshot()
@@ -521,6 +532,7 @@ class Bench:
             },
             "cpu_us_total": round(sum(spent.values()) / measured * 1e6),
             "steal_%": round(steal, 1),
+            "ref_us": reference["cpu_us"],
         }
         print(json.dumps(result), flush=True)
         if result["lost"]:
