@@ -23,13 +23,14 @@ from nats.errors import (
 )
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.protocol.parser import Parser
+from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.events.nats_adapter import (
     DirectMsg,
     _DirectParser,
     ack_all,
     connect_nats,
+    take_directly,
 )
 from servicekit.events.pull import PullRequests
 from servicekit.events.stream import ensure_events_stream
@@ -200,6 +201,30 @@ class Recorder:
 
 class Subscribed:
     _max_msgs = 0
+    _received = 0
+
+
+class ResettingRecorder(Recorder):
+    """A client that resets its parser on an error, as nats-py's does when it reconnects,
+    and on the message of `reset_on_sid`."""
+
+    def __init__(self, reset_on_sid: int | None = None) -> None:
+        super().__init__()
+        self.parser: Parser | None = None
+        self.reset_on_sid = reset_on_sid
+
+    async def _process_err(self, error: str) -> None:
+        await super()._process_err(error)
+        assert self.parser is not None
+        self.parser.reset()
+
+    async def _process_msg(
+        self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
+    ) -> None:
+        await super()._process_msg(sid, subject, reply, data, headers)
+        if sid == self.reset_on_sid:
+            assert self.parser is not None
+            self.parser.reset()
 
 
 async def read_in_pieces(parser: Parser, data: bytes, cuts: list[int]) -> None:
@@ -224,12 +249,27 @@ async def test_the_reader_reads_the_protocol_byte_by_byte_as_nats_pys_parser_doe
     assert await calls_of(_DirectParser, list(range(1, len(STREAM)))) == await calls_of(Parser, [])
 
 
-async def test_a_registered_subscription_takes_its_jetstream_messages_and_nothing_else() -> None:
+async def taken_and_left(cuts: list[int]) -> tuple[list[Msg], Recorder]:
     recorder = Recorder()
     parser = _DirectParser(recorder)  # type: ignore[arg-type]
     taken: list[Msg] = []
     parser.takers[2] = taken.append
-    await read_in_pieces(parser, STREAM, [100, 101, 400])
+    await read_in_pieces(parser, STREAM, cuts)
+    return taken, recorder
+
+
+async def test_what_is_taken_and_what_is_left_is_the_same_wherever_the_reads_are_cut() -> None:
+    taken, recorder = await taken_and_left([])
+    for cut in range(1, len(STREAM)):
+        taken_cut, recorder_cut = await taken_and_left([cut])
+        assert [(m.subject, m.reply, m.data, m.headers) for m in taken_cut] == [
+            (m.subject, m.reply, m.data, m.headers) for m in taken
+        ], f"cut at byte {cut}"
+        assert recorder_cut.calls == recorder.calls, f"cut at byte {cut}"
+
+
+async def test_a_registered_subscription_takes_its_jetstream_messages_and_nothing_else() -> None:
+    taken, recorder = await taken_and_left([100, 101, 400])
     assert [(m.subject, m.reply, m.data) for m in taken] == [
         ("events.a", ACK_SUBJECT, b'{"id":"1"}'),
         ("events.a", ACK_SUBJECT, b""),
@@ -250,6 +290,70 @@ async def test_a_registered_subscription_takes_its_jetstream_messages_and_nothin
         (3, b"events.c"),
     ]
     assert recorder.stats == {"in_msgs": 5, "in_bytes": sum(len(m.data) for m in taken)}
+    assert recorder._subs[2]._received == 5
+
+
+async def test_messages_of_a_subscription_gone_or_counted_are_left_to_nats_py() -> None:
+    for subscriptions in ({1: Subscribed(), 3: Subscribed()}, {2: Counted()}):
+        recorder = Recorder()
+        recorder._subs = subscriptions  # type: ignore[assignment]
+        parser = _DirectParser(recorder)  # type: ignore[arg-type]
+        taken: list[Msg] = []
+        parser.takers[2] = taken.append
+        await parser.parse(STREAM)
+        assert taken == []
+        assert [call[0] for call in recorder.calls].count("msg") == 10
+
+
+class Counted(Subscribed):
+    """Subscribed with a message limit (`unsubscribe(limit=...)`): nats-py counts down."""
+
+    _max_msgs = 100
+
+
+async def test_after_a_reset_on_an_error_the_rest_of_that_read_is_dropped_and_reading_goes_on() -> (
+    None
+):
+    recorder = ResettingRecorder()
+    parser = recorder.parser = _DirectParser(recorder)  # type: ignore[arg-type]
+    await parser.parse(STREAM)
+    assert recorder.calls[-1][0] == "err"  # the message after it was not read
+    assert (parser.buf, parser.state) == (bytearray(), AWAITING_CONTROL_LINE)
+    await parser.parse(msg_line("events.a", 1, "", b"again"))
+    assert recorder.calls[-1] == ("msg", 1, b"events.a", b"", b"again", None)
+
+
+async def test_after_a_reset_while_a_message_is_processed_the_rest_of_that_read_is_dropped() -> (
+    None
+):
+    recorder = ResettingRecorder(reset_on_sid=3)
+    parser = recorder.parser = _DirectParser(recorder)  # type: ignore[arg-type]
+    await parser.parse(STREAM)
+    assert recorder.calls[-1][:2] == ("msg", 3)
+    assert (parser.buf, parser.state) == (bytearray(), AWAITING_CONTROL_LINE)
+    await parser.parse(b"PING\r\n")
+    assert recorder.calls[-1] == ("ping",)
+
+
+async def test_a_client_not_made_by_connect_nats_keeps_nats_pys_delivery(nats_url: str) -> None:
+    client = await nats.connect(nats_url)
+    try:
+        subscription = await client.subscribe("events.nowhere")
+        assert take_directly(client, subscription, lambda msg: None) is False
+    finally:
+        await client.close()
+
+
+async def test_a_jetstream_push_subscription_keeps_nats_pys_delivery(
+    js: JetStreamContext, nats_client: NatsClient
+) -> None:
+    subject = f"events.{unique_event_type()}"
+    subscription = await nats_client.jetstream().subscribe(subject, ordered_consumer=True)
+    try:
+        # The client's subscription under JetStream's wrapper.
+        assert take_directly(nats_client, subscription._sub, lambda msg: None) is False
+    finally:
+        await subscription.unsubscribe()
 
 
 async def test_a_taker_that_fails_loses_that_message_and_the_reading_goes_on() -> None:

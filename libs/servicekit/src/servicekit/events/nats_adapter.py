@@ -92,7 +92,12 @@ Take = Callable[[Msg], None]
 
 class DirectMsg(Msg):
     """A message handed over by `take_directly`: a `Msg` whose headers are parsed when first
-    read (the dispatch path never reads them; parsing cost nats-py 4 µs a message)."""
+    read (the dispatch path never reads them; parsing cost nats-py 4 µs a message).
+
+    Everything a `Msg` does works (ack, nak, term, in_progress, metadata, respond,
+    `ack_all`). It differs in that its headers are always read by nats-py's line parser
+    (nats-py uses `fast_mail_parser` when that is installed), the client's `msg_class` is
+    not used, and `dataclasses.replace` does not apply (its constructor is not Msg's)."""
 
     def __init__(
         self,
@@ -212,12 +217,15 @@ class _DirectParser(Parser):
             return False  # unsubscribed meanwhile, or counted: nats-py's rules
         nc.stats["in_msgs"] += 1
         nc.stats["in_bytes"] += len(payload)
+        subscription._received += 1  # as nats-py counts (`Subscription.delivered`)
         try:
             take(DirectMsg(nc, subject.decode(), reply.decode(), payload, headers, sid))
         except Exception:
             # Raised here, it would end nats-py's read loop, and with it the connection's
             # reading. The message is not acknowledged: JetStream hands it out again.
-            logger.exception("a subscription's taker failed", subject=subject.decode())
+            logger.exception(
+                "a subscription's taker failed", subject=subject.decode(errors="replace")
+            )
         return True
 
     async def _other(self, buf: bytearray, pos: int, end: int) -> int:
@@ -250,9 +258,14 @@ async def connect_nats(**options: Any) -> NatsClient:
 
 def take_directly(client: NatsClient, subscription: Subscription, take: Take) -> bool:
     """Hand the JetStream messages of `subscription` to `take` as they are read (status
-    messages still go to its callback); False if `client` was not made by `connect_nats`."""
+    messages still go to its callback). False, and nothing changes, if `client` was not made
+    by `connect_nats`, or if the subscription is one nats-py does more for than queue its
+    messages: a JetStream push or ordered consumer's (flow control, heartbeats, sequence
+    checks) or a request's."""
     parser = client._ps
     if not isinstance(parser, _DirectParser):
+        return False
+    if subscription._jsi is not None or subscription._future is not None:
         return False
     parser.takers[subscription._id] = take
     return True
