@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from importlib.metadata import requires, version
 from typing import Any
 
@@ -22,7 +21,6 @@ from nats.errors import (
     ProtocolError,
 )
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig
 from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.events.nats_adapter import (
@@ -36,7 +34,7 @@ from servicekit.events.pull import PullRequests
 from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
 
-from tests.factories import unique_event_type
+from tests.factories import pull_consumer_on, unique_event_type
 
 ACK_WAIT_SECONDS = 1.0
 
@@ -45,16 +43,7 @@ async def delivered(js: JetStreamContext, client: NatsClient, count: int) -> tup
     """`count` messages published on a subject of their own and handed out by a durable pull
     consumer that redelivers after `ACK_WAIT_SECONDS`; its name and the messages."""
     subject = f"events.{unique_event_type()}"
-    durable = f"test-acks-{uuid.uuid4().hex[:8]}"
-    await js.add_consumer(
-        "EVENTS",
-        config=ConsumerConfig(
-            durable_name=durable,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=ACK_WAIT_SECONDS,
-            filter_subject=subject,
-        ),
-    )
+    durable = await pull_consumer_on(js, subject, ack_wait=ACK_WAIT_SECONDS, prefix="test-acks")
     for n in range(count):
         await js.publish(subject, f"m{n}".encode())
     subscription = await client.jetstream().pull_subscribe_bind(durable, stream="EVENTS")
@@ -400,13 +389,7 @@ async def test_pulled_messages_come_straight_from_the_reader_with_their_headers(
 ) -> None:
     """The session's client is made by `connect_nats`."""
     subject = f"events.{unique_event_type()}"
-    durable = f"test-direct-{uuid.uuid4().hex[:8]}"
-    await js.add_consumer(
-        "EVENTS",
-        config=ConsumerConfig(
-            durable_name=durable, ack_policy=AckPolicy.EXPLICIT, filter_subject=subject
-        ),
-    )
+    durable = await pull_consumer_on(js, subject, prefix="test-direct")
     for n in range(3):
         await js.publish(subject, f"m{n}".encode(), headers={"Nats-Msg-Id": f"{durable}-{n}"})
     pulls = PullRequests(nats_client, "EVENTS", durable)
@@ -433,13 +416,8 @@ async def test_a_client_that_reconnected_still_hands_pulled_messages_over(
         js = client.jetstream()
         await ensure_events_stream(js, kit_settings)
         subject = f"events.{unique_event_type()}"
-        await js.add_consumer(
-            "EVENTS",
-            config=ConsumerConfig(
-                durable_name="reconnecting", ack_policy=AckPolicy.EXPLICIT, filter_subject=subject
-            ),
-        )
-        pulls = PullRequests(client, "EVENTS", "reconnecting")
+        durable = await pull_consumer_on(js, subject, prefix="test-reconnecting")
+        pulls = PullRequests(client, "EVENTS", durable)
         await pulls.start()
         await js.publish(subject, b"before")
         assert [m.data for m in await pulls.pull(5)] == [b"before"]

@@ -14,23 +14,12 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 from servicekit.events.pull import PullFailed, PullRequests, status_of
 
-from tests.factories import unique_event_type
+from tests.factories import pull_consumer_on, unique_event_type
 
 
 @pytest.fixture
 async def subject(js: JetStreamContext) -> str:
     return f"events.{unique_event_type()}"
-
-
-async def consumer_on(js: JetStreamContext, subject: str) -> str:
-    durable = f"test-pull-{uuid.uuid4().hex[:8]}"
-    await js.add_consumer(
-        "EVENTS",
-        config=ConsumerConfig(
-            durable_name=durable, ack_policy=AckPolicy.EXPLICIT, filter_subject=subject
-        ),
-    )
-    return durable
 
 
 @pytest.fixture(params=["taken from the reader", "through nats-py's callback"])
@@ -45,7 +34,9 @@ async def pulls(
     (whose messages all come through the subscription's callback)."""
     direct = request.param == "taken from the reader"
     client = nats_client if direct else await nats.connect(nats_url)
-    requests = PullRequests(client, "EVENTS", await consumer_on(js, subject))
+    requests = PullRequests(
+        client, "EVENTS", await pull_consumer_on(js, subject, prefix="test-pull")
+    )
     await requests.start()
     yield requests
     await requests.close()

@@ -151,15 +151,12 @@ class _DirectParser(Parser):
                     end = buf.find(b"\r\n", pos)
                     if end < 0:
                         return  # the rest of the line is still to come
-                    if not (buf.startswith(b"MSG ", pos) or buf.startswith(b"HMSG ", pos)):
+                    is_message = buf.startswith(b"MSG ", pos) or buf.startswith(b"HMSG ", pos)
+                    if not (is_message and self._message_line(bytes(buf[pos:end]))):
+                        # Another operation, or a message line that is not one: nats-py's.
                         pos = await self._other(buf, pos, end)
                         if pos < 0:
                             return  # the connection was reset meanwhile
-                        continue
-                    if not self._message_line(bytes(buf[pos:end])):
-                        pos = await self._other(buf, pos, end)  # nats-py's error for it
-                        if pos < 0:
-                            return
                         continue
                     pos = end + 2
                     self.state = AWAITING_MSG_PAYLOAD
