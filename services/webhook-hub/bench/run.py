@@ -9,12 +9,12 @@ the backlog) and publish-while-delivering (at full speed or a fixed rate).
 Each row has the rate, publication-to-receipt latency, first-attempt success, lost and
 duplicate `webhook-id`s, the CPU the product's processes (workers, PostgreSQL, NATS) spent
 per delivered event, and `ref_us`: the CPU per request of the bare http1 loop run just
-before the scenario (the machine's pace then; the same code's figures move with it). Then the same drain and 1,000/s rows again with tracing on
-(OpenTelemetry at 10 % sampling, exported over OTLP/HTTP to a sink in this process), to print
-what tracing costs; the rows above run with no `OTEL_*` variable, as a default install does.
-Then the bare sign-and-POST loops of aiohttp, of pyreqwest (the sender before) and of `http1`
-(the engine's sender) to the same receiver, in the same run. Everything stays on loopback and
-stops by itself.
+before the scenario (the machine's pace then; the same code's figures move with it). Then
+the same drain and 1,000/s rows again with tracing on (OpenTelemetry at 10 % sampling,
+exported over OTLP/HTTP to a sink in this process), to print what tracing costs; the rows
+above run with no `OTEL_*` variable, as a default install does. Then the bare sign-and-POST
+loops of aiohttp, of pyreqwest (the sender before) and of `http1` (the engine's sender) to
+the same receiver, in the same run. Everything stays on loopback and stops by itself.
 """
 
 from __future__ import annotations
@@ -207,6 +207,11 @@ class Bench:
             except subprocess.TimeoutExpired:
                 process.kill()
         self.workers = []
+
+    @property
+    def bare_url(self) -> str:
+        """Where the bare loops post: a path neither receiver counts as a delivery."""
+        return f"http://127.0.0.1:{self.receiver_port}/bare"
 
     def receiver_ids(self) -> list[str]:
         """The webhook-ids nginx has logged so far (flushed every second)."""
@@ -472,9 +477,7 @@ class Bench:
         # The machine's pace just before, on work of the same kind as the engine's: the CPU per
         # request of the bare http1 loop (in this process, the workers idle). Figures of the
         # same code move with it from one run to the next.
-        reference = await LOOPS["http1"](
-            f"http://127.0.0.1:{self.receiver_port}/bare", REFERENCE_REQUESTS, 64
-        )
+        reference = await LOOPS["http1"](self.bare_url, REFERENCE_REQUESTS, 64)
         started = time.time()
         cpu = self.cpu()
         before = cpu.snapshot()
@@ -548,10 +551,9 @@ class Bench:
 
     async def bare_loops(self, requests: int, concurrency: int) -> dict[str, dict[str, Any]]:
         """The ceilings: sign and POST with each client, nothing else, to the same receiver."""
-        url = f"http://127.0.0.1:{self.receiver_port}/bare"
         loops = {}
         for name, loop in LOOPS.items():
-            loops[name] = await loop(url, requests, concurrency)
+            loops[name] = await loop(self.bare_url, requests, concurrency)
             print(name, json.dumps(loops[name]), flush=True)
         return loops
 
