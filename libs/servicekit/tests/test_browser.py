@@ -93,6 +93,9 @@ async def test_an_htmx_action_and_a_live_sse_region_work_under_the_csp(
     await page.get_by_label("Name").fill("Fan")
     await page.get_by_role("button", name="Add", exact=True).click()
     await page.get_by_text("Created “Fan”.").wait_for()
+    # The text shows once the page is parsed; htmx (a deferred script) binds the buttons a
+    # moment later. A click before then does nothing: seen once on a loaded CI machine.
+    await page.wait_for_load_state("load")
     await page.get_by_role("button", name="Pause Fan").click()
     await page.get_by_role("button", name="Resume Fan").wait_for()
     await page.locator("#ticks", has_text="tick").wait_for()
