@@ -34,6 +34,7 @@ def consumer_for(
 ) -> EventConsumer:
     feed = EventFeed(
         client,
+        decode=CloudEvent.from_json,
         durable=f"test-{uuid.uuid4().hex[:8]}",
         subject=f"events.{event_type}",
         fetch_timeout=0.5,
@@ -108,9 +109,10 @@ async def test_malformed_message_is_dropped_without_blocking_the_rest(
     assert handler.seen == [event.id]
 
 
-def paced_feed(client: NatsClient, event_type: str, batch_size: int = 100) -> EventFeed:
+def paced_feed(client: NatsClient, event_type: str, batch_size: int = 100) -> EventFeed[CloudEvent]:
     return EventFeed(
         client,
+        decode=CloudEvent.from_json,
         durable=f"test-{uuid.uuid4().hex[:8]}",
         subject=f"events.{event_type}",
         batch_size=batch_size,

@@ -113,6 +113,36 @@ async def test_an_event_reaches_every_matching_subscription_signed_and_shaped(
     assert event.id
 
 
+async def test_an_events_data_is_sent_and_stored_as_its_producer_wrote_it(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    """Even a number past a float's range: read into Python and written out again it became
+    `Infinity`, which PostgreSQL's `json` refused, so its outcome could never be recorded."""
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
+    await http_receiver.wait_for(2)
+    data = b'{"amount": 1e400, "note" : "caf\\u00e9"}'
+    event_id = str(uuid.uuid4())
+    envelope = (
+        b'{"specversion":"1.0","id":"' + event_id.encode() + b'","source":"tests",'
+        b'"type":"order.paid","time":"2026-11-27T07:00:00Z","data":' + data + b"}"
+    )
+    await js.publish("events.order.paid", envelope, headers={"Nats-Msg-Id": event_id})
+    [post] = await wait_for_posts(http_receiver, 1)
+    verified(created["secret"], post)
+    assert post.body.endswith(b',"data":' + data + b"}")
+    # Recorded, and the worker goes on with the next event.
+    await publish_event(js, "order.paid", {"id": 2})
+    await wait_for_posts(http_receiver, 2)
+    await asyncio.sleep(0.5)
+    deliveries = await deliveries_of(client, consumer.headers, created["id"], "status=succeeded")
+    assert len([d for d in deliveries if d["event_type"] == "order.paid"]) == 2
+
+
 async def test_custom_headers_are_sent_with_each_delivery(
     worker: Settings,
     client: httpx.AsyncClient,

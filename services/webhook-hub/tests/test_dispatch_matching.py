@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from servicekit.events import CloudEvent
+from servicekit.events import CloudEvent, RawCloudEvent
 from webhook_hub.delivery_engine.jobs import delivery_id_for, render_body
 from webhook_hub.dispatch.handler import Dispatcher, Matched
 from webhook_hub.settings import Settings
@@ -43,8 +43,10 @@ def subscription_row(
     )
 
 
-def event(event_type: str = "order.paid", tenant: str | None = None) -> CloudEvent:
-    return CloudEvent(source="tests", type=event_type, data={"id": 7}, tenant=tenant)
+def event(event_type: str = "order.paid", tenant: str | None = None) -> RawCloudEvent:
+    """As dispatch reads it from its message."""
+    made = CloudEvent(source="tests", type=event_type, data={"id": 7}, tenant=tenant)
+    return RawCloudEvent.from_json(made.to_json())
 
 
 def dispatcher() -> Dispatcher:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from servicekit.events import RawCloudEvent
 from servicekit.events.consumer import EventFeed
 from servicekit.mail_outbox import mail_loop
 from servicekit.runtime import ServiceRuntime
@@ -42,6 +43,7 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
             engine = DeliveryEngine(runtime.session_factory, settings, sender)
             feed = EventFeed(
                 runtime.nats.client,
+                decode=RawCloudEvent.from_json,
                 durable=DISPATCH_CONSUMER,
                 stream=settings.events_stream,
                 batch_size=settings.dispatch_batch_size,

@@ -1,6 +1,6 @@
 """Domain events: CloudEvents envelope, transactional outbox, relay, consumers, type registry."""
 
-from servicekit.events.envelope import CloudEvent, new_event_id, subject_for
+from servicekit.events.envelope import CloudEvent, RawCloudEvent, new_event_id, subject_for
 from servicekit.events.outbox import record_event
 from servicekit.events.registry import EventTypeDefinition, EventTypeRegistry, Visibility
 
@@ -8,6 +8,7 @@ __all__ = [
     "CloudEvent",
     "EventTypeDefinition",
     "EventTypeRegistry",
+    "RawCloudEvent",
     "Visibility",
     "new_event_id",
     "record_event",

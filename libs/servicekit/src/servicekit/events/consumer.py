@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import structlog
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -24,6 +23,7 @@ from servicekit.tracing.spans import consume_span
 logger = structlog.get_logger(__name__)
 
 BatchHandler = Callable[[AsyncSession, Sequence[CloudEvent]], Awaitable[Any]]
+EventT = TypeVar("EventT")
 
 _MARK_PROCESSED = text(
     """
@@ -35,16 +35,20 @@ _MARK_PROCESSED = text(
 )
 
 
-class EventFeed:
+class EventFeed(Generic[EventT]):
     """A durable pull consumer with explicit ack: batches of parsed events with their messages.
 
-    What to do with them, and when to acknowledge, is the caller's (see `EventConsumer`).
+    `decode` reads an event from a message's data (`CloudEvent.from_json`, or
+    `RawCloudEvent.from_json` for a consumer that passes the data on) and raises ValueError
+    for one that is not an event. What to do with them, and when to acknowledge, is the
+    caller's (see `EventConsumer`).
     """
 
     def __init__(
         self,
         client: NatsClient,
         *,
+        decode: Callable[[bytes], EventT],
         durable: str,
         stream: str = "EVENTS",
         subject: str = "events.>",
@@ -55,6 +59,7 @@ class EventFeed:
         min_fetch_interval: float = 0.0,
     ) -> None:
         self._client = client
+        self._decode = decode
         self._busy = False
         # While events trickle in (the last batch was not full), fetches start at most this
         # often, so a batch gathers what came meanwhile: each fetch has a fixed cost (a pull
@@ -98,7 +103,7 @@ class EventFeed:
         """Subscribe afresh on the next fetch (after a connection problem)."""
         self._reset = True
 
-    async def fetch(self) -> list[tuple[Msg, CloudEvent]]:
+    async def fetch(self) -> list[tuple[Msg, EventT]]:
         """The next batch (empty when nothing came within the fetch timeout). A message that
         is not a CloudEvent is terminated: it would never parse, and redelivering it would
         only hold up the others."""
@@ -119,11 +124,12 @@ class EventFeed:
             msgs = await self._pulls.pull(1, wait=self._fetch_timeout)
         self._busy = bool(msgs)
         self._last_full = len(msgs) >= self._batch_size
-        batch: list[tuple[Msg, CloudEvent]] = []
+        batch: list[tuple[Msg, EventT]] = []
+        decode = self._decode
         for msg in msgs:
             try:
-                batch.append((msg, CloudEvent.from_json(msg.data)))
-            except ValidationError as exc:
+                batch.append((msg, decode(msg.data)))
+            except ValueError as exc:
                 logger.error("dropping malformed event", subject=msg.subject, error=str(exc))
                 await msg.term()
         return batch
@@ -140,7 +146,7 @@ class EventConsumer:
 
     def __init__(
         self,
-        feed: EventFeed,
+        feed: EventFeed[CloudEvent],
         session_factory: async_sessionmaker[AsyncSession],
         *,
         handler: BatchHandler,

@@ -28,7 +28,7 @@ from servicekit.tracing.propagation import (
 from servicekit.tracing.setup import active_tracer, tracing_enabled
 
 if TYPE_CHECKING:
-    from servicekit.events.envelope import CloudEvent
+    from servicekit.events.envelope import CloudEvent, TracedEvent
 
 # For callers' own spans (the crawler, GraphQL): the API's proxy, which follows the provider
 # installed later. Our helpers below use `active_tracer()`, the SDK's own.
@@ -37,11 +37,11 @@ tracer = trace.get_tracer("servicekit")
 MESSAGING_SYSTEM = "nats"
 
 
-def _event_carrier(event: CloudEvent) -> dict[str, str | None]:
+def _event_carrier(event: TracedEvent) -> dict[str, str | None]:
     return {TRACEPARENT: event.traceparent, TRACESTATE: event.tracestate}
 
 
-def _parent_of(event: CloudEvent) -> Context:
+def _parent_of(event: TracedEvent) -> Context:
     """The producer's context, or an empty one: a new trace, never whatever span happens to
     be current in the consuming task."""
     return context_from(_event_carrier(event)) or Context()
@@ -121,7 +121,7 @@ def consume_span(consumer: str, events: Sequence[CloudEvent]) -> Iterator[Span |
 
 
 @contextmanager
-def event_span(name: str, event: CloudEvent) -> Iterator[Span | None]:
+def event_span(name: str, event: TracedEvent) -> Iterator[Span | None]:
     """A span for work on one event, continuing its producer's trace (a new trace when the
     envelope names none). webhook-hub's dispatch of an event is one of these."""
     if not tracing_enabled():
@@ -141,7 +141,7 @@ def event_span(name: str, event: CloudEvent) -> Iterator[Span | None]:
         yield span
 
 
-def dispatch_span(event: CloudEvent) -> AbstractContextManager[Span | None]:
+def dispatch_span(event: TracedEvent) -> AbstractContextManager[Span | None]:
     """webhook-hub's dispatch of one event to its subscriptions."""
     return event_span(f"dispatch {event.type}", event)
 

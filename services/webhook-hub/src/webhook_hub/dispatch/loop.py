@@ -7,6 +7,7 @@ import asyncio
 import time
 
 import structlog
+from servicekit.events import RawCloudEvent
 from servicekit.events.consumer import EventFeed
 from servicekit.tracing import (
     TRACEPARENT,
@@ -39,7 +40,7 @@ FETCH_INTERVAL_SECONDS = 0.02
 class DispatchLoop:
     def __init__(
         self,
-        feed: EventFeed,
+        feed: EventFeed[RawCloudEvent],
         reads: MatchingReads,
         dispatcher: Dispatcher,
         engine: DeliveryEngine,
