@@ -115,7 +115,9 @@ class Delivery(SQLModel, table=True):
     __tablename__ = "deliveries"
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
-    subscription_id: uuid.UUID = Field(foreign_key="subscriptions.id", ondelete="CASCADE")
+    # No foreign key (migration 0015): a trigger deletes a subscription's deliveries with it,
+    # and writers lock the subscription's row instead of a check per delivery.
+    subscription_id: uuid.UUID
     event_id: uuid.UUID
     event_type: str = Field(max_length=200)
     # `json`: the text as first sent, which every attempt sends again (migration 0013).

@@ -12,6 +12,7 @@ from sqlalchemy.orm import defer
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from webhook_hub.errors import SubscriptionNotFound
 from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus, Subscription
 
 DELIVERIES_CHANNEL = "webhook_deliveries"
@@ -37,6 +38,14 @@ _RESCHEDULE_FAILED = text(
 )
 
 
+# Subscriptions about to gain deliveries, locked as a foreign key's check would lock each
+# (deliveries have none: migration 0015): a deletion waits until the writer commits, and its
+# trigger then deletes those rows too. Those deleted already are not returned.
+LOCK_SUBSCRIPTIONS = text(
+    "SELECT id FROM subscriptions WHERE id = ANY(CAST(:ids AS uuid[])) FOR KEY SHARE"
+)
+
+
 class DeliveryRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -50,6 +59,12 @@ class DeliveryRepository:
         payload: dict[str, Any],
         event_time: datetime,
     ) -> Delivery:
+        """A new pending delivery; SubscriptionNotFound when the subscription is gone (its
+        row is locked until the transaction ends, as the engine's are: migration 0015)."""
+        connection = await self.session.connection()
+        live = await connection.execute(LOCK_SUBSCRIPTIONS, {"ids": [str(subscription_id)]})
+        if live.first() is None:
+            raise SubscriptionNotFound()
         delivery = Delivery(
             subscription_id=subscription_id,
             event_id=event_id,

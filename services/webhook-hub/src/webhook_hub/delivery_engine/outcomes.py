@@ -21,7 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from webhook_hub.deliveries.repository import wake_delivery_workers
+from webhook_hub.deliveries.repository import LOCK_SUBSCRIPTIONS, wake_delivery_workers
 from webhook_hub.delivery_engine.decisions import NextStep, RetryRules, next_step, tally
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
 from webhook_hub.models import DeliveryStatus
@@ -257,14 +257,21 @@ async def record_outcomes(
         settings.retry_schedule_seconds, settings.retry_jitter, settings.retry_after_cap_seconds
     )
     steps = {r.job.delivery_id: (r, next_step(r, rules)) for r in ordered}
-    # An event's first attempt is written in the row it creates.
+    # An event's first attempt is written in the row it creates, if its subscription is
+    # still there (one deleted since its event was matched took its deliveries with it).
     firsts = [(r, step) for r, step in steps.values() if not r.job.stored]
-    now = datetime.now(UTC)
-    new_rows = [_first_row(r, step) for r, step in firsts]
-    new_rows += [_pending_row(job, now) for job in set_aside]
     # Every other result (a retry; an earlier copy of the same first attempt) is a log row.
     in_rows = {id(r) for r, _ in firsts}
     attempt_rows = [_attempt_row(r) for r in ordered if id(r) not in in_rows]
+    new_subscriptions = {r.job.subscription_id for r, _ in firsts}
+    live = await _lock_subscriptions(
+        connection, new_subscriptions | {job.subscription_id for job in set_aside}
+    )
+    firsts = [(r, step) for r, step in firsts if r.job.subscription_id in live]
+    set_aside = [job for job in set_aside if job.subscription_id in live]
+    now = datetime.now(UTC)
+    new_rows = [_first_row(r, step) for r, step in firsts]
+    new_rows += [_pending_row(job, now) for job in set_aside]
     try:
         # The common case, by COPY: nothing stored before, no subscription deleted meanwhile.
         async with connection.begin_nested():
@@ -301,6 +308,16 @@ async def record_outcomes(
             },
         )
     return disabled
+
+
+async def _lock_subscriptions(
+    connection: AsyncConnection, subscription_ids: set[uuid.UUID]
+) -> set[uuid.UUID]:
+    """`LOCK_SUBSCRIPTIONS`: those of `subscription_ids` that exist, locked."""
+    if not subscription_ids:
+        return set()
+    ids = "{" + ",".join(sorted(s.hex for s in subscription_ids)) + "}"
+    return set((await connection.execute(LOCK_SUBSCRIPTIONS, {"ids": ids})).scalars())
 
 
 async def _tally_subscriptions(
