@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
 import uuid
+from collections import Counter
 
+from webhook_hub.delivery_engine.admission import owner_share
 from webhook_hub.delivery_engine.jobs import DeliveryJob
 from webhook_hub.delivery_engine.scheduling import Scheduler, wake_claims_on_free_slot
 
@@ -183,3 +186,36 @@ def test_a_full_worker_wakes_its_claims_when_a_slot_frees() -> None:
     s = scheduler(capacity=1, per_subscription=5, floor=1)
     s.offer(make_job(), 0.0)
     assert wake_claims_on_free_slot(s.claim_limits(batch=1000), [], excluded_due=False)
+
+
+def test_any_sequence_of_offers_and_finishes_keeps_the_counts_and_caps_true() -> None:
+    """Against a model of the same events (which jobs are in flight, how many wait), whichever
+    way a freed slot goes (handed to the subscription's next job, or pumped): the counts stay
+    true, no cap is passed, and no job waits that could start."""
+    rng = random.Random(17)
+    s = scheduler(capacity=24, per_subscription=3, floor=4)
+    subscriptions = [(uuid.uuid4(), f"owner-{n % 3}") for n in range(6)]
+    owner_of = dict(subscriptions)
+    in_flight: list[DeliveryJob] = []
+    offered = finished = 0
+    for _ in range(5000):
+        if in_flight and rng.random() < 0.5:
+            done = in_flight.pop(rng.randrange(len(in_flight)))
+            finished += 1
+            next_job, started = s.finish(done)
+            in_flight += ([next_job] if next_job else []) + started
+        else:
+            subscription, owner = rng.choice(subscriptions)
+            job = make_job(subscription, owner=owner)
+            offered += 1
+            if s.offer(job, 0.0):
+                in_flight.append(job)
+        assert s.in_flight == len(in_flight) <= 24
+        assert s.waiting == sum(s.queue_depths().values()) == offered - finished - len(in_flight)
+        per_subscription = Counter(job.subscription_id for job in in_flight)
+        assert max(per_subscription.values(), default=0) <= 3
+        for waiting in s.queue_depths():
+            assert per_subscription[waiting] == 3 or not s.admissible(owner_of[waiting])
+        # Shares count the owners with work here (in flight or waiting), and only those.
+        busy = {job.owner for job in in_flight} | {owner_of[w] for w in s.queue_depths()}
+        assert s.claim_limits(100).per_owner == owner_share(24, len(busy) + 1, 4)

@@ -12,7 +12,7 @@ subscription's queue was full) are written as pending.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +22,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import LOCK_SUBSCRIPTIONS, wake_delivery_workers
-from webhook_hub.delivery_engine.decisions import NextStep, RetryRules, next_step, tally
+from webhook_hub.delivery_engine.decisions import (
+    NextStep,
+    RetryRules,
+    SubscriptionTally,
+    next_step,
+    tally,
+)
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
 from webhook_hub.models import DeliveryStatus
 from webhook_hub.settings import Settings
@@ -250,7 +256,8 @@ async def record_outcomes(
     ordered = sorted(results, key=lambda r: r.attempted_at)
     # Subscriptions first, in id order, as deleting one does (its row, then its deliveries):
     # locking in the other order would deadlock with a concurrent delete.
-    disabled = await _tally_subscriptions(session, ordered, settings)
+    tallies = tally(ordered)
+    disabled = await _tally_subscriptions(session, tallies, settings)
     connection = await session.connection()
     # The last result per delivery wins (a batch holds at most one attempt of each, normally).
     rules = RetryRules(
@@ -263,9 +270,9 @@ async def record_outcomes(
     # Every other result (a retry; an earlier copy of the same first attempt) is a log row.
     in_rows = {id(r) for r, _ in firsts}
     attempt_rows = [_attempt_row(r) for r in ordered if id(r) not in in_rows]
-    new_subscriptions = {r.job.subscription_id for r, _ in firsts}
+    # Those of every result (a superset of the firsts', already at hand), and of set-asides.
     live = await _lock_subscriptions(
-        connection, new_subscriptions | {job.subscription_id for job in set_aside}
+        connection, tallies.keys() | {job.subscription_id for job in set_aside}
     )
     firsts = [(r, step) for r, step in firsts if r.job.subscription_id in live]
     set_aside = [job for job in set_aside if job.subscription_id in live]
@@ -311,7 +318,7 @@ async def record_outcomes(
 
 
 async def _lock_subscriptions(
-    connection: AsyncConnection, subscription_ids: set[uuid.UUID]
+    connection: AsyncConnection, subscription_ids: Set[uuid.UUID]
 ) -> set[uuid.UUID]:
     """`LOCK_SUBSCRIPTIONS`: those of `subscription_ids` that exist, locked."""
     if not subscription_ids:
@@ -321,13 +328,13 @@ async def _lock_subscriptions(
 
 
 async def _tally_subscriptions(
-    session: AsyncSession, ordered: Sequence[AttemptResult], settings: Settings
+    session: AsyncSession, tallies: dict[uuid.UUID, SubscriptionTally], settings: Settings
 ) -> list[uuid.UUID]:
-    """Each subscription's consecutive failures and last success; disables those that reach
-    the threshold (or answered 410 Gone). Returns the ids disabled."""
+    """Each subscription's consecutive failures and last success (`tallies`); disables those
+    that reach the threshold (or answered 410 Gone). Returns the ids disabled."""
     connection = await session.connection()
     to_disable: dict[uuid.UUID, str] = {}
-    for sub_id, entry in sorted(tally(ordered).items()):
+    for sub_id, entry in sorted(tallies.items()):
         row = (
             await connection.execute(
                 _UPDATE_SUBSCRIPTION,

@@ -120,16 +120,30 @@ class Scheduler:
         """`job`'s attempt is over: its slot is free. Returns the job to send next in the same
         task (its subscription's next one, when no other owner waits: the common case, kept
         cheap) and the jobs to start in tasks of their own; their slots are taken."""
-        self._free_slot(job)
-        if not self.waiting:
-            return None, []
-        owner = job.owner
-        others_waiting = len(self._waiting_of_owner) > (owner in self._waiting_of_owner)
-        if not others_waiting and job.subscription_id in self._waiting and self.admissible(owner):
-            next_job = self._take_waiting(job.subscription_id)
-            self._take_slot(next_job)
+        owner, subscription_id = job.owner, job.subscription_id
+        queue = self._waiting.get(subscription_id)
+        # Only this owner waits, and would have room with this slot free: the slot passes to
+        # the subscription's next job. In flight, per subscription and per owner, stays as it
+        # is; the owner's load (in flight and waiting) loses the job that ended.
+        if (
+            queue is not None
+            and len(self._waiting_of_owner) == 1
+            and may_start(
+                owner_in_flight=self._owner_in_flight[owner] - 1,
+                total_in_flight=self.in_flight - 1,
+                active_owners=len(self._owner_load),
+                capacity=self.capacity,
+                floor=self.owner_floor,
+            )
+        ):
+            _, next_job = queue.popleft()
+            if not queue:
+                self._forget_queue(subscription_id, owner)
+            self.waiting -= 1
+            self._remove_load(owner)
             return next_job, []
-        return None, self.pump()
+        self._free_slot(job)
+        return None, self.pump() if self.waiting else []
 
     def abandon(self, job: DeliveryJob) -> list[DeliveryJob]:
         """`job` ended without an outcome (its task was cancelled): free its slot; returns the
