@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from servicekit.db.engine import create_session_factory
-from servicekit.events import CloudEvent
+from servicekit.events import CloudEvent, RawCloudEvent
 from servicekit.events.consumer import EventConsumer, EventFeed
+from servicekit.events.nats_adapter import ack_all
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from structlog.testing import capture_logs
@@ -107,6 +108,41 @@ async def test_malformed_message_is_dropped_without_blocking_the_rest(
     await publish(js, event)
     await drain(consumer)
     assert handler.seen == [event.id]
+
+
+async def test_a_feed_reading_raw_events_terminates_what_is_not_one_and_passes_data_as_sent(
+    js: JetStreamContext, nats_client: NatsClient
+) -> None:
+    event_type = unique_event_type()
+    subject = f"events.{event_type}"
+    feed = EventFeed(
+        nats_client,
+        decode=RawCloudEvent.from_json,
+        durable=f"test-{uuid.uuid4().hex[:8]}",
+        subject=subject,
+        fetch_timeout=0.5,
+    )
+    await feed.subscribe()
+    envelope = CloudEvent(source="test", type=event_type, data={"n": 1}).to_json()
+    not_events = [
+        b"{not json",
+        envelope.replace(event_type.encode(), b"Not A Type"),
+        envelope.replace(b'{"n":1}', b"[1]"),  # data that is not an object
+        envelope.replace(b'{"n":1}', b'{"n":"\xff"}'),  # not UTF-8
+        envelope.replace(b'{"n":1}', b'{"a":' * 5000 + b"1" + b"}" * 5000),
+    ]
+    for data in [*not_events, envelope.replace(b'{"n":1}', b'{ "n" : 1 }')]:
+        await js.publish(subject, data)
+    batch = []
+    for _ in range(5):
+        batch += await feed.fetch()
+        if batch:
+            break
+    assert [bytes(event.data) for _, event in batch] == [b'{ "n" : 1 }']
+    await ack_all([msg for msg, _ in batch])
+    await nats_client.flush()  # the server has the terminations and the acknowledgement
+    info = await js.consumer_info("EVENTS", feed.durable)
+    assert (info.num_pending, info.num_ack_pending, info.num_redelivered) == (0, 0, 0)
 
 
 def paced_feed(client: NatsClient, event_type: str, batch_size: int = 100) -> EventFeed[CloudEvent]:
