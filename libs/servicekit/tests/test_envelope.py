@@ -71,6 +71,23 @@ CASES: dict[str, bytes] = {
     "data a string": encoded(data="x"),
     "data missing": encoded(data=None),
     "data null": encoded().replace(b'{"id": 7, "total": "19.90"}', b"null"),
+    "type too long": encoded(type="order." + "x" * 195),
+    "type at its longest": encoded(type="order." + "x" * 194),
+    "traceparent not well formed": encoded(traceparent="00-abc-def-01", tracestate="k=v"),
+    "traceparent of a later version": encoded(
+        traceparent="01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-later"
+    ),
+    "tracestate with a NUL": encoded(
+        traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", tracestate="k=\0"
+    ),
+    "tracestate too long": encoded(tracestate="k=" + "v" * 600),
+    "time past the calendar's end in UTC": encoded(time="9999-12-31T23:59:59-01:00"),
+    "time at the calendar's start": encoded(time="0001-01-01T00:00:00Z"),
+    "data nested 250 levels": encoded().replace(
+        b'{"id": 7, "total": "19.90"}', b'{"a":' * 250 + b"1" + b"}" * 250
+    ),
+    "data with a 5,000-digit integer": encoded().replace(b'"19.90"', b"9" * 5000),
+    "data over 4,300 bytes": encoded(data={"notes": ["x" * 100] * 50}),
     "not JSON": b'{"id": ',
     "not an object": b"[1, 2]",
     "data with spaces": (
@@ -183,3 +200,40 @@ def test_an_event_written_by_cloudevent_is_read_whole() -> None:
         event.tenant,
     )
     assert json.loads(bytes(read.data)) == event.data
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "type too long",
+        "time past the calendar's end in UTC",
+        "data nested 250 levels",
+        "data with a 5,000-digit integer",
+    ],
+)
+def test_what_no_consumer_could_store_or_read_back_is_refused(case: str) -> None:
+    """A type longer than consumers store, a time with no UTC form, data the readers of a
+    delivery log could not parse again: refused, so a feed terminates the message."""
+    with pytest.raises(ValidationError):
+        RawCloudEvent.from_json(CASES[case])
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "traceparent not well formed",
+        "traceparent of a later version",
+        "tracestate with a NUL",
+        "tracestate too long",
+    ],
+)
+def test_a_trace_context_not_well_formed_is_ignored_and_the_event_kept(case: str) -> None:
+    event = RawCloudEvent.from_json(CASES[case])
+    assert event.id == uuid.UUID(EVENT_ID)
+    assert event.traceparent is None or case.startswith("tracestate")
+    assert event.tracestate is None or case.startswith("traceparent")
+
+
+def test_large_data_is_checked_and_still_kept_as_sent() -> None:
+    raw = CASES["data over 4,300 bytes"]
+    assert bytes(RawCloudEvent.from_json(raw).data) == json.dumps(json.loads(raw)["data"]).encode()

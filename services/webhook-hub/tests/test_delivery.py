@@ -143,6 +143,30 @@ async def test_an_events_data_is_sent_and_stored_as_its_producer_wrote_it(
     assert len([d for d in deliveries if d["event_type"] == "order.paid"]) == 2
 
 
+async def test_an_answer_holding_a_nul_byte_is_recorded_and_the_worker_goes_on(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    """PostgreSQL's text cannot hold NUL: kept as it came, the answer made the whole batch of
+    outcomes unwritable, retried for ever."""
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
+    await http_receiver.wait_for(2)
+    http_receiver.default = PlannedResponse(200, b"ok\x00done")
+    await publish_event(js, "order.paid", {"id": 1})
+    await publish_event(js, "order.paid", {"id": 2})
+    await wait_for_posts(http_receiver, 2)
+    await asyncio.sleep(0.8)
+    deliveries = await deliveries_of(client, consumer.headers, created["id"], "status=succeeded")
+    paid = [d for d in deliveries if d["event_type"] == "order.paid"]
+    assert len(paid) == 2
+    detail = await delivery_detail(client, consumer.headers, paid[0]["id"])
+    assert detail["attempt_log"][0]["response_body"] == "ok\ufffddone"
+
+
 async def test_custom_headers_are_sent_with_each_delivery(
     worker: Settings,
     client: httpx.AsyncClient,

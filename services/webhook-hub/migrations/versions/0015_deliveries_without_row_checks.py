@@ -34,7 +34,7 @@ def upgrade() -> None:
     op.execute(
         """
         CREATE OR REPLACE FUNCTION delete_deliveries_of_subscription() RETURNS trigger
-        LANGUAGE plpgsql AS $$
+        LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
         BEGIN
             DELETE FROM deliveries WHERE subscription_id = OLD.id;
             RETURN NULL;
@@ -55,9 +55,12 @@ def downgrade() -> None:
         "DELETE FROM deliveries d"
         " WHERE NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.id = d.subscription_id)"
     )
+    # Added unchecked, then checked without holding off writes meanwhile.
     op.execute(
         "ALTER TABLE deliveries ADD CONSTRAINT deliveries_subscription_id_fkey"
         " FOREIGN KEY (subscription_id) REFERENCES subscriptions (id) ON DELETE CASCADE"
+        " NOT VALID"
     )
+    op.execute("ALTER TABLE deliveries VALIDATE CONSTRAINT deliveries_subscription_id_fkey")
     op.execute("DROP TRIGGER subscription_deleted_deletes_deliveries ON subscriptions")
     op.execute("DROP FUNCTION delete_deliveries_of_subscription()")

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Protocol
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import to_json
 from uuid_utils.compat import uuid7
 
 EVENT_TYPE_PATTERN = r"^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)+$"
 # The same for Python's `re` (msgspec's), whose `$` also matches before a final line break.
 _EVENT_TYPE_PATTERN_PY = EVENT_TYPE_PATTERN.removesuffix("$") + r"\Z"
+# Consumers store the type (webhook-hub: 200 characters at most).
+EVENT_TYPE_MAX_LENGTH = 200
+# W3C trace context, version 00 (55 characters, which is what consumers store); a context
+# that is not well formed is ignored, as the W3C asks, rather than the event refused.
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+TRACESTATE_MAX_LENGTH = 512
 SUBJECT_PREFIX = "events."
 
 
@@ -35,7 +42,7 @@ class CloudEvent(BaseModel):
     specversion: Literal["1.0"] = "1.0"
     id: uuid.UUID = Field(default_factory=new_event_id)
     source: str = Field(min_length=1)
-    type: str = Field(pattern=EVENT_TYPE_PATTERN)
+    type: str = Field(pattern=EVENT_TYPE_PATTERN, max_length=EVENT_TYPE_MAX_LENGTH)
     time: datetime = Field(default_factory=lambda: datetime.now(UTC))
     datacontenttype: Literal["application/json"] = "application/json"
     data: dict[str, Any]
@@ -45,6 +52,23 @@ class CloudEvent(BaseModel):
     # event, so consumers continue the producer's trace. Absent when nothing was traced.
     traceparent: str | None = None
     tracestate: str | None = None
+
+    @field_validator("time")
+    @classmethod
+    def _time_in_utc(cls, value: datetime) -> datetime:
+        if not in_utc_range(value):
+            raise ValueError("the time cannot be written in UTC (out of range)")
+        return value
+
+    @field_validator("traceparent")
+    @classmethod
+    def _traceparent_or_none(cls, value: str | None) -> str | None:
+        return value if value is None or well_formed_traceparent(value) else None
+
+    @field_validator("tracestate")
+    @classmethod
+    def _tracestate_or_none(cls, value: str | None) -> str | None:
+        return value if value is None or well_formed_tracestate(value) else None
 
     @property
     def subject(self) -> str:
@@ -56,6 +80,25 @@ class CloudEvent(BaseModel):
     @classmethod
     def from_json(cls, raw: bytes | str) -> CloudEvent:
         return cls.model_validate_json(raw)
+
+
+def in_utc_range(moment: datetime) -> bool:
+    """Whether `moment` can be written in UTC (a time in year 1 or 9999 may fall outside)."""
+    if 1 < moment.year < 9999:
+        return True
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:
+        return False
+    return True
+
+
+def well_formed_traceparent(value: str) -> bool:
+    return _TRACEPARENT.fullmatch(value) is not None and not value.startswith("ff")
+
+
+def well_formed_tracestate(value: str) -> bool:
+    return len(value) <= TRACESTATE_MAX_LENGTH and value.isascii() and value.isprintable()
 
 
 class TracedEvent(Protocol):
@@ -83,7 +126,9 @@ class RawCloudEvent(msgspec.Struct, frozen=True):
     reader, PostgreSQL's included, accepts)."""
 
     source: Annotated[str, msgspec.Meta(min_length=1)]
-    type: Annotated[str, msgspec.Meta(pattern=_EVENT_TYPE_PATTERN_PY)]
+    type: Annotated[
+        str, msgspec.Meta(pattern=_EVENT_TYPE_PATTERN_PY, max_length=EVENT_TYPE_MAX_LENGTH)
+    ]
     id: uuid.UUID
     time: datetime
     data: msgspec.Raw
@@ -97,22 +142,36 @@ class RawCloudEvent(msgspec.Struct, frozen=True):
     def from_json(cls, raw: bytes | str) -> RawCloudEvent:
         """The event in `raw`; ValueError (pydantic's ValidationError) when it is not one.
 
-        Accepts what `CloudEvent.from_json` accepts: an envelope msgspec refuses (an id as a
-        URN, a date without a time, a missing id) is read by `CloudEvent` instead, its data
-        written out again. msgspec also takes data nested deeper than pydantic's 200 levels
-        (up to Python's recursion limit), which PostgreSQL's `json` stores as well."""
+        Takes what `CloudEvent.from_json` takes, and reads the same: an envelope msgspec
+        refuses (an id as a URN, a date without a time, a missing id) is read by `CloudEvent`
+        instead, its data written out again; one that `CloudEvent`'s further rules may change
+        or refuse (a trace context not well formed, a time at the calendar's ends, data
+        larger than 4,300 bytes or with more than 200 brackets, which may hide nesting past
+        pydantic's 200 levels or an integer past Python's 4,300 digits) is checked by
+        `CloudEvent` too, its data kept as sent."""
         try:
             event = _RAW_EVENT.decode(raw)
         except (msgspec.DecodeError, RecursionError):
-            return cls._read_by_pydantic(raw)
+            return cls._read_by_pydantic(raw, None)
         data = bytes(event.data)
         # An object, and text: msgspec skips over the value without decoding its strings.
         if data[:1] != b"{" or not (data.isascii() or _is_utf8(data)):
-            return cls._read_by_pydantic(raw)
+            return cls._read_by_pydantic(raw, None)
+        traceparent, tracestate = event.traceparent, event.tracestate
+        if (
+            len(data) > 4300
+            or data.count(b"{") + data.count(b"[") > 200
+            or not 1 < event.time.year < 9999
+            or (traceparent is not None and not well_formed_traceparent(traceparent))
+            or (tracestate is not None and not well_formed_tracestate(tracestate))
+        ):
+            return cls._read_by_pydantic(raw, data)
         return event
 
     @classmethod
-    def _read_by_pydantic(cls, raw: bytes | str) -> RawCloudEvent:
+    def _read_by_pydantic(cls, raw: bytes | str, data: bytes | None) -> RawCloudEvent:
+        """`raw` read by `CloudEvent`; its data `data` when given (read already), else
+        `CloudEvent`'s written out again."""
         event = CloudEvent.from_json(raw)
         return cls(
             source=event.source,
@@ -120,7 +179,7 @@ class RawCloudEvent(msgspec.Struct, frozen=True):
             id=event.id,
             time=event.time,
             # Non-finite floats as null: JSON has no other way to write them.
-            data=msgspec.Raw(to_json(event.data, inf_nan_mode="null")),
+            data=msgspec.Raw(data or to_json(event.data, inf_nan_mode="null")),
             tenant=event.tenant,
             traceparent=event.traceparent,
             tracestate=event.tracestate,

@@ -21,6 +21,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
+import sqlalchemy.exc
 import structlog
 from prometheus_client import Counter, Gauge
 from servicekit.db.notify import NotifyListener
@@ -135,6 +137,9 @@ _RELEASE = text(
 FLUSH_INTERVAL_SECONDS = 0.2
 FLUSH_BATCH = 1000
 CLAIM_PAUSE_SECONDS = 0.05
+# Errors of a value the database refuses (22xxx: too long, NUL in text, out of range): the
+# same write fails the same way again. psycopg's own from COPY, SQLAlchemy's from statements.
+DATA_ERRORS = (psycopg.errors.DataError, sqlalchemy.exc.DataError)
 
 
 def observe(batch: list[AttemptResult]) -> None:
@@ -352,16 +357,13 @@ class DeliveryEngine:
             return 0
         batch, self._results = self._results[:FLUSH_BATCH], self._results[FLUSH_BATCH:]
         aside, self._set_aside = self._set_aside[:FLUSH_BATCH], self._set_aside[FLUSH_BATCH:]
+        refused: list[DeliveryJob] = []
         try:
-            async with self._session_factory() as session, session.begin():
-                await record_outcomes(
-                    session, batch, self._settings, [job for job in aside if not job.stored]
-                )
-                claimed = [str(job.delivery_id) for job in aside if job.stored]
-                if claimed:
-                    connection = await session.connection()
-                    await connection.execute(_RELEASE, {"ids": claimed})
-                    await wake_delivery_workers(session)
+            await self._record(batch, aside)
+        except DATA_ERRORS:
+            # A value the database refuses would refuse the batch at every retry, and hold up
+            # every outcome behind it: record them one by one and leave that one out.
+            batch, aside, refused = await self._record_one_by_one(batch, aside)
         except Exception:
             self._results = batch + self._results
             self._set_aside = aside + self._set_aside
@@ -369,12 +371,66 @@ class DeliveryEngine:
         observe(batch)  # once recorded, so a retried flush counts nothing twice
         self.activity.record(batch)
         stored_in_full = []
-        for job in (*(result.job for result in batch), *aside):
+        for job in (*(result.job for result in batch), *aside, *refused):
             ticket = self._tickets.pop(job.delivery_id, None)
             if ticket is not None and ticket.settle_one():
                 stored_in_full.append(ticket.msg)
         await ack_all(stored_in_full)
         return len(batch) + len(aside)
+
+    async def _record(self, batch: list[AttemptResult], aside: list[DeliveryJob]) -> None:
+        async with self._session_factory() as session, session.begin():
+            await record_outcomes(
+                session, batch, self._settings, [job for job in aside if not job.stored]
+            )
+            claimed = [str(job.delivery_id) for job in aside if job.stored]
+            if claimed:
+                connection = await session.connection()
+                await connection.execute(_RELEASE, {"ids": claimed})
+                await wake_delivery_workers(session)
+
+    async def _record_one_by_one(
+        self, batch: list[AttemptResult], aside: list[DeliveryJob]
+    ) -> tuple[list[AttemptResult], list[DeliveryJob], list[DeliveryJob]]:
+        """Each result and set-aside delivery in a transaction of its own; those the database
+        refuses are left out, with an error line naming them. Returns what was recorded, and
+        the jobs left out; on any other error, what is not recorded yet waits for the next
+        flush."""
+        recorded: list[AttemptResult] = []
+        recorded_aside: list[DeliveryJob] = []
+        refused: list[DeliveryJob] = []
+        pending: list[AttemptResult | DeliveryJob] = [*batch, *aside]
+        while pending:
+            item = pending[0]
+            job = item.job if isinstance(item, AttemptResult) else item
+            try:
+                if isinstance(item, AttemptResult):
+                    await self._record([item], [])
+                    recorded.append(item)
+                else:
+                    await self._record([], [item])
+                    recorded_aside.append(item)
+            except DATA_ERRORS as exc:
+                refused.append(job)
+                logger.error(
+                    "delivery outcome refused by the database; left out",
+                    delivery_id=str(job.delivery_id),
+                    subscription_id=str(job.subscription_id),
+                    webhook_id=job.message_id,
+                    event_type=job.event_type,
+                    error=str(exc).splitlines()[0][:300],
+                )
+            except Exception as exc:
+                # The database itself (a restart): the rest waits for the next flush; what is
+                # recorded is acknowledged now.
+                logger.warning("could not record delivery outcomes; retrying", error=repr(exc))
+                self._results = [i for i in pending if isinstance(i, AttemptResult)] + self._results
+                self._set_aside = [i for i in pending if isinstance(i, DeliveryJob)] + (
+                    self._set_aside
+                )
+                break
+            pending.pop(0)
+        return recorded, recorded_aside, refused
 
     def _show_queue_depths(self) -> None:
         self._depth_labels = show_queue_depths(self._scheduler.queue_depths(), self._depth_labels)

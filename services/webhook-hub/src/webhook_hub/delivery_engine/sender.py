@@ -261,6 +261,8 @@ class WebhookSender:
             response = await pool.post(target, lines, body, job.timeout_seconds)
             status, retry_after = response.status, response.retry_after
             text = response.body.decode("utf-8", errors="replace")
+            if "\x00" in text:  # text columns cannot hold it: the outcome would be unwritable
+                text = text.replace("\x00", "\ufffd")
         except AddressRefused as exc:
             error, failure = f"refused: {exc}", Failure.REFUSED
         except TimeoutError:
