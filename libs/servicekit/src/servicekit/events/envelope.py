@@ -119,8 +119,8 @@ class RawCloudEvent(msgspec.Struct, frozen=True):
     `CloudEvent` checks them, its `data` (a JSON object) kept as the producer's bytes.
 
     webhook-hub's dispatch sends `data` on and stores it, and never looks inside: reading it
-    into Python objects and writing it out again cost 3.9 µs per event of the bench's
-    (233 bytes), 7.3 to 7.7 for an order's (447 bytes); this way 1.5 to 1.6 and 1.9 to 2.0
+    into Python objects and writing it out again cost 3.6 to 3.7 µs per event of the
+    bench's (233 bytes), 6.7 to 6.9 for an order's (447 bytes); this way 1.9 to 2.0 and 2.3
     (msgspec, against pydantic and `to_json`). Kept as sent, a number such as `1e400` stays
     a JSON number (read into a float and written out, it became `Infinity`, which no JSON
     reader, PostgreSQL's included, accepts)."""
