@@ -97,11 +97,7 @@ CASES: dict[str, bytes] = {
 }
 
 
-def read_by_pydantic(raw: bytes) -> dict[str, Any] | None:
-    try:
-        event = CloudEvent.from_json(raw)
-    except ValidationError:
-        return None
+def attributes(event: CloudEvent | RawCloudEvent, data: Any) -> dict[str, Any]:
     return {
         "id": event.id,
         "source": event.source,
@@ -110,8 +106,16 @@ def read_by_pydantic(raw: bytes) -> dict[str, Any] | None:
         "tenant": event.tenant,
         "traceparent": event.traceparent,
         "tracestate": event.tracestate,
-        "data": event.data,
+        "data": data,
     }
+
+
+def read_by_pydantic(raw: bytes) -> dict[str, Any] | None:
+    try:
+        event = CloudEvent.from_json(raw)
+    except ValidationError:
+        return None
+    return attributes(event, event.data)
 
 
 def read_raw(raw: bytes) -> dict[str, Any] | None:
@@ -119,16 +123,7 @@ def read_raw(raw: bytes) -> dict[str, Any] | None:
         event = RawCloudEvent.from_json(raw)
     except ValueError:
         return None
-    return {
-        "id": event.id,
-        "source": event.source,
-        "type": event.type,
-        "time": event.time,
-        "tenant": event.tenant,
-        "traceparent": event.traceparent,
-        "tracestate": event.tracestate,
-        "data": json.loads(bytes(event.data)),
-    }
+    return attributes(event, json.loads(bytes(event.data)))
 
 
 @pytest.mark.parametrize("raw", CASES.values(), ids=CASES.keys())

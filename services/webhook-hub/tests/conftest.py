@@ -1,21 +1,28 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 
 import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
+from servicekit.db.admin import database_url_for, drop_database
 from servicekit.db.engine import create_session_factory
+from servicekit.testing.conformance import run_cli
 from servicekit.testing.service import ServiceUnderTest, flat_error_text
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.app import create_app
 from webhook_hub.cli import MIGRATIONS
 from webhook_hub.event_types.repository import EventTypeRepository
+from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
 from webhook_hub.worker import run as run_worker
+
+from tests.recording_factories import make_subscription
 
 
 @pytest.fixture(scope="session")
@@ -92,3 +99,32 @@ async def nats_client(nats_url: str) -> AsyncIterator[NatsClient]:
 @pytest.fixture
 def js(nats_client: NatsClient) -> JetStreamContext:
     return nats_client.jetstream()
+
+
+@pytest.fixture
+async def committed_subscription(db_engine: AsyncEngine) -> AsyncIterator[Subscription]:
+    """A subscription committed for real (for tests of two transactions), removed after."""
+    async with AsyncSession(db_engine, expire_on_commit=False) as session:
+        subscription = await make_subscription(session)
+        await session.commit()
+    try:
+        yield subscription
+    finally:
+        async with db_engine.begin() as connection:
+            for table in ("subscriptions", "consumers"):
+                await connection.execute(
+                    text(f"DELETE FROM {table} WHERE owner = :owner"),  # noqa: S608
+                    {"owner": subscription.owner},
+                )
+
+
+@pytest.fixture
+def own_database(service_settings: Settings) -> Iterator[Settings]:
+    """Settings for a database of this test's own, migrated to head by the real CLI."""
+    url = database_url_for(service_settings.database_url, f"mig_{uuid.uuid4().hex[:8]}")
+    settings = service_settings.model_copy(update={"database_url": url})
+    run_cli("webhook-hub", settings, "migrate", "--create-database")
+    try:
+        yield settings
+    finally:
+        drop_database(url)

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
 
 import psycopg
 import pytest
-from servicekit.db.admin import database_url_for, drop_database
 from servicekit.testing.conformance import run_cli
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -21,7 +19,7 @@ from webhook_hub.errors import SubscriptionNotFound
 from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
 
-from tests.test_outcomes import first_attempt, make_subscription, rows_of
+from tests.recording_factories import first_attempt, make_subscription, rows_of
 
 
 async def attempts_logged(session: AsyncSession, subscription_id: uuid.UUID) -> int:
@@ -88,23 +86,6 @@ async def test_a_delivery_added_for_a_deleted_subscription_is_refused(
         )
 
 
-@pytest.fixture
-async def committed_subscription(db_engine: AsyncEngine) -> AsyncIterator[Subscription]:
-    """A subscription committed for real (two transactions must see it), removed after."""
-    async with AsyncSession(db_engine, expire_on_commit=False) as session:
-        subscription = await make_subscription(session)
-        await session.commit()
-    try:
-        yield subscription
-    finally:
-        async with db_engine.begin() as connection:
-            for table in ("subscriptions", "consumers"):
-                await connection.execute(
-                    text(f"DELETE FROM {table} WHERE owner = :owner"),  # noqa: S608
-                    {"owner": subscription.owner},
-                )
-
-
 async def test_a_deletion_that_waits_for_a_batch_deletes_what_the_batch_wrote(
     db_engine: AsyncEngine, service_settings: Settings, committed_subscription: Subscription
 ) -> None:
@@ -155,17 +136,6 @@ async def test_a_batch_that_waits_for_a_deletion_writes_nothing_for_it(
     await asyncio.wait_for(writing, 10)
     async with AsyncSession(db_engine) as session:
         assert await rows_of(session, subscription.id) == []
-
-
-@pytest.fixture
-def own_database(service_settings: Settings) -> Iterator[Settings]:
-    url = database_url_for(service_settings.database_url, f"mig_{uuid.uuid4().hex[:8]}")
-    settings = service_settings.model_copy(update={"database_url": url})
-    run_cli("webhook-hub", settings, "migrate", "--create-database")
-    try:
-        yield settings
-    finally:
-        drop_database(url)
 
 
 def test_going_back_to_0014_restores_the_key_and_drops_deliveries_of_no_subscription(

@@ -7,12 +7,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator
 
-import pytest
 from servicekit.db.engine import create_session_factory
 from servicekit.testing import HttpReceiver
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from structlog.testing import capture_logs
@@ -21,29 +18,16 @@ from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
 
-from tests.test_outcomes import first_attempt, make_subscription, rows_of
-
-
-@pytest.fixture
-async def subscription(db_engine: AsyncEngine) -> AsyncIterator[Subscription]:
-    async with AsyncSession(db_engine, expire_on_commit=False) as session:
-        made = await make_subscription(session)
-        await session.commit()
-    yield made
-    async with db_engine.begin() as connection:
-        for table in ("subscriptions", "consumers"):
-            await connection.execute(
-                text(f"DELETE FROM {table} WHERE owner = :owner"),  # noqa: S608
-                {"owner": made.owner},
-            )
+from tests.recording_factories import first_attempt, rows_of
 
 
 async def test_an_outcome_the_database_refuses_is_left_out_and_the_others_are_recorded(
     db_engine: AsyncEngine,
     service_settings: Settings,
     http_receiver: HttpReceiver,
-    subscription: Subscription,
+    committed_subscription: Subscription,
 ) -> None:
+    subscription = committed_subscription
     sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
     engine = DeliveryEngine(create_session_factory(db_engine), service_settings, sender)
     jobs = [

@@ -4,26 +4,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
-import pytest
-from servicekit.db.admin import database_url_for, drop_database
 from servicekit.testing.conformance import run_cli
 from webhook_hub.settings import Settings
-
-
-@pytest.fixture
-def own_database(service_settings: Settings) -> Iterator[Settings]:
-    """Settings for a database of this test's own, migrated to head by the real CLI."""
-    url = database_url_for(service_settings.database_url, f"mig_{uuid.uuid4().hex[:8]}")
-    settings = service_settings.model_copy(update={"database_url": url})
-    run_cli("webhook-hub", settings, "migrate", "--create-database")
-    try:
-        yield settings
-    finally:
-        drop_database(url)
 
 
 def test_going_back_to_0013_moves_first_attempts_into_the_log_and_forgets_their_hours(

@@ -1,0 +1,71 @@
+"""Subscriptions, first attempts and the delivery rows they leave: for the tests of how
+outcomes are recorded."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from pydantic_core import to_json
+from sqlalchemy import text
+from sqlmodel.ext.asyncio.session import AsyncSession
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, delivery_id_for
+from webhook_hub.models import Consumer, Subscription
+
+
+async def make_subscription(session: AsyncSession) -> Subscription:
+    owner = f"consumer-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer(owner=owner, id=uuid.uuid4())
+    subscription = Subscription(
+        consumer_id=consumer.id,
+        owner=owner,
+        endpoint_url="http://127.0.0.1:9/hook",
+        secret="c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0",
+        events=["order.paid"],
+    )
+    session.add(consumer)
+    session.add(subscription)
+    await session.flush()
+    return subscription
+
+
+def first_attempt(subscription: Subscription, status: int | None = 200) -> AttemptResult:
+    event_id = uuid.uuid4()
+    job = DeliveryJob(
+        delivery_id=delivery_id_for(subscription.id, event_id),
+        subscription_id=subscription.id,
+        event_type="order.paid",
+        event_time=datetime.now(UTC),
+        payload_json=to_json({"id": 7, "note": 'caf\u00e9 "quoted" \\ tab\t'}),
+        attempts=0,
+        endpoint_url=subscription.endpoint_url,
+        secrets=[subscription.secret],
+        headers={},
+        timeout_seconds=10,
+        event_id=event_id,
+        stored=False,
+    )
+    return AttemptResult(
+        job=job,
+        attempted_at=datetime.now(UTC),
+        status_code=status,
+        response_body="ok" if status else None,
+        duration_ms=3,
+        error=None if status else "ConnectionRefusedError: refused",
+        retry_after=None,
+    )
+
+
+async def rows_of(session: AsyncSession, subscription_id: uuid.UUID) -> list[tuple[object, ...]]:
+    """(status, attempts, payload, attempts recorded: in the row and in the log)."""
+    connection = await session.connection()
+    result = await connection.execute(
+        text(
+            "SELECT d.status, d.attempts, d.payload,"
+            " count(a.id) + CAST(d.first_duration_ms IS NOT NULL AS int) FROM deliveries d"
+            " LEFT JOIN delivery_attempts a ON a.delivery_id = d.id"
+            " WHERE d.subscription_id = :id GROUP BY d.id ORDER BY d.created_at"
+        ),
+        {"id": subscription_id},
+    )
+    return [tuple(row) for row in result]
