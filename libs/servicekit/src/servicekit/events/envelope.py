@@ -161,7 +161,7 @@ class RawCloudEvent(msgspec.Struct, frozen=True):
         if (
             len(data) > 4300
             or data.count(b"{") + data.count(b"[") > 200
-            or not 1 < event.time.year < 9999
+            or not in_utc_range(event.time)
             or (traceparent is not None and not well_formed_traceparent(traceparent))
             or (tracestate is not None and not well_formed_tracestate(tracestate))
         ):

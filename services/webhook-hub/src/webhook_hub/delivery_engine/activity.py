@@ -40,10 +40,7 @@ class DeliveryActivity:
                 self.given_up += 1
             logger.warning(
                 "delivery attempt failed",
-                delivery_id=str(job.delivery_id),
-                subscription_id=str(job.subscription_id),
-                webhook_id=job.message_id,
-                event_type=job.event_type,
+                **job.log_fields(),
                 attempt=job.attempts + 1,
                 outcome=outcome_of(result.status_code, result.failure).value,
                 status_code=result.status_code,

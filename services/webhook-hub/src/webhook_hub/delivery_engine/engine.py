@@ -396,40 +396,32 @@ class DeliveryEngine:
         refuses are left out, with an error line naming them. Returns what was recorded, and
         the jobs left out; on any other error, what is not recorded yet waits for the next
         flush."""
+        units: list[tuple[list[AttemptResult], list[DeliveryJob], DeliveryJob]]
+        units = [([result], [], result.job) for result in batch]
+        units += [([], [job], job) for job in aside]
         recorded: list[AttemptResult] = []
         recorded_aside: list[DeliveryJob] = []
         refused: list[DeliveryJob] = []
-        pending: list[AttemptResult | DeliveryJob] = [*batch, *aside]
-        while pending:
-            item = pending[0]
-            job = item.job if isinstance(item, AttemptResult) else item
+        for n, (results, jobs, job) in enumerate(units):
             try:
-                if isinstance(item, AttemptResult):
-                    await self._record([item], [])
-                    recorded.append(item)
-                else:
-                    await self._record([], [item])
-                    recorded_aside.append(item)
+                await self._record(results, jobs)
             except DATA_ERRORS as exc:
                 refused.append(job)
                 logger.error(
                     "delivery outcome refused by the database; left out",
-                    delivery_id=str(job.delivery_id),
-                    subscription_id=str(job.subscription_id),
-                    webhook_id=job.message_id,
-                    event_type=job.event_type,
+                    **job.log_fields(),
                     error=str(exc).splitlines()[0][:300],
                 )
+                continue
             except Exception as exc:
                 # The database itself (a restart): the rest waits for the next flush; what is
                 # recorded is acknowledged now.
                 logger.warning("could not record delivery outcomes; retrying", error=repr(exc))
-                self._results = [i for i in pending if isinstance(i, AttemptResult)] + self._results
-                self._set_aside = [i for i in pending if isinstance(i, DeliveryJob)] + (
-                    self._set_aside
-                )
+                self._results = [r for rs, _, _ in units[n:] for r in rs] + self._results
+                self._set_aside = [j for _, js, _ in units[n:] for j in js] + self._set_aside
                 break
-            pending.pop(0)
+            recorded += results
+            recorded_aside += jobs
         return recorded, recorded_aside, refused
 
     def _show_queue_depths(self) -> None:

@@ -125,6 +125,15 @@ class DeliveryJob:
         """`webhook-id`: `message_id_for`'s, inlined (one call less per attempt)."""
         return f"msg_{self.delivery_id.hex}"
 
+    def log_fields(self) -> dict[str, str]:
+        """What a log line about this delivery names it by."""
+        return {
+            "delivery_id": str(self.delivery_id),
+            "subscription_id": str(self.subscription_id),
+            "webhook_id": self.message_id,
+            "event_type": self.event_type,
+        }
+
 
 class Failure(StrEnum):
     """Why an attempt got no HTTP answer."""
