@@ -5,6 +5,9 @@ PYTHON ?= python3
 # uv from PATH, else a private copy installed with pip into .tools/
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
+# The venv's interpreter: $(PYTHON), or an optimised build of its version on PATH when it is a
+# plain source build such as pyenv's (deploy/local/interpreter.py); `make VENV_PYTHON=...` to say.
+VENV_PYTHON ?= $(shell $(PYTHON) deploy/local/interpreter.py)
 SERVICES := webhook-hub scraper-manager commerce-content
 PYTEST := $(RUN) pytest -p no:cacheprovider
 # `make test`'s suites, longest first (see `test`).
@@ -31,7 +34,7 @@ $(CURDIR)/.tools/bin/uv:
 .venv/.synced: $(UV) uv.lock pyproject.toml libs/servicekit/pyproject.toml $(wildcard services/*/pyproject.toml) tests-e2e/pyproject.toml
 	@# Bytecode compiled once here: otherwise the first imports of every suite, CLI and stack
 	@# process, started side by side, compile the same files at once (a CLI took over 60 s).
-	$(UV) sync --frozen --all-packages --compile-bytecode
+	$(UV) sync --frozen --all-packages --compile-bytecode --python "$(VENV_PYTHON)"
 	@touch $@
 
 install: .venv/.synced
@@ -42,13 +45,14 @@ run: install
 lint: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy libs/servicekit/src services/*/src deploy/local services/webhook-hub/bench libs/servicekit/bench
+	$(RUN) mypy libs/servicekit/src services/*/src services/webhook-hub/bench libs/servicekit/bench
 	$(RUN) mypy services/commerce-content/bench
 	@# Each service's tests are a package named `tests`, so each is checked from its own project.
 	@for d in libs/servicekit $(addprefix services/,$(SERVICES)); do \
 		(cd $$d && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache tests) || exit 1; done
 	(cd tests-e2e && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .)
-	@# deploy/grafana and deploy/k8s: checkers beside their tests, which import them by name.
+	@# deploy/grafana, deploy/k8s and deploy/local: checkers beside their tests, which import them by name.
+	(cd deploy/local && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .)
 	(cd deploy/grafana && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .)
 	(cd deploy/k8s && $(RUN) mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache .)
 
@@ -73,7 +77,7 @@ check-deploy: install
 	$(RUN) hadolint deploy/Dockerfile
 	@# Grafana dashboards: JSON with Grafana's keys, PromQL that parses and names only metrics
 	@# the services register (read from their modules, not from a list); both checkers' tests.
-	$(PYTEST) -q deploy/grafana deploy/k8s
+	$(PYTEST) -q deploy/grafana deploy/k8s deploy/local
 	$(RUN) python deploy/grafana/validate.py
 	@# The README's commands that create each Secret and the first API keys, run with kubectl's
 	@# client-side dry run and compared with what the overlays' pods read (deploy/k8s/operator_commands.py).

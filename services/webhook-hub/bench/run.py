@@ -714,7 +714,10 @@ async def main_async(args: argparse.Namespace) -> int:
             bench.stop()
     print(
         f"\nwebhook-hub benchmark on {platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, {args.workers} worker process(es), "
+        # The build matters as much as the version: a plain source build (pyenv's) costs the
+        # workers more CPU than an optimised one (deploy/local/interpreter.py).
+        f"Python {platform.python_version()} ({sys.base_prefix}), {args.workers} worker "
+        "process(es), "
         f"receiver {receiver}, PostgreSQL fsync {'off' if args.unsafe_fast_db else 'on'}\n"
     )
     print(table(rows))
