@@ -8,9 +8,13 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from nats.aio.msg import Msg
 from pydantic_core import to_json
+
+if TYPE_CHECKING:
+    from _hashlib import HASH
 
 
 def delivery_id_for(subscription_id: uuid.UUID, event_id: uuid.UUID) -> uuid.UUID:
@@ -19,13 +23,22 @@ def delivery_id_for(subscription_id: uuid.UUID, event_id: uuid.UUID) -> uuid.UUI
     # UUIDv5 (SHA-1 of namespace and name) with the event id's 16 bytes as the name: what
     # `uuid.uuid5` does, without first turning the name into text; the version and variant
     # bits set here rather than by `UUID(version=5)` (2.1 µs a call, now 1.6).
-    return delivery_id_from(subscription_id.bytes, event_id.bytes)
+    return delivery_id_within(namespace_of(subscription_id.bytes), event_id.bytes)
 
 
-def delivery_id_from(subscription_id: bytes, event_id: bytes) -> uuid.UUID:
-    """`delivery_id_for` from the ids' 16 bytes each (dispatch reads each once per batch)."""
-    digest = hashlib.sha1(subscription_id + event_id, usedforsecurity=False).digest()
-    return uuid.UUID(int=(int.from_bytes(digest[:16]) & _VERSION_MASK) | _VERSION_5)
+def namespace_of(subscription_id: bytes) -> HASH:
+    """SHA-1 after a subscription id's 16 bytes (UUIDv5's namespace), made once per
+    subscription and batch by dispatch: copying it costs less than making it again (0.67 µs
+    a delivery id, against 1.0 for `hashlib.sha1(..., usedforsecurity=False)`, which looks
+    OpenSSL's digest up anew on each call)."""
+    return hashlib.sha1(subscription_id, usedforsecurity=False)
+
+
+def delivery_id_within(namespace: HASH, event_id: bytes) -> uuid.UUID:
+    """`delivery_id_for` with the subscription's `namespace_of` and the event id's bytes."""
+    state = namespace.copy()
+    state.update(event_id)
+    return uuid.UUID(int=(int.from_bytes(state.digest()[:16]) & _VERSION_MASK) | _VERSION_5)
 
 
 # UUID's version (4 bits at 76) and RFC 4122 variant (2 bits at 62).

@@ -54,27 +54,32 @@ def wake_claims_on_free_slot(
 
 
 class Scheduler:
+    """Subscriptions are keyed by their id's `int`: a UUID key costs every lookup a call of
+    `UUID.__hash__` (Python), and `__eq__` when the job's id is another object than the
+    key's (each fetched batch reads its subscriptions anew), 0.06 to 0.12 µs a lookup more;
+    a delivery made about six."""
+
     def __init__(self, *, capacity: int, per_subscription: int, owner_floor: int) -> None:
         self.capacity = capacity
         self.per_subscription = per_subscription
         self.owner_floor = owner_floor
         # Attempts in flight: per subscription, per owner, in all.
-        self._in_flight: dict[uuid.UUID, int] = {}
+        self._in_flight: dict[int, int] = {}
         self._owner_in_flight: dict[str, int] = {}
         self.in_flight = 0
         # In flight plus waiting, per owner: its keys are the owners with work here.
         self._owner_load: dict[str, int] = {}
         # Waiting jobs, oldest first, per subscription (with when they were offered); and
         # the subscriptions with waiting jobs of each owner, in round-robin order.
-        self._waiting: dict[uuid.UUID, deque[tuple[float, DeliveryJob]]] = {}
-        self._waiting_of_owner: dict[str, dict[uuid.UUID, None]] = {}
+        self._waiting: dict[int, deque[tuple[float, DeliveryJob]]] = {}
+        self._waiting_of_owner: dict[str, dict[int, None]] = {}
         self.waiting = 0
 
     # --- questions -------------------------------------------------------------------------
 
     def queue_depths(self) -> dict[uuid.UUID, int]:
         """Waiting jobs per subscription, for the subscriptions that have some."""
-        return {subscription: len(queue) for subscription, queue in self._waiting.items()}
+        return {uuid.UUID(int=key): len(queue) for key, queue in self._waiting.items()}
 
     def admissible(self, owner: str) -> bool:
         active = len(self._owner_load) + (owner not in self._owner_load)
@@ -88,7 +93,7 @@ class Scheduler:
 
     def claim_limits(self, batch: int) -> ClaimLimits:
         cap = self.per_subscription
-        saturated = [sub for sub, n in self._in_flight.items() if n >= cap]
+        saturated = [uuid.UUID(int=key) for key, n in self._in_flight.items() if n >= cap]
         saturated_owners = [o for o in self._owner_in_flight if not self.admissible(o)]
         # Claims beyond an owner's room would only wait for a slot.
         per_owner = owner_share(self.capacity, len(self._owner_load) + 1, self.owner_floor)
@@ -100,17 +105,18 @@ class Scheduler:
 
     def offer(self, job: DeliveryJob, now: float) -> bool:
         """True: start `job` now (its slot is taken); false: it waits in its queue."""
+        key = job.subscription_id.int
         if (
-            job.subscription_id not in self._waiting
-            and self._in_flight.get(job.subscription_id, 0) < self.per_subscription
+            key not in self._waiting
+            and self._in_flight.get(key, 0) < self.per_subscription
             and self.admissible(job.owner)
         ):
             self._take_slot(job)
             return True
-        queue = self._waiting.get(job.subscription_id)
+        queue = self._waiting.get(key)
         if queue is None:
-            queue = self._waiting[job.subscription_id] = deque()
-            self._waiting_of_owner.setdefault(job.owner, {})[job.subscription_id] = None
+            queue = self._waiting[key] = deque()
+            self._waiting_of_owner.setdefault(job.owner, {})[key] = None
         queue.append((now, job))
         self.waiting += 1
         self._add_load(job.owner)
@@ -120,8 +126,8 @@ class Scheduler:
         """`job`'s attempt is over: its slot is free. Returns the job to send next in the same
         task (its subscription's next one, when no other owner waits: the common case, kept
         cheap) and the jobs to start in tasks of their own; their slots are taken."""
-        owner, subscription_id = job.owner, job.subscription_id
-        queue = self._waiting.get(subscription_id)
+        owner, key = job.owner, job.subscription_id.int
+        queue = self._waiting.get(key)
         # Only this owner waits, and would have room with this slot free: the slot passes to
         # the subscription's next job. In flight, per subscription and per owner, stays as it
         # is; the owner's load (in flight and waiting) loses the job that ended.
@@ -138,7 +144,7 @@ class Scheduler:
         ):
             _, next_job = queue.popleft()
             if not queue:
-                self._forget_queue(subscription_id, owner)
+                self._forget_queue(key, owner)
             self.waiting -= 1
             self._remove_load(owner)
             return next_job, []
@@ -155,15 +161,15 @@ class Scheduler:
         """Take out the jobs offered at `oldest` or before (to be set aside); returns them and
         the jobs that now start, since fewer owners with work means larger shares."""
         aside: list[DeliveryJob] = []
-        for subscription_id in [s for s, q in self._waiting.items() if q[0][0] <= oldest]:
-            queue = self._waiting[subscription_id]
+        for key in [k for k, q in self._waiting.items() if q[0][0] <= oldest]:
+            queue = self._waiting[key]
             owner = queue[0][1].owner
             while queue and queue[0][0] <= oldest:
                 aside.append(queue.popleft()[1])
                 self.waiting -= 1
                 self._remove_load(owner)
             if not queue:
-                self._forget_queue(subscription_id, owner)
+                self._forget_queue(key, owner)
         return aside, self.pump() if self.waiting else []
 
     def pump(self) -> list[DeliveryJob]:
@@ -200,18 +206,19 @@ class Scheduler:
             del self._owner_load[owner]
 
     def _take_slot(self, job: DeliveryJob) -> None:
-        self._in_flight[job.subscription_id] = self._in_flight.get(job.subscription_id, 0) + 1
+        key = job.subscription_id.int
+        self._in_flight[key] = self._in_flight.get(key, 0) + 1
         self._owner_in_flight[job.owner] = self._owner_in_flight.get(job.owner, 0) + 1
         self.in_flight += 1
         self._add_load(job.owner)
 
     def _free_slot(self, job: DeliveryJob) -> None:
-        subscription_id, owner = job.subscription_id, job.owner
-        left = self._in_flight[subscription_id] - 1
+        key, owner = job.subscription_id.int, job.owner
+        left = self._in_flight[key] - 1
         if left > 0:
-            self._in_flight[subscription_id] = left
+            self._in_flight[key] = left
         else:
-            del self._in_flight[subscription_id]
+            del self._in_flight[key]
         left = self._owner_in_flight[owner] - 1
         if left > 0:
             self._owner_in_flight[owner] = left
@@ -220,18 +227,18 @@ class Scheduler:
         self.in_flight -= 1
         self._remove_load(owner)
 
-    def _take_waiting(self, subscription_id: uuid.UUID) -> DeliveryJob:
-        queue = self._waiting[subscription_id]
+    def _take_waiting(self, key: int) -> DeliveryJob:
+        queue = self._waiting[key]
         _, job = queue.popleft()
         if not queue:
-            self._forget_queue(subscription_id, job.owner)
+            self._forget_queue(key, job.owner)
         self.waiting -= 1
         self._remove_load(job.owner)
         return job
 
-    def _forget_queue(self, subscription_id: uuid.UUID, owner: str) -> None:
-        del self._waiting[subscription_id]
+    def _forget_queue(self, key: int, owner: str) -> None:
+        del self._waiting[key]
         subscriptions = self._waiting_of_owner[owner]
-        del subscriptions[subscription_id]
+        del subscriptions[key]
         if not subscriptions:
             del self._waiting_of_owner[owner]

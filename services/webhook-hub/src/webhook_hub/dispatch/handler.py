@@ -19,7 +19,12 @@ import psycopg
 from servicekit.db.engine import to_libpq_url
 from servicekit.events import RawCloudEvent
 
-from webhook_hub.delivery_engine.jobs import DeliveryJob, delivery_id_from, render_body
+from webhook_hub.delivery_engine.jobs import (
+    DeliveryJob,
+    delivery_id_within,
+    namespace_of,
+    render_body,
+)
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.settings import Settings
 
@@ -117,7 +122,7 @@ class _Candidate:
         "events",
         "headers",
         "id",
-        "id_bytes",
+        "namespace",
         "owner",
         "secrets",
         "send_trace_context",
@@ -140,7 +145,7 @@ class _Candidate:
             self.approved,
             *_,
         ) = row
-        self.id_bytes = self.id.bytes
+        self.namespace = namespace_of(self.id.bytes)
         self.events = frozenset(events)
         self.wildcard = "*" in self.events
         self.secrets = signing_secrets(secret, secret_old, rotated_at, now, transition_seconds)
@@ -184,7 +189,7 @@ class Dispatcher:
                     continue
                 jobs.append(
                     DeliveryJob(
-                        delivery_id=delivery_id_from(sub.id_bytes, event_id_bytes),
+                        delivery_id=delivery_id_within(sub.namespace, event_id_bytes),
                         subscription_id=sub.id,
                         event_type=event_type,
                         event_time=event.time,
