@@ -127,8 +127,8 @@ class RawCloudEvent(msgspec.Struct, frozen=True):
     reader, PostgreSQL's included, accepts)."""
 
     source: Annotated[str, msgspec.Meta(min_length=1)]
-    # Its pattern is checked in `from_json`, once per type (`_is_event_type`): msgspec runs
-    # the regular expression on every event (0.5 µs).
+    # Its pattern is checked in `from_json`, once per type (`_is_event_type`): msgspec ran
+    # the regular expression on every event (about 1 µs of the bench's event's 3.7).
     type: Annotated[str, msgspec.Meta(max_length=EVENT_TYPE_MAX_LENGTH)]
     id: uuid.UUID
     time: datetime
@@ -146,10 +146,10 @@ class RawCloudEvent(msgspec.Struct, frozen=True):
         Takes what `CloudEvent.from_json` takes, and reads the same: an envelope msgspec
         refuses (an id as a URN, a date without a time, a missing id) is read by `CloudEvent`
         instead, its data written out again; one that `CloudEvent`'s further rules may change
-        or refuse (a type not of the `<resource>.<action>` form, a trace context not well formed, a time at the calendar's ends, data
-        larger than 4,300 bytes or with more than 200 brackets, which may hide nesting past
-        pydantic's 200 levels or an integer past Python's 4,300 digits) is checked by
-        `CloudEvent` too, its data kept as sent."""
+        or refuse (a type not of the `<resource>.<action>` form, a trace context not well
+        formed, a time at the calendar's ends, data larger than 4,300 bytes or with more than
+        200 brackets, which may hide nesting past pydantic's 200 levels or an integer past
+        Python's 4,300 digits) is checked by `CloudEvent` too, its data kept as sent."""
         try:
             event = _RAW_EVENT.decode(raw)
         except (msgspec.DecodeError, RecursionError):
