@@ -9,8 +9,9 @@ server's CPU per delivery with the key, 11.2 to 12.8 without. What it guaranteed
   at a time: deletions are rare), so a release before this one, which counts on the
   cascade, still leaves nothing behind.
 - A delivery is never written for a subscription that is gone: the engine locks the
-  subscriptions of a batch (`FOR KEY SHARE`, the lock the key's check took) in one statement
-  before writing it, and leaves out the deliveries of those gone
+  subscriptions of a batch before writing it (its results' by updating their failure
+  counts, the others `FOR KEY SHARE`, the lock the key's check took), and leaves out the
+  deliveries of those gone
   (`delivery_engine.outcomes`); `DeliveryRepository.add` locks its one the same way. A
   deletion waits for those locks, and its trigger then sees the rows written under them.
 

@@ -257,7 +257,7 @@ async def record_outcomes(
     # Subscriptions first, in id order, as deleting one does (its row, then its deliveries):
     # locking in the other order would deadlock with a concurrent delete.
     tallies = tally(ordered)
-    disabled = await _tally_subscriptions(session, tallies, settings)
+    disabled, live = await _tally_subscriptions(session, tallies, settings)
     connection = await session.connection()
     # The last result per delivery wins (a batch holds at most one attempt of each, normally).
     rules = RetryRules(
@@ -270,9 +270,10 @@ async def record_outcomes(
     # Every other result (a retry; an earlier copy of the same first attempt) is a log row.
     in_rows = {id(r) for r, _ in firsts}
     attempt_rows = [_attempt_row(r) for r in ordered if id(r) not in in_rows]
-    # Those of every result (a superset of the firsts', already at hand), and of set-asides.
-    live = await _lock_subscriptions(
-        connection, tallies.keys() | {job.subscription_id for job in set_aside}
+    # The results' subscriptions are locked by their tally's UPDATE, which found those that
+    # exist; the set-asides' others are locked here.
+    live |= await _lock_subscriptions(
+        connection, {job.subscription_id for job in set_aside} - tallies.keys()
     )
     firsts = [(r, step) for r, step in firsts if r.job.subscription_id in live]
     set_aside = [job for job in set_aside if job.subscription_id in live]
@@ -329,11 +330,13 @@ async def _lock_subscriptions(
 
 async def _tally_subscriptions(
     session: AsyncSession, tallies: dict[uuid.UUID, SubscriptionTally], settings: Settings
-) -> list[uuid.UUID]:
+) -> tuple[list[uuid.UUID], set[uuid.UUID]]:
     """Each subscription's consecutive failures and last success (`tallies`); disables those
-    that reach the threshold (or answered 410 Gone). Returns the ids disabled."""
+    that reach the threshold (or answered 410 Gone). Returns the ids disabled, and the ids
+    that exist (their rows now locked by the UPDATE until the transaction ends)."""
     connection = await session.connection()
     to_disable: dict[uuid.UUID, str] = {}
+    live: set[uuid.UUID] = set()
     for sub_id, entry in sorted(tallies.items()):
         row = (
             await connection.execute(
@@ -346,7 +349,10 @@ async def _tally_subscriptions(
                 },
             )
         ).first()
-        if row is None or not row.is_active:
+        if row is None:
+            continue
+        live.add(sub_id)
+        if not row.is_active:
             continue
         reason = disable_reason(
             gone=entry.gone, failure_count=row.failure_count, threshold=settings.failure_threshold
@@ -355,4 +361,4 @@ async def _tally_subscriptions(
             to_disable[sub_id] = reason
     for sub_id, reason in to_disable.items():
         await disable_subscription(session, sub_id, reason)
-    return list(to_disable)
+    return list(to_disable), live
