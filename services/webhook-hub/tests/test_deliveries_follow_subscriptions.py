@@ -21,6 +21,9 @@ from webhook_hub.settings import Settings
 
 from tests.recording_factories import first_attempt, make_subscription, rows_of
 
+# As the API deletes one: the trigger of migration 0015 takes its deliveries.
+DELETE_SUBSCRIPTION = text("DELETE FROM subscriptions WHERE id = :id")
+
 
 async def attempts_logged(session: AsyncSession, subscription_id: uuid.UUID) -> int:
     connection = await session.connection()
@@ -47,9 +50,7 @@ async def test_deleting_a_subscription_deletes_its_deliveries_and_their_attempts
     await record_outcomes(db_session, [failed], service_settings)
     assert await attempts_logged(db_session, subscription.id) == 1
     connection = await db_session.connection()
-    await connection.execute(
-        text("DELETE FROM subscriptions WHERE id = :id"), {"id": subscription.id}
-    )
+    await connection.execute(DELETE_SUBSCRIPTION, {"id": subscription.id})
     assert await rows_of(db_session, subscription.id) == []
     remaining = await connection.execute(
         text("SELECT count(*) FROM delivery_attempts WHERE delivery_id = :id"),
@@ -101,9 +102,7 @@ async def test_a_deletion_that_waits_for_a_batch_deletes_what_the_batch_wrote(
                     text("SELECT id FROM subscriptions WHERE id = :id FOR UPDATE"),
                     {"id": subscription.id},
                 )
-                await connection.execute(
-                    text("DELETE FROM subscriptions WHERE id = :id"), {"id": subscription.id}
-                )
+                await connection.execute(DELETE_SUBSCRIPTION, {"id": subscription.id})
 
         deletion = asyncio.create_task(delete())
         await asyncio.sleep(0.5)
@@ -120,9 +119,7 @@ async def test_a_batch_that_waits_for_a_deletion_writes_nothing_for_it(
     subscription = committed_subscription
     async with db_engine.connect() as deleting:
         await deleting.begin()
-        await deleting.execute(
-            text("DELETE FROM subscriptions WHERE id = :id"), {"id": subscription.id}
-        )
+        await deleting.execute(DELETE_SUBSCRIPTION, {"id": subscription.id})
 
         async def write() -> None:
             async with AsyncSession(db_engine) as batch:
