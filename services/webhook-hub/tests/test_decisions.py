@@ -8,6 +8,8 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from webhook_hub.delivery_engine.decisions import (
     Outcome,
     RetryRules,
@@ -103,6 +105,39 @@ def test_jitter_spreads_the_retry_within_its_bounds() -> None:
     step = next_step(make_result(status=500), rules, rng=random.Random(1))
     assert step.next_attempt_at is not None
     assert 80 <= (step.next_attempt_at - WHEN).total_seconds() <= 120
+
+
+@pytest.mark.parametrize(
+    "retry_after",
+    ["Wed, 21 Oct 2015 07:28:00 -0000", "\u00b2", "9" * 400, "Fri, 31 Dec 99999 23:59:59 GMT"],
+)
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_hostile_retry_after_never_stops_the_decision(status: int, retry_after: str) -> None:
+    step = next_step(make_result(status=status, retry_after=retry_after), RULES)
+    assert step.status is DeliveryStatus.PENDING
+    assert step.next_attempt_at is not None
+    assert WHEN + timedelta(seconds=5) <= step.next_attempt_at <= WHEN + timedelta(seconds=3600)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    status=st.one_of(st.none(), st.integers(min_value=0, max_value=999)),
+    failure=st.one_of(st.none(), st.sampled_from(Failure)),
+    retry_after=st.one_of(st.none(), st.text()),
+    attempts=st.integers(min_value=0, max_value=10),
+)
+def test_every_answer_has_a_next_step_within_the_rules(
+    status: int | None, failure: Failure | None, retry_after: str | None, attempts: int
+) -> None:
+    result = make_result(
+        make_job(attempts=attempts), status=status, failure=failure, retry_after=retry_after
+    )
+    step = next_step(result, RULES)
+    if step.status is DeliveryStatus.PENDING:
+        assert step.next_attempt_at is not None
+        assert WHEN < step.next_attempt_at <= WHEN + timedelta(seconds=3600)
+    else:
+        assert (step.next_attempt_at, step.completed_at) == (None, WHEN)
 
 
 def test_a_tally_counts_the_failures_after_the_last_success() -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from webhook_hub.delivery_engine.jobs import signed_at
 from webhook_hub.delivery_engine.policy import (
     attempt_secrets,
@@ -50,6 +53,48 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
     assert parse_retry_after("Sun, 22 Nov 2026 12:01:00 GMT", NOW) == 60
     assert parse_retry_after("soon", NOW) is None
     assert parse_retry_after(None, NOW) is None
+
+
+def test_retry_after_takes_only_ascii_digits_as_seconds() -> None:
+    # `str.isdigit` is true for "²"; float("²") raises, which stopped a worker's recording.
+    assert parse_retry_after("\u00b2", NOW) is None
+    assert parse_retry_after("\u0664\u0662", NOW) is None  # Arabic-Indic "42"
+
+
+def test_retry_after_with_a_minus_zero_zone_is_read_as_utc() -> None:
+    # RFC 5322's "-0000" gives a naive datetime, which could not be compared with now.
+    assert parse_retry_after("Sun, 22 Nov 2026 12:01:00 -0000", NOW) == 60
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 -0000", NOW) == 0
+
+
+def test_retry_after_of_more_digits_than_a_float_holds_is_a_long_finite_wait() -> None:
+    seconds = parse_retry_after("9" * 400, NOW)
+    assert seconds is not None
+    assert math.isfinite(seconds)
+    assert seconds > 86400
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text())
+def test_retry_after_parses_any_text_to_a_finite_wait_or_none(value: str) -> None:
+    seconds = parse_retry_after(value, NOW)
+    assert seconds is None or (math.isfinite(seconds) and seconds >= 0)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.one_of(
+        st.from_regex(
+            r"\A[A-Za-z]{3}, [0-9]{1,2} [A-Za-z]{3} [0-9]{1,6} [0-9:]{1,9} [-+A-Z0-9]{0,6}\Z"
+        ),
+        st.from_regex(r"\A\s*[0-9]{1,30}\s*\Z"),
+    )
+)
+def test_retry_after_parses_date_and_digit_shaped_text_to_a_finite_wait_or_none(
+    value: str,
+) -> None:
+    seconds = parse_retry_after(value, NOW)
+    assert seconds is None or (math.isfinite(seconds) and seconds >= 0)
 
 
 def test_both_secrets_sign_during_the_ten_minute_transition() -> None:

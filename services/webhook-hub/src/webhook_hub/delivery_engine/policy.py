@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 
 RETRY_AFTER_STATUSES = frozenset({429, 503})
@@ -56,18 +57,33 @@ def attempt_secrets(
     return first if first == last else None
 
 
+# RFC 9110 §10.2.3: delta-seconds is ASCII digits only (`str.isdigit` also takes "²").
+_DELTA_SECONDS = re.compile(r"[0-9]+", re.ASCII)
+# More digits than any wait anyone means (`float` of 400 digits is inf): read as the
+# longest wait, which the caller caps.
+_MAX_DELTA_DIGITS = 12
+_LONGEST_DELTA = float("9" * _MAX_DELTA_DIGITS)
+
+
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
-    """Seconds to wait from a `Retry-After` header (delta-seconds or an HTTP date)."""
+    """Seconds to wait from a `Retry-After` header (delta-seconds or an HTTP date), or None
+    when it says neither. Total: any text in, a finite number of seconds >= 0 or None out."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if _DELTA_SECONDS.fullmatch(value):
+        return float(value) if len(value.lstrip("0")) <= _MAX_DELTA_DIGITS else _LONGEST_DELTA
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        if when.tzinfo is None:
+            # RFC 5322's "-0000" zone: the time is UTC, its local offset unknown.
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - now).total_seconds()
+    # The stdlib's date parser raises several kinds on odd input (ValueError, TypeError,
+    # IndexError, OverflowError for a year past 9999): any of them means "not a date".
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return max(0.0, (when - now).total_seconds())
+    return max(0.0, seconds)
 
 
 def next_attempt_delay(
