@@ -14,7 +14,6 @@ from servicekit.testing.conformance import run_cli
 from servicekit.testing.service import ServiceUnderTest, flat_error_text
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.app import create_app
 from webhook_hub.cli import MIGRATIONS
 from webhook_hub.event_types.repository import EventTypeRepository
@@ -22,7 +21,7 @@ from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
 from webhook_hub.worker import run as run_worker
 
-from tests.recording_factories import make_subscription
+from tests.recording_factories import committed_subscription_of_a_new_owner
 
 
 @pytest.fixture(scope="session")
@@ -104,18 +103,15 @@ def js(nats_client: NatsClient) -> JetStreamContext:
 @pytest.fixture
 async def committed_subscription(db_engine: AsyncEngine) -> AsyncIterator[Subscription]:
     """A subscription committed for real (for tests of two transactions), removed after."""
-    async with AsyncSession(db_engine, expire_on_commit=False) as session:
-        subscription = await make_subscription(session)
-        await session.commit()
-    try:
+    async with committed_subscription_of_a_new_owner(db_engine) as subscription:
         yield subscription
-    finally:
-        async with db_engine.begin() as connection:
-            for table in ("subscriptions", "consumers"):
-                await connection.execute(
-                    text(f"DELETE FROM {table} WHERE owner = :owner"),  # noqa: S608
-                    {"owner": subscription.owner},
-                )
+
+
+@pytest.fixture
+async def other_owners_subscription(db_engine: AsyncEngine) -> AsyncIterator[Subscription]:
+    """Another owner's subscription, committed for real, removed after."""
+    async with committed_subscription_of_a_new_owner(db_engine) as subscription:
+        yield subscription
 
 
 @pytest.fixture

@@ -3,11 +3,14 @@ outcomes are recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 from pydantic_core import to_json
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, delivery_id_for
 from webhook_hub.models import Consumer, Subscription
@@ -69,3 +72,23 @@ async def rows_of(session: AsyncSession, subscription_id: uuid.UUID) -> list[tup
         {"id": subscription_id},
     )
     return [tuple(row) for row in result]
+
+
+@contextlib.asynccontextmanager
+async def committed_subscription_of_a_new_owner(
+    db_engine: AsyncEngine,
+) -> AsyncIterator[Subscription]:
+    """A subscription of an owner of its own, committed for real, removed with its owner
+    after."""
+    async with AsyncSession(db_engine, expire_on_commit=False) as session:
+        subscription = await make_subscription(session)
+        await session.commit()
+    try:
+        yield subscription
+    finally:
+        async with db_engine.begin() as connection:
+            for table in ("subscriptions", "consumers"):
+                await connection.execute(
+                    text(f"DELETE FROM {table} WHERE owner = :owner"),  # noqa: S608
+                    {"owner": subscription.owner},
+                )

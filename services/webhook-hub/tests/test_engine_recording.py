@@ -1,24 +1,31 @@
-"""The engine's recording of outcomes when the database refuses one of them: the rest are
-recorded, that one is left out with an error line, and the engine goes on. Without this a
-single value the database cannot hold stopped every outcome of the worker for good."""
+"""The engine's recording of outcomes when one of them cannot be recorded: the rest are
+recorded, that one is recorded as a failed attempt without its answer (or, when even that is
+refused, left out) with an error line, and the engine goes on. Without this a single value
+the database cannot hold, or one answer the decisions could not read, stopped every outcome
+of the worker, every owner's, for good."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import time
+import uuid
 
+import pytest
 from servicekit.db.engine import create_session_factory
 from servicekit.testing import HttpReceiver
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from structlog.testing import capture_logs
 from webhook_hub.delivery_engine.engine import DeliveryEngine
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
 
 from tests.recording_factories import first_attempt, rows_of
+from tests.scripted_server import Reply, always, answer, start_scripted
 
 
 async def test_an_outcome_the_database_refuses_is_left_out_and_the_others_are_recorded(
@@ -52,5 +59,113 @@ async def test_an_outcome_the_database_refuses_is_left_out_and_the_others_are_re
             "succeeded",
         ]
     [refused] = [line for line in logs if line["log_level"] == "error"]
-    assert refused["event"] == "delivery outcome refused by the database; left out"
+    assert refused["event"] == "delivery outcome could not be recorded; left out"
     assert refused["delivery_id"] == str(jobs[1].delivery_id)
+
+
+@pytest.mark.parametrize(
+    "hostile_answer",
+    [
+        answer(503, extra=b"retry-after: Wed, 21 Oct 2015 07:28:00 -0000\r\n"),
+        answer(429, extra=b"retry-after: \xb2\r\n"),
+    ],
+    ids=["503-date-minus-zero-zone", "429-superscript-two"],
+)
+async def test_a_hostile_retry_after_does_not_stop_another_owners_outcomes(
+    db_engine: AsyncEngine,
+    service_settings: Settings,
+    http_receiver: HttpReceiver,
+    committed_subscription: Subscription,
+    other_owners_subscription: Subscription,
+    hostile_answer: bytes,
+) -> None:
+    hostile, server = await start_scripted(always(Reply(hostile_answer)))
+    sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
+    engine = DeliveryEngine(create_session_factory(db_engine), service_settings, sender)
+    hostile_job = dataclasses.replace(
+        first_attempt(committed_subscription).job,
+        endpoint_url=f"http://127.0.0.1:{hostile.port}/hook",
+    )
+    healthy_jobs = [
+        dataclasses.replace(
+            first_attempt(other_owners_subscription).job, endpoint_url=http_receiver.url
+        )
+        for _ in range(3)
+    ]
+    try:
+        for job in (hostile_job, *healthy_jobs):
+            engine.offer(job, time.monotonic())
+        await http_receiver.wait_for(3)
+        await asyncio.wait_for(hostile.received.wait(), 10)
+        await asyncio.sleep(0.2)  # the answers are read
+        assert await engine.flush() == 4
+    finally:
+        await sender.close()
+        server.close()
+    async with AsyncSession(db_engine) as session:
+        assert [row[:2] for row in await rows_of(session, other_owners_subscription.id)] == [
+            ("succeeded", 1)
+        ] * 3
+        assert [row[:2] for row in await rows_of(session, committed_subscription.id)] == [
+            ("pending", 1)
+        ]
+
+
+class AnswerSpoilingSender(WebhookSender):
+    """A real sender whose results for some deliveries carry a value no parser makes: it
+    stands for any answer the decisions cannot read, a defect not found yet."""
+
+    def __init__(self, spoiled: set[uuid.UUID]) -> None:
+        super().__init__(user_agent="tests", response_body_limit=4096, guard=None)
+        self.spoiled = spoiled
+
+    async def attempt(self, job: DeliveryJob) -> AttemptResult:
+        result = await super().attempt(job)
+        if job.delivery_id in self.spoiled:
+            result.status_code = 429
+            result.retry_after = 7  # type: ignore[assignment]  # not text: reading it raises
+        return result
+
+
+async def test_a_result_that_cannot_be_read_is_recorded_as_a_failed_attempt_and_the_others_go_on(
+    db_engine: AsyncEngine,
+    service_settings: Settings,
+    http_receiver: HttpReceiver,
+    committed_subscription: Subscription,
+) -> None:
+    subscription = committed_subscription
+    jobs = [
+        dataclasses.replace(first_attempt(subscription).job, endpoint_url=http_receiver.url)
+        for _ in range(3)
+    ]
+    sender = AnswerSpoilingSender({jobs[1].delivery_id})
+    engine = DeliveryEngine(create_session_factory(db_engine), service_settings, sender)
+    try:
+        for job in jobs:
+            engine.offer(job, time.monotonic())
+        await http_receiver.wait_for(3)
+        await asyncio.sleep(0.2)  # the answers are read
+        with capture_logs() as logs:
+            assert await engine.flush() == 3
+        assert await engine.flush() == 0  # nothing kept back to fail again
+    finally:
+        await sender.close()
+    async with AsyncSession(db_engine) as session:
+        connection = await session.connection()
+        rows = await connection.execute(
+            text(
+                "SELECT id, status, attempts, last_error FROM deliveries WHERE subscription_id = :s"
+            ),
+            {"s": subscription.id},
+        )
+        by_id = {row.id: (row.status, row.attempts, row.last_error) for row in rows}
+    assert by_id[jobs[0].delivery_id][0] == by_id[jobs[2].delivery_id][0] == "succeeded"
+    assert by_id[jobs[1].delivery_id] == (
+        "pending",
+        1,
+        "the answer could not be recorded (AttributeError)",
+    )
+    [line] = [line for line in logs if line["log_level"] == "error"]
+    assert line["event"] == "delivery answer could not be recorded; recorded as a failed attempt"
+    assert line["delivery_id"] == str(jobs[1].delivery_id)
+    assert line["error"].startswith("AttributeError")

@@ -8,6 +8,7 @@ decides whether to disable it.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from collections.abc import Sequence
@@ -97,6 +98,21 @@ def next_step(
     if delay is None:
         return NextStep(DeliveryStatus.FAILED, None, at)
     return NextStep(DeliveryStatus.PENDING, at + timedelta(seconds=delay), None)
+
+
+def unrecordable(result: AttemptResult, exc: BaseException) -> AttemptResult:
+    """What is recorded of an attempt whose answer could not be (the database refused a
+    value of it, or reading it raised): a failed attempt with no answer, so the delivery
+    follows its retry schedule instead of being lost, and the error says why. A 2xx answer
+    is thereby sent again: at least once, never silently dropped."""
+    return dataclasses.replace(
+        result,
+        status_code=None,
+        response_body=None,
+        retry_after=None,
+        failure=Failure.NETWORK,
+        error=f"the answer could not be recorded ({type(exc).__name__})",
+    )
 
 
 @dataclass

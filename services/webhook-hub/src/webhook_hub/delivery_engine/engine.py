@@ -34,7 +34,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DELIVERIES_CHANNEL, wake_delivery_workers
 from webhook_hub.delivery_engine.activity import DeliveryActivity
-from webhook_hub.delivery_engine.decisions import Outcome, RetryRules, outcome_of
+from webhook_hub.delivery_engine.decisions import Outcome, RetryRules, outcome_of, unrecordable
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, EventTicket
 from webhook_hub.delivery_engine.outcomes import record_outcomes
 from webhook_hub.delivery_engine.policy import signing_secrets
@@ -137,9 +137,33 @@ _RELEASE = text(
 FLUSH_INTERVAL_SECONDS = 0.2
 FLUSH_BATCH = 1000
 CLAIM_PAUSE_SECONDS = 0.05
-# Errors of a value the database refuses (22xxx: too long, NUL in text, out of range): the
-# same write fails the same way again. psycopg's own from COPY, SQLAlchemy's from statements.
-DATA_ERRORS = (psycopg.errors.DataError, sqlalchemy.exc.DataError)
+# The database cannot be reached, the connection broke (a restart, a failover, a pool
+# timeout; psycopg's OperationalError also covers deadlocks and serialization failures), or
+# the server or schema is wrong for every row (a migration not applied yet): the same batch
+# may succeed later, so it waits. Any other error is the batch's own (a value the database
+# refuses, 22xxx or 23xxx; a result the decisions cannot read) and would fail the same way
+# again, holding up every outcome behind it.
+UNAVAILABLE_ERRORS = (
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    sqlalchemy.exc.ProgrammingError,
+    sqlalchemy.exc.InternalError,
+    sqlalchemy.exc.NotSupportedError,
+    sqlalchemy.exc.TimeoutError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    psycopg.ProgrammingError,
+    psycopg.InternalError,
+    psycopg.NotSupportedError,
+    OSError,
+    TimeoutError,
+)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line, bounded: what a log line says of it."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def observe(batch: list[AttemptResult]) -> None:
@@ -150,7 +174,10 @@ def observe(batch: list[AttemptResult]) -> None:
         outcome = outcome_of(result.status_code, result.failure)
         seconds = result.duration_ms / 1000
         if outcome is Outcome.DELIVERED:
-            lags.append((result.attempted_at - result.job.event_time).total_seconds() + seconds)
+            sent = result.job.event_time
+            # A producer's time without an offset is UTC (as the delivery row stores it).
+            sent = sent if sent.tzinfo else sent.replace(tzinfo=UTC)
+            lags.append((result.attempted_at - sent).total_seconds() + seconds)
         durations.setdefault(outcome, []).append(seconds)
     for outcome, values in durations.items():
         ATTEMPT_SECONDS.observe_many(values, outcome.value)
@@ -353,7 +380,9 @@ class DeliveryEngine:
 
     async def flush(self) -> int:
         """Write the results gathered so far (and what was set aside), then acknowledge the
-        events that are stored in full; on a database error all is kept and retried."""
+        events that are stored in full. When the database is unreachable all is kept and
+        retried; anything else is the batch's own doing, and one item must not hold up the
+        others: they are then recorded one by one (`_record_one_by_one`)."""
         if not self._results and not self._set_aside:
             return 0
         batch, self._results = self._results[:FLUSH_BATCH], self._results[FLUSH_BATCH:]
@@ -361,16 +390,18 @@ class DeliveryEngine:
         refused: list[DeliveryJob] = []
         try:
             await self._record(batch, aside)
-        except DATA_ERRORS:
-            # A value the database refuses would refuse the batch at every retry, and hold up
-            # every outcome behind it: record them one by one and leave that one out.
-            batch, aside, refused = await self._record_one_by_one(batch, aside)
-        except Exception:
+        except UNAVAILABLE_ERRORS:
             self._results = batch + self._results
             self._set_aside = aside + self._set_aside
             raise
-        observe(batch)  # once recorded, so a retried flush counts nothing twice
-        self.activity.record(batch)
+        except Exception:
+            batch, aside, refused = await self._record_one_by_one(batch, aside)
+        try:
+            observe(batch)  # once recorded, so a retried flush counts nothing twice
+            self.activity.record(batch)
+        except Exception as exc:
+            # Metrics and log lines only: the outcomes are stored, their events are acked.
+            logger.exception("could not count a recorded batch", error=repr(exc))
         stored_in_full = []
         for job in (*(result.job for result in batch), *aside, *refused):
             ticket = self._tickets.pop(job.delivery_id.int, None)
@@ -393,10 +424,13 @@ class DeliveryEngine:
     async def _record_one_by_one(
         self, batch: list[AttemptResult], aside: list[DeliveryJob]
     ) -> tuple[list[AttemptResult], list[DeliveryJob], list[DeliveryJob]]:
-        """Each result and set-aside delivery in a transaction of its own; those the database
-        refuses are left out, with an error line naming them. Returns what was recorded, and
-        the jobs left out; on any other error, what is not recorded yet waits for the next
-        flush."""
+        """Each result and set-aside delivery in a transaction of its own. A result that
+        cannot be recorded (the database refuses a value, or its answer makes the decision
+        raise) is recorded as a failed attempt without its answer (`unrecordable`), so its
+        delivery keeps its retries; what cannot be recorded even so is left out, with an error
+        line naming it. Returns what was recorded (the replacements in place of their results)
+        and the jobs left out; when the database is unreachable, what is not recorded yet
+        waits for the next flush."""
         units: list[tuple[list[AttemptResult], list[DeliveryJob], DeliveryJob]]
         units = [([result], [], result.job) for result in batch]
         units += [([], [job], job) for job in aside]
@@ -405,22 +439,36 @@ class DeliveryEngine:
         refused: list[DeliveryJob] = []
         for n, (results, jobs, job) in enumerate(units):
             try:
-                await self._record(results, jobs)
-            except DATA_ERRORS as exc:
-                refused.append(job)
-                logger.error(
-                    "delivery outcome refused by the database; left out",
-                    **job.log_fields(),
-                    error=str(exc).splitlines()[0][:300],
-                )
-                continue
-            except Exception as exc:
+                try:
+                    await self._record(results, jobs)
+                except UNAVAILABLE_ERRORS:
+                    raise
+                except Exception as exc:
+                    if not results:
+                        raise
+                    replacement = unrecordable(results[0], exc)
+                    await self._record([replacement], [])
+                    logger.error(
+                        "delivery answer could not be recorded; recorded as a failed attempt",
+                        **job.log_fields(),
+                        error=_first_line(exc),
+                    )
+                    results = [replacement]
+            except UNAVAILABLE_ERRORS as exc:
                 # The database itself (a restart): the rest waits for the next flush; what is
                 # recorded is acknowledged now.
                 logger.warning("could not record delivery outcomes; retrying", error=repr(exc))
                 self._results = [r for rs, _, _ in units[n:] for r in rs] + self._results
                 self._set_aside = [j for _, js, _ in units[n:] for j in js] + self._set_aside
                 break
+            except Exception as exc:
+                refused.append(job)
+                logger.error(
+                    "delivery outcome could not be recorded; left out",
+                    **job.log_fields(),
+                    error=_first_line(exc),
+                )
+                continue
             recorded += results
             recorded_aside += jobs
         return recorded, recorded_aside, refused
