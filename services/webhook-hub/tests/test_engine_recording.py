@@ -169,3 +169,53 @@ async def test_a_result_that_cannot_be_read_is_recorded_as_a_failed_attempt_and_
     assert line["event"] == "delivery answer could not be recorded; recorded as a failed attempt"
     assert line["delivery_id"] == str(jobs[1].delivery_id)
     assert line["error"].startswith("AttributeError")
+
+
+class RaisingSender(WebhookSender):
+    """A real sender that raises, instead of answering, for some deliveries: it stands for
+    any defect the sender's own error handling does not catch."""
+
+    def __init__(self, raising: set[uuid.UUID]) -> None:
+        super().__init__(user_agent="tests", response_body_limit=4096, guard=None)
+        self.raising = raising
+
+    async def attempt(self, job: DeliveryJob) -> AttemptResult:
+        result = await super().attempt(job)
+        if job.delivery_id in self.raising:
+            raise RuntimeError("a defect in the sender")
+        return result
+
+
+async def test_an_attempt_that_raises_is_recorded_as_failed_and_its_slot_goes_on(
+    db_engine: AsyncEngine,
+    service_settings: Settings,
+    http_receiver: HttpReceiver,
+    committed_subscription: Subscription,
+) -> None:
+    subscription = committed_subscription
+    jobs = [
+        dataclasses.replace(first_attempt(subscription).job, endpoint_url=http_receiver.url)
+        for _ in range(3)
+    ]
+    sender = RaisingSender({jobs[0].delivery_id})
+    engine = DeliveryEngine(create_session_factory(db_engine), service_settings, sender)
+    try:
+        for job in jobs:
+            engine.offer(job, time.monotonic())
+        await http_receiver.wait_for(3)
+        await asyncio.sleep(0.2)  # the answers are read
+        assert await engine.flush() == 3
+    finally:
+        await sender.close()
+    async with AsyncSession(db_engine) as session:
+        connection = await session.connection()
+        rows = await connection.execute(
+            text("SELECT id, status, last_error FROM deliveries WHERE subscription_id = :s"),
+            {"s": subscription.id},
+        )
+        by_id = {row.id: (row.status, row.last_error) for row in rows}
+    assert by_id == {
+        jobs[0].delivery_id: ("pending", "RuntimeError in the attempt"),
+        jobs[1].delivery_id: ("succeeded", None),
+        jobs[2].delivery_id: ("succeeded", None),
+    }

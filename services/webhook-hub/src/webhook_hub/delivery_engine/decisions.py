@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple
 
-from webhook_hub.delivery_engine.jobs import AttemptResult, Failure
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, Failure
 from webhook_hub.delivery_engine.policy import (
     RETRY_AFTER_STATUSES,
     next_attempt_delay,
@@ -98,6 +98,22 @@ def next_step(
     if delay is None:
         return NextStep(DeliveryStatus.FAILED, None, at)
     return NextStep(DeliveryStatus.PENDING, at + timedelta(seconds=delay), None)
+
+
+def attempt_that_raised(job: DeliveryJob, at: datetime, exc: BaseException) -> AttemptResult:
+    """The result of an attempt of `job` made at `at` that raised `exc` instead of ending in
+    an answer or a network error: a failed attempt with no answer, so the delivery follows its
+    retry schedule instead of being lost, and the error says why."""
+    return AttemptResult(
+        job=job,
+        attempted_at=at,
+        status_code=None,
+        response_body=None,
+        duration_ms=0,
+        error=f"{type(exc).__name__} in the attempt"[:300],
+        retry_after=None,
+        failure=Failure.NETWORK,
+    )
 
 
 def unrecordable(result: AttemptResult, exc: BaseException) -> AttemptResult:

@@ -34,7 +34,13 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.repository import DELIVERIES_CHANNEL, wake_delivery_workers
 from webhook_hub.delivery_engine.activity import DeliveryActivity
-from webhook_hub.delivery_engine.decisions import Outcome, RetryRules, outcome_of, unrecordable
+from webhook_hub.delivery_engine.decisions import (
+    Outcome,
+    RetryRules,
+    attempt_that_raised,
+    outcome_of,
+    unrecordable,
+)
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, EventTicket
 from webhook_hub.delivery_engine.outcomes import record_outcomes
 from webhook_hub.delivery_engine.policy import signing_secrets
@@ -358,7 +364,16 @@ class DeliveryEngine:
         current: DeliveryJob | None = job
         try:
             while current is not None:
-                result = await self._sender.attempt(current)
+                try:
+                    result = await self._sender.attempt(current)
+                except Exception as exc:
+                    # The sender turns every answer and network error into a result; anything
+                    # else is a defect, and must not end the slot or lose the delivery.
+                    logger.exception(
+                        "delivery attempt raised; recorded as a failed attempt",
+                        **current.log_fields(),
+                    )
+                    result = attempt_that_raised(current, datetime.now(UTC), exc)
                 self._results.append(result)
                 self._results_ready.set()
                 done, current = current, None
