@@ -10,6 +10,8 @@ import asyncio
 import dataclasses
 import time
 import uuid
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from servicekit.db.engine import create_session_factory
@@ -18,6 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from structlog.testing import capture_logs
+from webhook_hub.deliveries.repository import DeliveryRepository
 from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
 from webhook_hub.delivery_engine.sender import WebhookSender
@@ -219,3 +222,58 @@ async def test_an_attempt_that_raises_is_recorded_as_failed_and_its_slot_goes_on
         jobs[1].delivery_id: ("succeeded", None),
         jobs[2].delivery_id: ("succeeded", None),
     }
+
+
+class UnreadableRowEngine(DeliveryEngine):
+    """A real engine that cannot make a job of some claimed rows: it stands for any stored
+    value the reading of a claim does not expect."""
+
+    unreadable: set[uuid.UUID] = set()
+
+    def _job(self, row: Any, now: datetime) -> DeliveryJob:
+        if row.id in self.unreadable:
+            raise ValueError("a stored value no job can hold")
+        return super()._job(row, now)
+
+
+async def test_a_claimed_row_that_cannot_be_read_is_failed_and_the_others_are_sent(
+    db_engine: AsyncEngine,
+    service_settings: Settings,
+    http_receiver: HttpReceiver,
+    committed_subscription: Subscription,
+) -> None:
+    async with AsyncSession(db_engine) as session, session.begin():
+        subscription = await session.get(Subscription, committed_subscription.id)
+        assert subscription is not None
+        subscription.endpoint_url = http_receiver.url
+        deliveries = [
+            await DeliveryRepository(session).add(
+                subscription.id,
+                event_id=uuid.uuid4(),
+                event_type="order.paid",
+                payload={"id": n},
+                event_time=datetime.now(UTC),
+            )
+            for n in range(3)
+        ]
+        ids = [delivery.id for delivery in deliveries]
+    sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
+    engine = UnreadableRowEngine(create_session_factory(db_engine), service_settings, sender)
+    engine.unreadable = {ids[1]}
+    try:
+        with capture_logs() as logs:
+            jobs = await engine.claim()
+        assert sorted(job.delivery_id for job in jobs) == sorted([ids[0], ids[2]])
+    finally:
+        await sender.close()
+    async with AsyncSession(db_engine) as session:
+        connection = await session.connection()
+        row = (
+            await connection.execute(
+                text("SELECT status, lease_until, last_error FROM deliveries WHERE id = :id"),
+                {"id": ids[1]},
+            )
+        ).one()
+    assert tuple(row) == ("failed", None, "the stored delivery could not be read (ValueError)")
+    [line] = [line for line in logs if line["log_level"] == "error"]
+    assert line["delivery_id"] == str(ids[1])

@@ -133,6 +133,14 @@ _EXCLUDED_DUE = text(
     )
     """
 ).bindparams(_PENDING)
+_FAIL_UNREADABLE = text(
+    """
+    UPDATE deliveries d SET status = 'failed', lease_until = NULL, next_attempt_at = NULL,
+        completed_at = now(), last_error = u.error
+    FROM unnest(CAST(:ids AS uuid[]), CAST(:errors AS text[])) AS u(id, error)
+    WHERE d.id = u.id
+    """
+)
 # Claimed deliveries that waited too long for a slot go back to the claim loops at once.
 _RELEASE = text(
     "UPDATE deliveries SET lease_until = NULL WHERE id = ANY(CAST(:ids AS uuid[]))"
@@ -324,7 +332,30 @@ class DeliveryEngine:
             limits, [(row.subscription_id, row.owner) for row in rows], excluded_due
         )
         now = datetime.now(UTC)
-        return [self._job(row, now) for row in rows]
+        jobs: list[DeliveryJob] = []
+        unreadable: dict[str, str] = {}
+        for row in rows:
+            try:
+                jobs.append(self._job(row, now))
+            except Exception as exc:
+                # Claimed again at every lease's end, it would fail the same way for ever.
+                logger.exception(
+                    "claimed delivery could not be read; failed", delivery_id=str(row.id)
+                )
+                unreadable[str(row.id)] = (
+                    f"the stored delivery could not be read ({type(exc).__name__})"
+                )
+        if unreadable:
+            await self._fail_unreadable(unreadable)
+        return jobs
+
+    async def _fail_unreadable(self, reasons: dict[str, str]) -> None:
+        """Fail claimed deliveries that cannot be made into jobs, each with its reason."""
+        async with self._session_factory() as session, session.begin():
+            connection = await session.connection()
+            await connection.execute(
+                _FAIL_UNREADABLE, {"ids": list(reasons), "errors": list(reasons.values())}
+            )
 
     def _job(self, row: Any, now: datetime) -> DeliveryJob:
         return DeliveryJob(
