@@ -21,9 +21,12 @@ from cryptography.x509.oid import NameOID
 from servicekit.testing.resolver import ScriptedResolver
 from standardwebhooks import Webhook
 from webhook_hub.delivery_engine.decisions import Outcome, outcome_of
+from webhook_hub.delivery_engine.http1 import tls_context
 from webhook_hub.delivery_engine.jobs import Failure
 from webhook_hub.delivery_engine.sender import WebhookSender
+from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
+from webhook_hub.worker import delivery_sender
 
 from tests.job_factories import make_job
 from tests.scripted_server import Reply, always, answer, start_scripted
@@ -67,13 +70,20 @@ async def ok(request: web.Request) -> web.Response:
 @pytest.fixture
 def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, bytes]:
     """A server context with a self-signed certificate for 127.0.0.1, and its PEM."""
+    return self_signed_in(tmp_path)
+
+
+def self_signed_in(directory: Path, name: str = "127.0.0.1") -> tuple[ssl.SSLContext, bytes]:
+    """A server context with a new self-signed certificate for 127.0.0.1 (named `name`), and
+    its PEM (both files written in `directory`)."""
+    directory.mkdir(parents=True, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = dt.datetime.now(dt.UTC)
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(hours=1))
@@ -86,8 +96,8 @@ def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, bytes]:
         .sign(key, hashes.SHA256())
     )
     pem = cert.public_bytes(serialization.Encoding.PEM)
-    (tmp_path / "cert.pem").write_bytes(pem)
-    (tmp_path / "key.pem").write_bytes(
+    (directory / "cert.pem").write_bytes(pem)
+    (directory / "key.pem").write_bytes(
         key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
@@ -95,7 +105,7 @@ def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, bytes]:
         )
     )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    context.load_cert_chain(directory / "cert.pem", directory / "key.pem")
     return context, pem
 
 
@@ -117,6 +127,50 @@ async def test_https_to_an_untrusted_certificate_is_refused(
     assert result.status_code is None
     assert outcome_of(result.status_code, result.failure) is Outcome.UNREACHABLE
     assert result.error is not None
+
+
+def test_the_client_never_negotiates_tls_below_1_2() -> None:
+    assert tls_context().minimum_version is ssl.TLSVersion.TLSv1_2
+
+
+def worker_settings(ca_file: Path | None) -> Settings:
+    return Settings(ssrf_protection=False, delivery_ca_file=str(ca_file or ""))
+
+
+async def test_the_workers_sender_trusts_the_certificates_of_the_ca_file_setting(
+    serve: Callable[..., Awaitable[int]],
+    self_signed: tuple[ssl.SSLContext, bytes],
+    tmp_path: Path,
+) -> None:
+    context, pem = self_signed
+    port = await serve(ok, tls=context)
+    (tmp_path / "private-ca.pem").write_bytes(pem)
+    job = make_job(endpoint_url=f"https://127.0.0.1:{port}/")
+    trusting = delivery_sender(worker_settings(tmp_path / "private-ca.pem"))
+    assert (await trusting.attempt(job)).status_code == 200
+    assert (await delivery_sender(worker_settings(None)).attempt(job)).status_code is None
+
+
+async def test_the_ca_file_adds_to_the_systems_roots_and_replaces_none(
+    serve: Callable[..., Awaitable[int]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SSL_CERT_FILE stands for the system's roots: OpenSSL reads its default roots there.
+    public_context, public_pem = self_signed_in(tmp_path / "public", "public receiver")
+    private_context, private_pem = self_signed_in(tmp_path / "private", "private receiver")
+    (tmp_path / "system.pem").write_bytes(public_pem)
+    (tmp_path / "private-ca.pem").write_bytes(private_pem)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "system.pem"))
+    sender = delivery_sender(worker_settings(tmp_path / "private-ca.pem"))
+    for context in (public_context, private_context):
+        port = await serve(ok, tls=context)
+        result = await sender.attempt(make_job(endpoint_url=f"https://127.0.0.1:{port}/"))
+        assert (result.status_code, result.error) == (200, None)
+
+
+def test_a_ca_file_without_a_certificate_stops_the_worker_from_starting(tmp_path: Path) -> None:
+    (tmp_path / "empty.pem").write_text("# no certificate here\n")
+    with pytest.raises(ssl.SSLError):
+        delivery_sender(worker_settings(tmp_path / "empty.pem"))
 
 
 async def test_an_ipv6_loopback_endpoint_is_delivered(

@@ -466,6 +466,7 @@ def tls_context(root_certificates_pem: tuple[bytes, ...] = ()) -> ssl.SSLContext
     # Set here, not left to OpenSSL's build and configuration (which may allow 1.0).
     context.minimum_version = MIN_TLS_VERSION
     for pem in root_certificates_pem:
-        context.load_verify_locations(cadata=pem.decode())
+        # Bundles may carry comments in any encoding around their PEM blocks.
+        context.load_verify_locations(cadata=pem.decode(errors="replace"))
     context.set_alpn_protocols(["http/1.1"])
     return context
