@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import ipaddress
+import os
 import socket
 import ssl
 import time
@@ -18,6 +19,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from servicekit.testing.resolver import ScriptedResolver
 from standardwebhooks import Webhook
 from webhook_hub.delivery_engine.decisions import Outcome, outcome_of
@@ -451,3 +454,124 @@ async def test_a_path_query_and_header_beyond_ascii_reach_the_receiver_encoded(
     result = await sender().attempt(job)
     assert (result.status_code, result.error) == (204, None)
     assert seen == [("/hooks/caf%C3%A9?q=%E6%97%A5%E6%9C%AC&ok=a%20b", "équipe 日本")]
+
+
+# Any bytes a receiver answers with: the status line, the headers (framing ones often, with
+# values of every kind, folded or not), the body (chunked or not, whole or cut), ended by a
+# FIN or a reset. `FUZZ_RANDOM` set: new inputs each run (as `make fuzz`).
+_STATUS_LINES = st.one_of(
+    st.builds(
+        lambda version, code, reason: b"HTTP/%s %d %s" % (version, code, reason),
+        st.sampled_from([b"1.1", b"1.0", b"2", b"0.9", b"1.1x"]),
+        st.integers(0, 1200),
+        st.binary(max_size=12),
+    ),
+    st.binary(max_size=40),
+)
+_NAMES = st.one_of(
+    st.sampled_from(
+        [b"content-length", b"Transfer-Encoding", b"retry-after", b"connection", b"x-a"]
+    ),
+    st.binary(max_size=12),
+)
+_VALUES = st.one_of(
+    st.sampled_from(
+        [
+            *(b"chunked", b"gzip, chunked", b"chunked, gzip", b"0", b"5", b"1000000", b"-1"),
+            *(b"ffffffffffffffff", b"close", b"\xc2\xb2", b"Wed, 21 Oct 2015 07:28:00 -0000"),
+        ]
+    ),
+    st.binary(max_size=30),
+)
+_LINE_ENDS = st.sampled_from([b"\r\n", b"\n", b"\r", b"\r\n ", b""])
+_CHUNKED = st.builds(
+    lambda chunks, last: b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + last,
+    st.lists(st.binary(max_size=20), max_size=4),
+    st.sampled_from([b"0\r\n\r\n", b"", b"ffffffffffffffff\r\nabc", b"zz\r\n"]),
+)
+_HEADS = st.builds(
+    lambda status, end, headers: (
+        status
+        + end
+        + b"".join(name + b":" + value + line_end for name, value, line_end in headers)
+        + end
+    ),
+    _STATUS_LINES,
+    _LINE_ENDS,
+    st.lists(st.tuples(_NAMES, _VALUES, _LINE_ENDS), max_size=6),
+)
+_ANSWERS = st.builds(
+    lambda early, head, body: early + head + body,
+    st.sampled_from([b"", b"HTTP/1.1 103 Early Hints\r\nretry-after: 9\r\n\r\n"]),
+    _HEADS,
+    st.one_of(st.binary(max_size=300), _CHUNKED),
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    derandomize=not os.environ.get("FUZZ_RANDOM"),
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(answer_bytes=_ANSWERS, reset=st.booleans())
+async def test_any_bytes_answered_give_an_answer_or_a_failure_never_an_exception(
+    answer_bytes: bytes, reset: bool
+) -> None:
+    state, server = await start_scripted(always(Reply(answer_bytes, close=not reset, reset=reset)))
+    client = sender()
+    try:
+        result = await client.attempt(
+            make_job(endpoint_url=f"http://127.0.0.1:{state.port}/", timeout_seconds=5)
+        )
+    finally:
+        await client.close()
+        server.close()
+    # The receiver hung up: the client concludes from that, never waits for its timeout.
+    assert result.failure in (None, Failure.NETWORK)
+    assert (result.status_code is None) == (result.failure is not None)
+    if result.status_code is not None:
+        assert result.response_body is not None
+        assert "\x00" not in result.response_body
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    database=None,
+    derandomize=not os.environ.get("FUZZ_RANDOM"),
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    length=st.integers(0, 300),
+    cut=st.integers(0, 400),
+    chunked=st.booleans(),
+    reset=st.booleans(),
+)
+async def test_a_success_means_the_whole_framed_answer_came(
+    length: int, cut: int, chunked: bool, reset: bool
+) -> None:
+    # The answer's framing promises `length` bytes; the receiver hangs up after `cut` bytes
+    # of its body as sent (chunk sizes and line ends included when chunked).
+    body = b"x" * length
+    if chunked:
+        head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+        framed = (b"%x\r\n%s\r\n" % (length, body) if body else b"") + b"0\r\n\r\n"
+    else:
+        head, framed = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % length, body
+    state, server = await start_scripted(
+        always(Reply(head + framed[:cut], close=not reset, reset=reset))
+    )
+    client = sender()
+    try:
+        result = await client.attempt(make_job(endpoint_url=f"http://127.0.0.1:{state.port}/"))
+    finally:
+        await client.close()
+        server.close()
+    if cut >= len(framed):
+        assert (result.status_code, result.response_body) == (200, body.decode())
+    else:
+        assert (result.status_code, result.failure) == (None, Failure.NETWORK)
+        assert result.error is not None
+        assert "answer cut short" in result.error
