@@ -1,12 +1,14 @@
 """The engine's HTTP/1.1 client against a real local server that answers what each test
 scripts, byte for byte: keep-alive and its races, answers delimited every way HTTP/1.1 allows,
-malformed answers, and requests that must never leave."""
+answers cut short (FIN or RST), malformed and folded answers, requests that must never leave,
+and the pinned parser they rely on."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from importlib.metadata import requires, version
 
 import pytest
 import uvloop
@@ -67,6 +69,13 @@ async def post(
 ) -> Response:
     lines = header_lines(headers or {"webhook-id": "msg_1"})
     return await pool.post("/hook?x=1", lines, b'{"a":1}', timeout)
+
+
+def test_the_installed_httptools_is_the_pinned_minor_version() -> None:
+    """Pinned as `httptools~=X.Y.Z`: the parser's leniencies the client relies on (and the
+    answers below show) are that version's."""
+    [pin] = [r.split("~=")[1] for r in requires("webhook-hub") or [] if r.startswith("httptools~=")]
+    assert version("httptools").split(".")[:2] == pin.split(".")[:2]
 
 
 async def test_the_request_carries_host_user_agent_length_and_the_headers_given(
