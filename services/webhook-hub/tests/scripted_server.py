@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -12,7 +14,8 @@ from dataclasses import dataclass, field
 @dataclass
 class Reply:
     data: bytes = b""
-    close: bool = False  # hang up after writing `data`
+    close: bool = False  # hang up after writing `data` (FIN)
+    reset: bool = False  # hang up after writing `data` with a reset (RST: SO_LINGER 0)
     silent: bool = False  # write nothing and keep the connection open
     pause: float = 0.0  # seconds before writing (or hanging up)
 
@@ -64,6 +67,9 @@ async def start_scripted(script: Script) -> tuple[ScriptedServer, asyncio.Server
                     await asyncio.sleep(reply.pause)
                     writer.write(reply.data)
                     await writer.drain()
+                    if reply.reset:
+                        reset(writer)
+                        break
                     if reply.close:
                         break
         finally:
@@ -73,6 +79,13 @@ async def start_scripted(script: Script) -> tuple[ScriptedServer, asyncio.Server
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     state.port = server.sockets[0].getsockname()[1]
     return state, server
+
+
+def reset(writer: asyncio.StreamWriter) -> None:
+    """Close with RST rather than FIN: a linger of 0 s drops the connection at once."""
+    sock: socket.socket = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
 
 
 def answer(status: int = 200, body: bytes = b"ok", extra: bytes = b"") -> bytes:

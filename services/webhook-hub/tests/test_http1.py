@@ -1,12 +1,14 @@
 """The engine's HTTP/1.1 client against a real local server that answers what each test
 scripts, byte for byte: keep-alive and its races, answers delimited every way HTTP/1.1 allows,
-malformed answers, and requests that must never leave."""
+answers cut short (FIN or RST), malformed and folded answers, requests that must never leave,
+and the pinned parser they rely on."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from importlib.metadata import requires, version
 
 import pytest
 import uvloop
@@ -67,6 +69,13 @@ async def post(
 ) -> Response:
     lines = header_lines(headers or {"webhook-id": "msg_1"})
     return await pool.post("/hook?x=1", lines, b'{"a":1}', timeout)
+
+
+def test_the_installed_httptools_is_the_pinned_minor_version() -> None:
+    """Pinned as `httptools~=X.Y.Z`: the parser's leniencies the client relies on (and the
+    answers below show) are that version's."""
+    [pin] = [r.split("~=")[1] for r in requires("webhook-hub") or [] if r.startswith("httptools~=")]
+    assert version("httptools").split(".")[:2] == pin.split(".")[:2]
 
 
 async def test_the_request_carries_host_user_agent_length_and_the_headers_given(
@@ -383,3 +392,93 @@ async def test_expiring_closes_connections_idle_too_long(
     pool.expire(asyncio.get_running_loop().time())
     await asyncio.sleep(0.2)
     assert server.open == 0
+
+
+# Answers cut short: as curl concludes (error 18, "transfer closed with N bytes remaining";
+# 56 for a reset), an answer whose framing promised more than came is a failure, whether the
+# receiver closes (FIN) or resets (RST) the connection.
+
+
+async def test_an_answer_closed_before_its_content_length_is_cut_short(
+    scripted: ServerFactory,
+) -> None:
+    short = b"HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\nok"
+    server = await scripted(always(Reply(short, close=True)))
+    with pytest.raises(HttpFailure, match=r"answer cut short: 2 of 1000000 bytes"):
+        await post(pool_to(server))
+
+
+async def test_an_answer_reset_before_its_content_length_is_cut_short(
+    scripted: ServerFactory,
+) -> None:
+    short = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nok"
+    server = await scripted(always(Reply(short, reset=True)))
+    with pytest.raises(HttpFailure, match=r"answer cut short: 2 of 100 bytes"):
+        await post(pool_to(server))
+
+
+async def test_a_chunked_answer_reset_before_its_last_chunk_is_cut_short(
+    scripted: ServerFactory,
+) -> None:
+    partial = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n7\r\npartial\r\n"
+    server = await scripted(always(Reply(partial, reset=True)))
+    with pytest.raises(HttpFailure, match=r"answer cut short: .*last chunk"):
+        await post(pool_to(server))
+
+
+async def test_a_chunked_answer_closed_before_its_last_chunk_is_cut_short(
+    scripted: ServerFactory,
+) -> None:
+    partial = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n7\r\npartial\r\n"
+    server = await scripted(always(Reply(partial, close=True)))
+    with pytest.raises(HttpFailure, match=r"answer cut short: .*last chunk"):
+        await post(pool_to(server))
+
+
+async def test_a_chunk_of_an_absurd_size_closed_early_is_cut_short(
+    scripted: ServerFactory,
+) -> None:
+    absurd = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nffffffffffffffff\r\nabc"
+    server = await scripted(always(Reply(absurd, close=True)))
+    with pytest.raises(HttpFailure, match=r"answer cut short"):
+        await post(pool_to(server))
+
+
+async def test_an_answer_without_length_ended_by_a_reset_is_cut_short(
+    scripted: ServerFactory,
+) -> None:
+    # Delimited by the end of the connection, it ends at a FIN; a reset may have lost its end.
+    server = await scripted(always(Reply(b"HTTP/1.1 200 X\r\n\r\nuntil the end", reset=True)))
+    with pytest.raises(HttpFailure, match=r"answer cut short: the connection was reset"):
+        await post(pool_to(server))
+
+
+async def test_a_folded_header_line_is_read_as_one_value(scripted: ServerFactory) -> None:
+    # RFC 9112 §5.2: a client replaces each obs-fold with a space and reads on.
+    folded = answer(429, b"", b"x-a: a\r\n b\r\nretry-after:\r\n 7\r\n")
+    server = await scripted(always(Reply(folded)))
+    response = await post(pool_to(server))
+    assert (response.status, response.retry_after) == (429, "7")
+
+
+async def test_retry_after_on_an_informational_answer_is_not_the_final_answers(
+    scripted: ServerFactory,
+) -> None:
+    early = b"HTTP/1.1 103 Early Hints\r\nretry-after: 86400\r\n\r\n"
+    server = await scripted(always(Reply(early + answer(429, b""))))
+    response = await post(pool_to(server))
+    assert (response.status, response.retry_after) == (429, None)
+
+
+async def test_an_answer_with_both_a_length_and_chunked_framing_leaves_its_connection_unused(
+    scripted: ServerFactory,
+) -> None:
+    both = (
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n"
+        b"2\r\nok\r\n0\r\n\r\n"
+    )
+    server = await scripted(always(Reply(both)))
+    pool = pool_to(server)
+    assert (await post(pool)).body == b"ok"
+    assert (await post(pool)).body == b"ok"
+    assert server.connections == 2

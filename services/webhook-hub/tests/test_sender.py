@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import ipaddress
+import os
 import socket
 import ssl
 import time
@@ -18,12 +19,17 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from servicekit.testing.resolver import ScriptedResolver
 from standardwebhooks import Webhook
 from webhook_hub.delivery_engine.decisions import Outcome, outcome_of
+from webhook_hub.delivery_engine.http1 import tls_context
 from webhook_hub.delivery_engine.jobs import Failure
 from webhook_hub.delivery_engine.sender import WebhookSender
+from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
+from webhook_hub.worker import delivery_sender
 
 from tests.job_factories import make_job
 from tests.scripted_server import Reply, always, answer, start_scripted
@@ -67,13 +73,20 @@ async def ok(request: web.Request) -> web.Response:
 @pytest.fixture
 def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, bytes]:
     """A server context with a self-signed certificate for 127.0.0.1, and its PEM."""
+    return self_signed_in(tmp_path)
+
+
+def self_signed_in(directory: Path, name: str = "127.0.0.1") -> tuple[ssl.SSLContext, bytes]:
+    """A server context with a new self-signed certificate for 127.0.0.1 (named `name`), and
+    its PEM (both files written in `directory`)."""
+    directory.mkdir(parents=True, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = dt.datetime.now(dt.UTC)
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(hours=1))
@@ -86,8 +99,8 @@ def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, bytes]:
         .sign(key, hashes.SHA256())
     )
     pem = cert.public_bytes(serialization.Encoding.PEM)
-    (tmp_path / "cert.pem").write_bytes(pem)
-    (tmp_path / "key.pem").write_bytes(
+    (directory / "cert.pem").write_bytes(pem)
+    (directory / "key.pem").write_bytes(
         key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
@@ -95,7 +108,7 @@ def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, bytes]:
         )
     )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    context.load_cert_chain(directory / "cert.pem", directory / "key.pem")
     return context, pem
 
 
@@ -117,6 +130,50 @@ async def test_https_to_an_untrusted_certificate_is_refused(
     assert result.status_code is None
     assert outcome_of(result.status_code, result.failure) is Outcome.UNREACHABLE
     assert result.error is not None
+
+
+def test_the_client_never_negotiates_tls_below_1_2() -> None:
+    assert tls_context().minimum_version is ssl.TLSVersion.TLSv1_2
+
+
+def worker_settings(ca_file: Path | None) -> Settings:
+    return Settings(ssrf_protection=False, delivery_ca_file=str(ca_file or ""))
+
+
+async def test_the_workers_sender_trusts_the_certificates_of_the_ca_file_setting(
+    serve: Callable[..., Awaitable[int]],
+    self_signed: tuple[ssl.SSLContext, bytes],
+    tmp_path: Path,
+) -> None:
+    context, pem = self_signed
+    port = await serve(ok, tls=context)
+    (tmp_path / "private-ca.pem").write_bytes(pem)
+    job = make_job(endpoint_url=f"https://127.0.0.1:{port}/")
+    trusting = delivery_sender(worker_settings(tmp_path / "private-ca.pem"))
+    assert (await trusting.attempt(job)).status_code == 200
+    assert (await delivery_sender(worker_settings(None)).attempt(job)).status_code is None
+
+
+async def test_the_ca_file_adds_to_the_systems_roots_and_replaces_none(
+    serve: Callable[..., Awaitable[int]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SSL_CERT_FILE stands for the system's roots: OpenSSL reads its default roots there.
+    public_context, public_pem = self_signed_in(tmp_path / "public", "public receiver")
+    private_context, private_pem = self_signed_in(tmp_path / "private", "private receiver")
+    (tmp_path / "system.pem").write_bytes(public_pem)
+    (tmp_path / "private-ca.pem").write_bytes(private_pem)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "system.pem"))
+    sender = delivery_sender(worker_settings(tmp_path / "private-ca.pem"))
+    for context in (public_context, private_context):
+        port = await serve(ok, tls=context)
+        result = await sender.attempt(make_job(endpoint_url=f"https://127.0.0.1:{port}/"))
+        assert (result.status_code, result.error) == (200, None)
+
+
+def test_a_ca_file_without_a_certificate_stops_the_worker_from_starting(tmp_path: Path) -> None:
+    (tmp_path / "empty.pem").write_text("# no certificate here\n")
+    with pytest.raises(ssl.SSLError):
+        delivery_sender(worker_settings(tmp_path / "empty.pem"))
 
 
 async def test_an_ipv6_loopback_endpoint_is_delivered(
@@ -397,3 +454,124 @@ async def test_a_path_query_and_header_beyond_ascii_reach_the_receiver_encoded(
     result = await sender().attempt(job)
     assert (result.status_code, result.error) == (204, None)
     assert seen == [("/hooks/caf%C3%A9?q=%E6%97%A5%E6%9C%AC&ok=a%20b", "équipe 日本")]
+
+
+# Any bytes a receiver answers with: the status line, the headers (framing ones often, with
+# values of every kind, folded or not), the body (chunked or not, whole or cut), ended by a
+# FIN or a reset. `FUZZ_RANDOM` set: new inputs each run (as `make fuzz`).
+_STATUS_LINES = st.one_of(
+    st.builds(
+        lambda version, code, reason: b"HTTP/%s %d %s" % (version, code, reason),
+        st.sampled_from([b"1.1", b"1.0", b"2", b"0.9", b"1.1x"]),
+        st.integers(0, 1200),
+        st.binary(max_size=12),
+    ),
+    st.binary(max_size=40),
+)
+_NAMES = st.one_of(
+    st.sampled_from(
+        [b"content-length", b"Transfer-Encoding", b"retry-after", b"connection", b"x-a"]
+    ),
+    st.binary(max_size=12),
+)
+_VALUES = st.one_of(
+    st.sampled_from(
+        [
+            *(b"chunked", b"gzip, chunked", b"chunked, gzip", b"0", b"5", b"1000000", b"-1"),
+            *(b"ffffffffffffffff", b"close", b"\xc2\xb2", b"Wed, 21 Oct 2015 07:28:00 -0000"),
+        ]
+    ),
+    st.binary(max_size=30),
+)
+_LINE_ENDS = st.sampled_from([b"\r\n", b"\n", b"\r", b"\r\n ", b""])
+_CHUNKED = st.builds(
+    lambda chunks, last: b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + last,
+    st.lists(st.binary(max_size=20), max_size=4),
+    st.sampled_from([b"0\r\n\r\n", b"", b"ffffffffffffffff\r\nabc", b"zz\r\n"]),
+)
+_HEADS = st.builds(
+    lambda status, end, headers: (
+        status
+        + end
+        + b"".join(name + b":" + value + line_end for name, value, line_end in headers)
+        + end
+    ),
+    _STATUS_LINES,
+    _LINE_ENDS,
+    st.lists(st.tuples(_NAMES, _VALUES, _LINE_ENDS), max_size=6),
+)
+_ANSWERS = st.builds(
+    lambda early, head, body: early + head + body,
+    st.sampled_from([b"", b"HTTP/1.1 103 Early Hints\r\nretry-after: 9\r\n\r\n"]),
+    _HEADS,
+    st.one_of(st.binary(max_size=300), _CHUNKED),
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    derandomize=not os.environ.get("FUZZ_RANDOM"),
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(answer_bytes=_ANSWERS, reset=st.booleans())
+async def test_any_bytes_answered_give_an_answer_or_a_failure_never_an_exception(
+    answer_bytes: bytes, reset: bool
+) -> None:
+    state, server = await start_scripted(always(Reply(answer_bytes, close=not reset, reset=reset)))
+    client = sender()
+    try:
+        result = await client.attempt(
+            make_job(endpoint_url=f"http://127.0.0.1:{state.port}/", timeout_seconds=5)
+        )
+    finally:
+        await client.close()
+        server.close()
+    # The receiver hung up: the client concludes from that, never waits for its timeout.
+    assert result.failure in (None, Failure.NETWORK)
+    assert (result.status_code is None) == (result.failure is not None)
+    if result.status_code is not None:
+        assert result.response_body is not None
+        assert "\x00" not in result.response_body
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    database=None,
+    derandomize=not os.environ.get("FUZZ_RANDOM"),
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    length=st.integers(0, 300),
+    cut=st.integers(0, 400),
+    chunked=st.booleans(),
+    reset=st.booleans(),
+)
+async def test_a_success_means_the_whole_framed_answer_came(
+    length: int, cut: int, chunked: bool, reset: bool
+) -> None:
+    # The answer's framing promises `length` bytes; the receiver hangs up after `cut` bytes
+    # of its body as sent (chunk sizes and line ends included when chunked).
+    body = b"x" * length
+    if chunked:
+        head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+        framed = (b"%x\r\n%s\r\n" % (length, body) if body else b"") + b"0\r\n\r\n"
+    else:
+        head, framed = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % length, body
+    state, server = await start_scripted(
+        always(Reply(head + framed[:cut], close=not reset, reset=reset))
+    )
+    client = sender()
+    try:
+        result = await client.attempt(make_job(endpoint_url=f"http://127.0.0.1:{state.port}/"))
+    finally:
+        await client.close()
+        server.close()
+    if cut >= len(framed):
+        assert (result.status_code, result.response_body) == (200, body.decode())
+    else:
+        assert (result.status_code, result.failure) == (None, Failure.NETWORK)
+        assert result.error is not None
+        assert "answer cut short" in result.error

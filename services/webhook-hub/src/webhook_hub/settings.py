@@ -40,6 +40,9 @@ class Settings(PageSettings):
     response_body_limit: int = 4096
     # Connecting to an endpoint may take this long (within the subscription's total timeout).
     delivery_connect_timeout_seconds: float = 5.0
+    # A PEM file of CA certificates deliveries trust besides the system's (an operator's
+    # private CA); empty: the system's alone.
+    delivery_ca_file: str = ""
     dispatch_batch_size: int = 500
     # An event is acknowledged once its deliveries are stored; until then JetStream holds it
     # for this long (kept alive while a slow endpoint answers), then hands it out again.

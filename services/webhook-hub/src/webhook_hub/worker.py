@@ -4,6 +4,7 @@ NATS request/reply service for other services."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from servicekit.events import RawCloudEvent
 from servicekit.events.consumer import EventFeed
@@ -26,18 +27,27 @@ from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 
 
+def delivery_sender(settings: Settings) -> WebhookSender:
+    """The sender of deliveries as the settings say. Raises OSError (ssl.SSLError among them)
+    for a `DELIVERY_CA_FILE` that cannot be read or holds no certificate: the worker does not
+    start rather than fail every delivery to the endpoints that need it."""
+    guard = EndpointGuard(settings.allowed_networks) if settings.ssrf_guard_enabled else None
+    roots = (Path(settings.delivery_ca_file).read_bytes(),) if settings.delivery_ca_file else ()
+    return WebhookSender(
+        user_agent=settings.user_agent,
+        response_body_limit=settings.response_body_limit,
+        guard=guard,
+        connect_timeout_seconds=settings.delivery_connect_timeout_seconds,
+        root_certificates_pem=roots,
+        pool_size_per_endpoint=settings.per_subscription_concurrency,
+    )
+
+
 def delivery_pipeline(settings: Settings) -> WorkerLoop:
     """Dispatch and delivery in one loop: dispatch hands new events' deliveries to the engine."""
 
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
-        guard = EndpointGuard(settings.allowed_networks) if settings.ssrf_guard_enabled else None
-        sender = WebhookSender(
-            user_agent=settings.user_agent,
-            response_body_limit=settings.response_body_limit,
-            guard=guard,
-            connect_timeout_seconds=settings.delivery_connect_timeout_seconds,
-            pool_size_per_endpoint=settings.per_subscription_concurrency,
-        )
+        sender = delivery_sender(settings)
         reads = MatchingReads(settings.database_url)
         try:
             engine = DeliveryEngine(runtime.session_factory, settings, sender)

@@ -8,6 +8,16 @@ origin keeps that origin's kept-alive connections. It connects to the address it
 one the SSRF guard checked), never looking the name up again; the name goes in `Host` and,
 for https, in SNI and certificate verification. It follows no redirect, and reads at most
 `limit` bytes of an answer: past that the connection is dropped unread.
+
+An answer is complete as curl says: at its `Content-Length`, at its last chunk, or (with
+neither) when the server closes the connection (FIN). One whose framing promised more than
+came before the connection closed or was reset is a failure ("answer cut short"), never a
+success. Only the final answer's headers count (not a 1xx's before it); a connection is not
+reused after an answer with both a length and chunked framing.
+
+This is the one module that reaches httptools (llhttp); the leniencies it sets and the
+parser's behaviour under them are the pinned version's (`httptools~=0.9.0`), which
+`tests/test_http1.py` checks.
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ DEADLINE_TICK_SECONDS = 0.05
 # An answer's status line and headers may be this long at most (nginx's default buffers hold
 # 32 KiB): what we keep of them is small, but a parser holds a header until it ends.
 MAX_HEAD_BYTES = 64 * 1024
+# The oldest TLS a client may negotiate: 1.0 and 1.1 are deprecated (RFC 8996).
+MIN_TLS_VERSION = ssl.TLSVersion.TLSv1_2
 
 
 class HttpFailure(ConnectionError):
@@ -58,15 +70,26 @@ class _Connection(asyncio.Protocol):
         self.deadline = 0.0  # of the exchange under way, on the loop's clock
         self._parser = httptools.HttpResponseParser(self)
         # As browsers and curl read them: a length beside chunked framing (the chunks win and
-        # the connection is not reused), and lines ended by LF alone.
+        # the connection is not reused), lines ended by LF alone, and header values as they
+        # come, folded lines included (RFC 9112 §5.2: a client replaces an obs-fold with a
+        # space; llhttp's strict mode refuses it, and aiohttp reads answers leniently too).
         self._parser.set_dangerous_leniencies(
-            lenient_chunked_length=True, lenient_optional_cr_before_lf=True
+            lenient_headers=True,
+            lenient_chunked_length=True,
+            lenient_optional_cr_before_lf=True,
         )
         self._transport: asyncio.Transport | None = None
         self._waiter: asyncio.Future[Response] | None = None
         self._status = 0
         self._retry_after: str | None = None
         self._body = bytearray()
+        # The framing of the answer being read (its headers'): `Content-Length`, the
+        # `Transfer-Encoding` codings, and the body bytes received (kept or not).
+        self._length: bytes | None = None
+        self._codings: bytes | None = None
+        self._received = 0
+        self._until_close = False  # the final answer's body ends when the connection does
+        self._ambiguous = False  # the final answer had both a length and a coding
         self.answered = False  # a byte of the answer came: the request was received
         self._head_bytes = 0  # bytes received before the final answer's headers ended
         self.closed = False
@@ -110,29 +133,69 @@ class _Connection(asyncio.Protocol):
         self.closed_at = time.monotonic()
         if self._waiter is None or self._waiter.done():
             return
-        if self._status:
+        if not self._status:
+            self._fail(HttpFailure("the connection closed before an answer"))
+        elif self._until_close and exc is None:
             # An answer delimited by the end of the connection: what came is all of it.
             self._resolve()
         else:
-            self._fail(HttpFailure("the connection closed before an answer"))
+            self._fail(HttpFailure(self._cut_short(exc)))
+
+    def _cut_short(self, exc: Exception | None) -> str:
+        """Why the answer under way is incomplete, as the connection ended (`exc`: how)."""
+        how = "reset" if exc is not None else "closed"
+        if self._until_close:
+            return f"answer cut short: the connection was reset after {self._received} bytes"
+        if self._codings is not None:
+            return (
+                f"answer cut short: the connection {how} before the last chunk "
+                f"({self._received} bytes read)"
+            )
+        if self._length is not None:
+            length = self._length.decode("latin-1").strip()
+            return f"answer cut short: {self._received} of {length} bytes (the connection {how})"
+        return f"answer cut short: the connection {how}"  # headers ended, no body expected
 
     # httptools callbacks
 
     def on_message_begin(self) -> None:
         if self._waiter is None or self._waiter.done():
             self.abort()  # a second answer to one request
+            return
+        # Each answer's headers are its own: a 1xx's before the final one count for nothing.
+        self._retry_after, self._length, self._codings = None, None, None
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) == 11 and name.lower() == b"retry-after":
-            self._retry_after = value.decode("latin-1")
+        size = len(name)  # told apart by length first: most headers are none of these
+        if size == 11:
+            if name.lower() == b"retry-after":
+                self._retry_after = value.decode("latin-1")
+        elif size == 14:
+            if name.lower() == b"content-length":
+                self._length = value  # llhttp refuses one that is not digits, or a second
+        elif size == 17 and name.lower() == b"transfer-encoding":
+            codings = self._codings
+            self._codings = value if codings is None else codings + b"," + value
 
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
         # 1xx answers (100 Continue, 103 Early Hints) come before the final one.
         if not 100 <= status < 200 or status == 101:
             self._status = status
+            codings, length = self._codings, self._length
+            # RFC 9112 §6.3, as llhttp reads it: no body after 204 or 304; chunks when the
+            # last coding is chunked; otherwise a coding, or no length, runs to the close.
+            chunked = (
+                codings is not None
+                and codings.rpartition(b",")[2].strip(b" \t").lower() == b"chunked"
+            )
+            self._until_close = (
+                status not in (204, 304) and not chunked and (codings is not None or length is None)
+            )
+            self._ambiguous = codings is not None and length is not None
 
     def on_body(self, body: bytes) -> None:
+        self._received += len(body)
         room = self._limit - len(self._body)
         if len(body) < room:
             self._body += body
@@ -147,7 +210,10 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         if not self._status:
             return  # an informational answer: the final one follows
-        self.reusable = self._status != 101 and self._parser.should_keep_alive()
+        # Framing that two parsers could read two ways: what follows it is not trusted.
+        self.reusable = (
+            self._status != 101 and not self._ambiguous and self._parser.should_keep_alive()
+        )
         self._resolve()
 
     # the exchange
@@ -188,6 +254,7 @@ class _Connection(asyncio.Protocol):
         self._status, self._retry_after, self.answered, self.reusable = 0, None, False, False
         self._head_bytes = 0
         self._body = bytearray()
+        self._received, self._until_close, self._ambiguous = 0, False, False
         self.deadline = deadline
         self._deadlines.watch(self)
         self.sent_at = time.monotonic()
@@ -392,10 +459,14 @@ def header_lines(headers: Mapping[str, str]) -> str:
 
 
 def tls_context(root_certificates_pem: tuple[bytes, ...] = ()) -> ssl.SSLContext:
-    """Certificates verified against the system's roots and `root_certificates_pem`; HTTP/1.1
-    offered in ALPN, so a server that also speaks h2 answers in HTTP/1.1."""
+    """Certificates verified against the system's roots and `root_certificates_pem` (added to
+    them, not instead); TLS 1.2 at least; HTTP/1.1 offered in ALPN, so a server that also
+    speaks h2 answers in HTTP/1.1."""
     context = ssl.create_default_context()
+    # Set here, not left to OpenSSL's build and configuration (which may allow 1.0).
+    context.minimum_version = MIN_TLS_VERSION
     for pem in root_certificates_pem:
-        context.load_verify_locations(cadata=pem.decode())
+        # Bundles may carry comments in any encoding around their PEM blocks.
+        context.load_verify_locations(cadata=pem.decode(errors="replace"))
     context.set_alpn_protocols(["http/1.1"])
     return context
