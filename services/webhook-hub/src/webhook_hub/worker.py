@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from servicekit.auth.page_sessions import session_cleanup_loop
 from servicekit.events import RawCloudEvent
 from servicekit.events.consumer import EventFeed
 from servicekit.mail_outbox import mail_loop
@@ -21,6 +22,7 @@ from webhook_hub.dispatch.loop import (
 )
 from webhook_hub.event_types.sync import event_type_sync_loop
 from webhook_hub.events import registry
+from webhook_hub.models import PortalSession
 from webhook_hub.nats_service.handlers import subscription_requests_loop
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
@@ -69,6 +71,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             event_type_sync_loop,
             mail_loop(settings),
             subscription_requests_loop(settings),
+            session_cleanup_loop(PortalSession, settings.session_cleanup_seconds),
         ],
         stop=stop,
     )
