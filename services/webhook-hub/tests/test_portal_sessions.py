@@ -62,6 +62,8 @@ async def test_a_session_of_a_key_revoked_over_the_api_sends_no_test_event_and_s
     writer = await make_consumer(db_engine, "write", owner=owner)
     created = await subscribe(client, admin.headers, http_receiver.url)
     token = await signed_in(client, writer)
+    first = await client.post(f"/portal/endpoints/{created['id']}/test", data={"csrf_token": token})
+    assert first.headers["location"] == f"/portal/endpoints/{created['id']}"  # while it lives
     before = await queued_tests(db_engine, created["id"])
     revoked = await client.delete(
         f"/webhooks/api-keys/{await key_id_of(client, writer)}", headers=admin.headers
