@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,6 +19,7 @@ from servicekit.errors import NotFound
 from servicekit.web.app import create_service_app
 from servicekit.web.errors import render_flat_error
 from servicekit.web.pages import (
+    LoginRequired,
     NavItem,
     OptionalPageSessionDep,
     PageEvent,
@@ -26,9 +29,27 @@ from servicekit.web.pages import (
     PageSettings,
     event_stream,
 )
+from servicekit.web.session import SessionDep
+from sqlalchemy import Column, DateTime
+from sqlmodel import Field, SQLModel
 
 PREFIX = "/pages"
 PAGE_SIZE = 5
+
+
+class KitPageSession(SQLModel, table=True):
+    """The sample app's page sessions, as a service declares its own (migration 0003)."""
+
+    __tablename__ = "kit_page_sessions"
+
+    id_hash: str = Field(primary_key=True, max_length=64)
+    service: str = Field(max_length=64)
+    owner: str = Field(max_length=200)
+    level: str = Field(max_length=16)
+    api_key_id: uuid.UUID | None = None
+    created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    last_seen_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    expires_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
 
 
 @dataclass
@@ -53,6 +74,7 @@ def build_pages_app(settings: PageSettings, clock: Callable[[], float] = time.ti
         prefix=PREFIX,
         site_name="Kit sample",
         login_path=f"{PREFIX}/login",
+        sessions=KitPageSession,
         logout_path=f"{PREFIX}/logout",
         nav=[NavItem("Things", f"{PREFIX}/things"), NavItem("API", "/docs")],
         template_dirs=[Path(__file__).parent / "templates"],
@@ -71,18 +93,35 @@ def build_pages_app(settings: PageSettings, clock: Callable[[], float] = time.ti
     @router.post("/login")
     async def login(
         pages: PagesDep,
+        db: SessionDep,
         owner: Annotated[str, Form()],
         level: Annotated[AccessLevel, Form()],
         next: Annotated[str, Form()] = "",
     ) -> Response:
         response = RedirectResponse(pages.safe_next(next), status_code=303)
-        pages.start_session(response, owner, level)
+        await pages.start_session(db, response, owner, level, api_key_id=None)
+        return response
+
+    @router.post("/key-login")
+    async def key_login(
+        request: Request,
+        pages: PagesDep,
+        db: SessionDep,
+        api_key: Annotated[str, Form()] = "",
+    ) -> Response:
+        principal = await pages.key_sign_in(request, db, api_key)
+        if principal is None:
+            raise LoginRequired(f"{PREFIX}/things")
+        response = RedirectResponse(f"{PREFIX}/things", status_code=303)
+        await pages.start_session(
+            db, response, principal.owner, principal.level, api_key_id=principal.key_id
+        )
         return response
 
     @router.post("/logout")
-    async def logout(pages: PagesDep) -> Response:
+    async def logout(request: Request, pages: PagesDep, db: SessionDep) -> Response:
         response = RedirectResponse(f"{PREFIX}/login", status_code=303)
-        pages.end_session(response)
+        await pages.end_session(request, db, response)
         return response
 
     @router.get("/things")

@@ -1,4 +1,5 @@
-"""Pages over HTTP: CSRF, page sessions and their cookies, expiry, error pages, CSP."""
+"""Pages over HTTP: CSRF, page sessions and their cookies, expiry, error pages, CSP. The
+sample app keeps its sessions in `kit_page_sessions` (tests/migrations 0003)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import httpx
 import pytest
 from pydantic import SecretStr
 from servicekit.auth.api_keys import AccessLevel
-from servicekit.settings import Environment
+from servicekit.settings import Environment, ServiceSettings
 from servicekit.testing.app import serve_app
 from servicekit.web.pages import CSRF_HEADER, PageSession, PageSettings, SessionState
-from servicekit.web.pages.page_session import SessionCodec, session_state
+from servicekit.web.pages.page_session import SessionCookie, session_state
 from servicekit.web.pages.security import PAGE_CSP
 
 from tests.pages_app import build_pages_app
@@ -26,10 +27,14 @@ class Clock:
         return self.now
 
 
-def page_settings(**changes: object) -> PageSettings:
-    return PageSettings(log_json=False, session_idle_minutes=30, session_max_hours=12).model_copy(
-        update=changes
-    )
+def page_settings(kit: ServiceSettings, **changes: object) -> PageSettings:
+    return PageSettings(
+        database_url=kit.database_url,
+        nats_url=kit.nats_url,
+        log_json=False,
+        session_idle_minutes=30,
+        session_max_hours=12,
+    ).model_copy(update=changes)
 
 
 @pytest.fixture
@@ -38,11 +43,11 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-async def browser_like(clock: Clock) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client keeping cookies as a browser does; the app needs no database."""
-    app = build_pages_app(page_settings(), clock)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+async def browser_like(
+    clock: Clock, kit_settings: ServiceSettings
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client keeping cookies as a browser does, on the sample app and its database."""
+    async with serve_app(build_pages_app(page_settings(kit_settings), clock)) as client:
         yield client
 
 
@@ -146,13 +151,16 @@ async def test_the_session_cookie_is_httponly_and_samesite_lax_and_not_secure_in
     assert "secure" not in attributes
 
 
-async def test_in_production_the_cookies_are_secure_and_host_prefixed() -> None:
+async def test_in_production_the_cookies_are_secure_and_host_prefixed(
+    kit_settings: ServiceSettings,
+) -> None:
     settings = page_settings(
-        env=Environment.PRODUCTION, session_secret=SecretStr("a-real-secret-from-the-vault-123")
+        kit_settings,
+        env=Environment.PRODUCTION,
+        session_secret=SecretStr("a-real-secret-from-the-vault-123"),
     )
     app = build_pages_app(settings)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="https://testserver") as client:
+    async with serve_app(app, base_url="https://testserver") as client:
         form = await client.get("/pages/login")
         csrf_cookie = form.headers["set-cookie"]
         assert csrf_cookie.startswith("__Host-service-csrf=")
@@ -184,11 +192,11 @@ async def test_a_page_without_a_session_redirects_to_login_and_back(
 
 
 async def test_a_session_holds_when_the_server_shares_one_state_dict_between_requests(
-    clock: Clock,
+    clock: Clock, kit_settings: ServiceSettings
 ) -> None:
     """asgi-lifespan (the services' test client) hands every request the same `state` dict: a
     session read cached there would answer the next request too."""
-    async with serve_app(build_pages_app(page_settings(), clock)) as client:
+    async with serve_app(build_pages_app(page_settings(kit_settings), clock)) as client:
         assert (await client.get("/pages/things")).status_code == 303  # no session yet
         await sign_in(client, owner="shared-state")
         page = await client.get("/pages/things")
@@ -230,7 +238,7 @@ async def test_a_tampered_session_cookie_is_no_session(browser_like: httpx.Async
     assert (await browser_like.get("/pages/things")).status_code == 200
     value = browser_like.cookies["service-session"]
     payload, _, signature = value.rpartition(".")
-    forged = SessionCodec(SecretStr("guessed")).encode(session_at(2e6, 2e6))
+    forged = SessionCookie(SecretStr("guessed"), "service").encode("a-token-of-our-own")
     for cookie in (f"{payload}.{signature[::-1]}", forged, "garbage"):
         browser_like.cookies.clear()
         browser_like.cookies.set("service-session", cookie)
@@ -315,7 +323,7 @@ def test_session_state_follows_the_idle_and_absolute_limits(
     assert session_state(session, 0, idle_seconds=1800, max_seconds=43200) is state
 
 
-def test_a_session_signed_with_another_secret_does_not_decode() -> None:
-    encoded = SessionCodec(SecretStr("one")).encode(session_at(0, 0))
-    assert SessionCodec(SecretStr("one")).decode(encoded) == session_at(0, 0)
-    assert SessionCodec(SecretStr("two")).decode(encoded) is None
+def test_a_session_cookie_signed_with_another_secret_does_not_decode() -> None:
+    encoded = SessionCookie(SecretStr("one"), "service").encode("token")
+    assert SessionCookie(SecretStr("one"), "service").decode(encoded) == "token"
+    assert SessionCookie(SecretStr("two"), "service").decode(encoded) is None

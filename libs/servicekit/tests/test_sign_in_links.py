@@ -11,11 +11,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import create_session_factory
 from servicekit.db.models import utcnow
 from servicekit.web.pages.links import (
     LinkExpired,
     LinkGone,
+    LinkKeyRevoked,
     LinkState,
     LinkUnknown,
     OpenLink,
@@ -43,6 +45,7 @@ class KitLink(SQLModel, table=True):
     used_at: datetime | None = Field(
         default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
     )
+    api_key_id: uuid.UUID | None = None
 
 
 class NotALinkTable(SQLModel, table=True):
@@ -101,7 +104,7 @@ def test_used_and_expired_links_are_410_and_unknown_ones_404() -> None:
 
 
 def test_a_table_without_the_link_columns_is_refused_at_once() -> None:
-    with pytest.raises(TypeError, match="level, expires_at, used_at"):
+    with pytest.raises(TypeError, match="level, expires_at, used_at, api_key_id"):
         SignInLinks(AsyncSession(), NotALinkTable, path=PATH)
 
 
@@ -111,7 +114,12 @@ def test_a_table_without_the_link_columns_is_refused_at_once() -> None:
 async def test_only_the_hash_of_an_issued_token_is_stored(links_session: AsyncSession) -> None:
     who = owner()
     issued = await kit_links(links_session).issue(
-        who, AccessLevel.WRITE, base_url="https://x.example", ttl=timedelta(hours=1), now=NOW
+        who,
+        AccessLevel.WRITE,
+        api_key_id=None,
+        base_url="https://x.example",
+        ttl=timedelta(hours=1),
+        now=NOW,
     )
     assert issued.url == f"https://x.example{PATH}{issued.token}"
     assert issued.expires_at == NOW + timedelta(hours=1)
@@ -128,7 +136,9 @@ async def test_checking_an_open_link_tells_its_owner_and_level_and_spends_nothin
     links_session: AsyncSession,
 ) -> None:
     links, who = kit_links(links_session), owner()
-    issued = await links.issue(who, AccessLevel.READ, base_url="http://x", ttl=timedelta(1))
+    issued = await links.issue(
+        who, AccessLevel.READ, api_key_id=None, base_url="http://x", ttl=timedelta(1)
+    )
     assert await links.check(issued.token) == OpenLink(who, AccessLevel.READ)
     assert await links.check(issued.token) == OpenLink(who, AccessLevel.READ)
     assert await links.redeem(issued.token) == OpenLink(who, AccessLevel.READ)
@@ -136,7 +146,9 @@ async def test_checking_an_open_link_tells_its_owner_and_level_and_spends_nothin
 
 async def test_a_link_redeems_once_then_says_it_was_used(links_session: AsyncSession) -> None:
     links = kit_links(links_session)
-    issued = await links.issue(owner(), AccessLevel.WRITE, base_url="http://x", ttl=timedelta(1))
+    issued = await links.issue(
+        owner(), AccessLevel.WRITE, api_key_id=None, base_url="http://x", ttl=timedelta(1)
+    )
     await links.redeem(issued.token)
     with pytest.raises(LinkGone) as again:
         await links.redeem(issued.token)
@@ -149,7 +161,12 @@ async def test_a_link_redeems_once_then_says_it_was_used(links_session: AsyncSes
 async def test_an_expired_link_neither_checks_nor_redeems(links_session: AsyncSession) -> None:
     links = kit_links(links_session)
     issued = await links.issue(
-        owner(), AccessLevel.READ, base_url="http://x", ttl=timedelta(minutes=15), now=NOW
+        owner(),
+        AccessLevel.READ,
+        api_key_id=None,
+        base_url="http://x",
+        ttl=timedelta(minutes=15),
+        now=NOW,
     )
     later = NOW + timedelta(minutes=15)
     with pytest.raises(LinkExpired, match="This kit link has expired"):
@@ -175,7 +192,7 @@ async def test_two_simultaneous_redeems_sign_in_exactly_once(db_engine: AsyncEng
     factory = create_session_factory(db_engine)
     async with factory() as session, session.begin():
         issued = await kit_links(session).issue(
-            owner(), AccessLevel.WRITE, base_url="http://x", ttl=timedelta(1)
+            owner(), AccessLevel.WRITE, api_key_id=None, base_url="http://x", ttl=timedelta(1)
         )
 
     async def click() -> OpenLink:
@@ -191,6 +208,60 @@ async def test_two_simultaneous_redeems_sign_in_exactly_once(db_engine: AsyncEng
 async def test_a_fresh_link_is_created_now_plus_its_ttl(links_session: AsyncSession) -> None:
     before = utcnow()
     issued = await kit_links(links_session).issue(
-        owner(), AccessLevel.READ, base_url="http://x", ttl=timedelta(minutes=5)
+        owner(), AccessLevel.READ, api_key_id=None, base_url="http://x", ttl=timedelta(minutes=5)
     )
     assert before + timedelta(minutes=5) <= issued.expires_at <= utcnow() + timedelta(minutes=5)
+
+
+# -- links of a key -------------------------------------------------------------------------
+
+
+async def new_key(session: AsyncSession, level: AccessLevel) -> uuid.UUID:
+    record, _ = await ApiKeyRepository(session).create(prefix="kit", owner=owner(), level=level)
+    return record.id
+
+
+async def test_a_link_of_a_live_key_opens_a_session_standing_on_that_key(
+    links_session: AsyncSession,
+) -> None:
+    key_id = await new_key(links_session, AccessLevel.WRITE)
+    links, who = kit_links(links_session), owner()
+    issued = await links.issue(
+        who, AccessLevel.WRITE, api_key_id=key_id, base_url="http://x", ttl=timedelta(1)
+    )
+    assert await links.redeem(issued.token) == OpenLink(who, AccessLevel.WRITE, key_id)
+
+
+async def test_a_link_of_a_key_revoked_afterwards_neither_checks_nor_redeems(
+    links_session: AsyncSession,
+) -> None:
+    key_id = await new_key(links_session, AccessLevel.WRITE)
+    links = kit_links(links_session)
+    issued = await links.issue(
+        owner(), AccessLevel.WRITE, api_key_id=key_id, base_url="http://x", ttl=timedelta(1)
+    )
+    keys = ApiKeyRepository(links_session)
+    record = await keys.get_active(key_id)
+    assert record is not None
+    await keys.revoke(record)
+    with pytest.raises(LinkKeyRevoked, match="This kit link no longer signs in") as refused:
+        await links.check(issued.token)
+    assert refused.value.status_code == 410
+    with pytest.raises(LinkKeyRevoked):
+        await links.redeem(issued.token)
+
+
+async def test_a_link_of_a_key_given_another_level_since_does_not_redeem(
+    links_session: AsyncSession,
+) -> None:
+    key_id = await new_key(links_session, AccessLevel.ADMIN)
+    links = kit_links(links_session)
+    issued = await links.issue(
+        owner(), AccessLevel.ADMIN, api_key_id=key_id, base_url="http://x", ttl=timedelta(1)
+    )
+    keys = ApiKeyRepository(links_session)
+    record = await keys.get_active(key_id)
+    assert record is not None
+    await keys.set_level(record, AccessLevel.READ)
+    with pytest.raises(LinkKeyRevoked):
+        await links.redeem(issued.token)

@@ -162,6 +162,7 @@ async def test_an_expired_dashboard_link_shows_a_410_page_saying_so(
             AccessLevel.READ,
             base_url="http://x",
             ttl=timedelta(minutes=15),
+            api_key_id=None,
             now=datetime.now(UTC) - timedelta(minutes=16),
         )
     client.cookies.clear()

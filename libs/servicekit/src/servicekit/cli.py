@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,17 @@ class ServiceCLI:
         )
         create.add_argument("--email", help="where the owner is told about their resources")
         create.add_argument("--description")
+        revoke = keys.add_parser(
+            "revoke", help="revoke a key by its id; the page sessions and links it opened end"
+        )
+        revoke.add_argument("key_id", type=uuid.UUID)
+        set_level = keys.add_parser(
+            "set-level", help="give a key another level; the page sessions it opened end"
+        )
+        set_level.add_argument("key_id", type=uuid.UUID)
+        set_level.add_argument(
+            "--level", required=True, choices=[level.value for level in self._key_levels]
+        )
         streams = commands.add_parser(
             "streams", help="JetStream set-up, for operators who own it"
         ).add_subparsers(dest="streams_command", required=True)
@@ -151,8 +163,10 @@ class ServiceCLI:
             upgrade(self._migrations, settings.database_url, args.revision)
             print(f"{self.name}: database at revision {args.revision}")
             return 0
-        if args.command == "api-keys":
+        if args.command == "api-keys" and args.keys_command == "create":
             return asyncio.run(self._create_key(settings, args))
+        if args.command == "api-keys":
+            return asyncio.run(self._change_key(settings, args))
         if args.command == "streams":
             return asyncio.run(self._ensure_streams(settings))
         for extra in self._extra:
@@ -184,4 +198,25 @@ class ServiceCLI:
             await engine.dispose()
         print(f"created {record.level} key {record.id} for owner {record.owner!r}", file=sys.stderr)
         print(plaintext)
+        return 0
+
+    async def _change_key(self, settings: ServiceSettings, args: argparse.Namespace) -> int:
+        """`api-keys revoke` and `api-keys set-level`: any owner's key (the operator's
+        command); the page sessions standing on it end at their next request."""
+        engine = create_engine(settings)
+        try:
+            async with create_session_factory(engine)() as session, session.begin():
+                keys = ApiKeyRepository(session)
+                record = await keys.get_active(args.key_id)
+                if record is None:
+                    print(f"no active key {args.key_id}", file=sys.stderr)
+                    return 1
+                if args.keys_command == "revoke":
+                    await keys.revoke(record)
+                else:
+                    await keys.set_level(record, AccessLevel(args.level))
+        finally:
+            await engine.dispose()
+        done = "revoked" if args.keys_command == "revoke" else f"now {record.level}"
+        print(f"key {record.id} of owner {record.owner!r} {done}", file=sys.stderr)
         return 0

@@ -69,6 +69,7 @@ def create_dashboard_link(settings: Settings, args: argparse.Namespace) -> int:
                     AccessLevel(args.level),
                     base_url=settings.public_url or f"http://127.0.0.1:{settings.port}",
                     ttl=timedelta(minutes=settings.dashboard_link_minutes),
+                    api_key_id=None,  # the operator's: no key to end with
                 )
         finally:
             await engine.dispose()

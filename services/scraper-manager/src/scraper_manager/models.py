@@ -1,6 +1,7 @@
 """Tables of scraper-manager. The foundation tables (API keys, outbox, processed events, mail)
 come from servicekit; these are created by the second migration."""
 
+import uuid
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -143,6 +144,24 @@ class DashboardLink(SQLModel, table=True):
     expires_at: datetime = _tz()
     used_at: datetime | None = _tz(default=None)
     created_at: datetime = _tz(default_factory=utcnow)
+    # The key that asked for the link (none from the operators' CLI): the link dies with it.
+    api_key_id: uuid.UUID | None = None
+
+
+class DashboardSession(SQLModel, table=True):
+    """A dashboard page session (servicekit.auth.page_sessions): the cookie's token, hashed,
+    names the row; it stands on `api_key_id` (the key signed in with, or its link's issuer)."""
+
+    __tablename__ = "dashboard_sessions"
+
+    id_hash: str = Field(primary_key=True, max_length=64)
+    service: str = Field(max_length=64)
+    owner: str = Field(max_length=200)
+    level: str = Field(max_length=16)
+    api_key_id: uuid.UUID | None = None
+    created_at: datetime = _tz()
+    last_seen_at: datetime = _tz()
+    expires_at: datetime = _tz()
 
 
 class WebhookStatus(StrEnum):
@@ -184,6 +203,7 @@ __all__ = [
     "FINAL_RUN_STATUSES",
     "ApiKey",
     "DashboardLink",
+    "DashboardSession",
     "Item",
     "LogLevel",
     "OAuthClient",

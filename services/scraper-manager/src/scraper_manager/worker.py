@@ -1,12 +1,14 @@
 """`scraper-manager worker`: the outbox relay and the service's background loops (runs,
-schedules, run-log retention, and the reconciliation of interrupted webhook registrations)."""
+schedules, run-log retention, expired page sessions, and the reconciliation of interrupted webhook registrations)."""
 
 import asyncio
 
+from servicekit.auth.page_sessions import session_cleanup_loop
 from servicekit.worker import run_worker
 
 from scraper_manager.crawler.runner import log_prune_loop, run_loop
 from scraper_manager.events import registry
+from scraper_manager.models import DashboardSession
 from scraper_manager.scheduling.scheduler import scheduler_loop
 from scraper_manager.settings import Settings
 from scraper_manager.webhooks.service import webhook_reconcile_loop
@@ -22,6 +24,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             scheduler_loop(settings),
             webhook_reconcile_loop(settings),
             log_prune_loop(settings),
+            session_cleanup_loop(DashboardSession, settings.session_cleanup_seconds),
         ],
         stop=stop,
     )

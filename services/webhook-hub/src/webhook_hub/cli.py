@@ -78,6 +78,7 @@ def run_portal_link(settings: Settings, args: argparse.Namespace) -> int:
                     portal_level(AccessLevel(args.level)),
                     base_url=settings.public_url or f"http://127.0.0.1:{settings.port}",
                     ttl=timedelta(seconds=args.ttl_seconds),
+                    api_key_id=None,  # the operator's: no key to end with
                 )
         finally:
             await engine.dispose()

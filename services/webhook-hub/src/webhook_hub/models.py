@@ -188,6 +188,24 @@ class PortalLink(SQLModel, table=True):
     created_at: datetime = _tz(default_factory=utcnow)
     expires_at: datetime = _tz()
     used_at: datetime | None = _tz(default=None)
+    # The key that asked for the link (none from the operators' CLI): the link dies with it.
+    api_key_id: uuid.UUID | None = None
+
+
+class PortalSession(SQLModel, table=True):
+    """A portal page session (servicekit.auth.page_sessions): the cookie's token, hashed,
+    names the row; it stands on `api_key_id` (the key signed in with, or its link's issuer)."""
+
+    __tablename__ = "portal_sessions"
+
+    id_hash: str = Field(primary_key=True, max_length=64)
+    service: str = Field(max_length=64)
+    owner: str = Field(max_length=200)
+    level: str = Field(max_length=16)
+    api_key_id: uuid.UUID | None = None
+    created_at: datetime = _tz()
+    last_seen_at: datetime = _tz()
+    expires_at: datetime = _tz()
 
 
 class IdempotencyKey(SQLModel, table=True):
@@ -211,6 +229,7 @@ __all__ = [
     "MailMessage",
     "OutboxEvent",
     "PortalLink",
+    "PortalSession",
     "ProcessedEvent",
     "Subscription",
     "metadata",

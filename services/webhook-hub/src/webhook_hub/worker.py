@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from servicekit.auth.page_sessions import session_cleanup_loop
 from servicekit.events import RawCloudEvent
 from servicekit.events.consumer import EventFeed
 from servicekit.mail_outbox import mail_loop
@@ -22,6 +23,7 @@ from webhook_hub.dispatch.loop import (
 )
 from webhook_hub.event_types.sync import event_type_sync_loop
 from webhook_hub.events import registry
+from webhook_hub.models import PortalSession
 from webhook_hub.nats_service.handlers import subscription_requests_loop
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
@@ -79,6 +81,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             event_type_sync_loop,
             mail_loop(settings),
             subscription_requests_loop(settings),
+            session_cleanup_loop(PortalSession, settings.session_cleanup_seconds),
         ],
         stop=stop,
     )

@@ -65,6 +65,16 @@ class ApiKeyRepository:
         )
         return (await self.session.exec(statement)).first()
 
+    async def get_active(self, key_id: uuid.UUID) -> ApiKey | None:
+        """Any owner's active key (the operators' CLI)."""
+        statement = select(ApiKey).where(ApiKey.id == key_id, col(ApiKey.revoked_at).is_(None))
+        return (await self.session.exec(statement)).first()
+
+    async def set_level(self, record: ApiKey, level: AccessLevel) -> None:
+        record.level = level.value
+        self.session.add(record)
+        await self.session.flush()
+
     async def revoke(self, record: ApiKey) -> None:
         record.revoked_at = datetime.now(UTC)
         self.session.add(record)

@@ -121,3 +121,49 @@ def drop_mail_outbox_retries() -> None:
     _create_mail_pending_index()
     op.drop_column("mail_outbox", "dead_at")
     op.drop_column("mail_outbox", "next_attempt_at")
+
+
+def create_page_sessions_table(name: str) -> None:
+    """A service's page sessions (servicekit.auth.page_sessions): the token's SHA-256 names a
+    row; the clean-up deletes by `expires_at`. A session stands on the key that opened it (or
+    issued its link): deleting the key's row deletes its sessions too."""
+    op.create_table(
+        name,
+        sa.Column("id_hash", sa.String(64), primary_key=True),
+        sa.Column("service", sa.String(64), nullable=False),
+        sa.Column("owner", sa.String(200), nullable=False),
+        sa.Column("level", sa.String(16), nullable=False),
+        sa.Column(
+            "api_key_id",
+            sa.Uuid(),
+            sa.ForeignKey("api_keys.id", ondelete="CASCADE", name=f"fk_{name}_api_key_id"),
+            nullable=True,
+        ),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("last_seen_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+    )
+    op.create_index(f"ix_{name}_expires_at", name, ["expires_at"])
+    op.create_index(f"ix_{name}_api_key_id", name, ["api_key_id"])
+
+
+def drop_page_sessions_table(name: str) -> None:
+    op.drop_table(name)
+
+
+def add_link_issuer(table: str) -> None:
+    """The key that asked for a sign-in link (none from an operator's CLI): the link and its
+    session end with the key."""
+    op.add_column(
+        table,
+        sa.Column(
+            "api_key_id",
+            sa.Uuid(),
+            sa.ForeignKey("api_keys.id", ondelete="CASCADE", name=f"fk_{table}_api_key_id"),
+            nullable=True,
+        ),
+    )
+
+
+def drop_link_issuer(table: str) -> None:
+    op.drop_column(table, "api_key_id")

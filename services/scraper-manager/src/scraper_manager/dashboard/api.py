@@ -57,7 +57,8 @@ class DashboardLinkOut(BaseModel):
         "A link that signs its first visitor in to the dashboard as the calling key's owner, "
         "at the key's level, until it expires: after `ttl_seconds` (60 s to 24 h, as "
         "webhook-hub's portal links) or, without it, the operator's "
-        "`DASHBOARD_LINK_MINUTES` (default 15 min). Any key may ask."
+        "`DASHBOARD_LINK_MINUTES` (default 15 min). Any key may ask. The link, and the "
+        "session it opens, end when the key is revoked or given another level."
     ),
     responses=declared(*AUTH, RequestInvalid),
 )
@@ -74,5 +75,6 @@ async def create_dashboard_link(
         principal.level,
         base_url=base,
         ttl=link_ttl(body.ttl_seconds if body else None, settings.dashboard_link_minutes),
+        api_key_id=principal.key_id,
     )
     return DashboardLinkOut(url=link.url, expires_at=link.expires_at)

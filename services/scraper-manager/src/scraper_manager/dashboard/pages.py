@@ -17,7 +17,6 @@ from fastapi import APIRouter, BackgroundTasks, FastAPI, Form, Path, Query, Requ
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from servicekit.auth import AccessLevel
-from servicekit.auth.dependencies import principal_from_api_key
 from servicekit.errors import Conflict, Forbidden, ServiceError
 from servicekit.web.pages import (
     NavItem,
@@ -47,7 +46,14 @@ from scraper_manager.dependencies import (
 )
 from scraper_manager.errors import UnknownRunEvents
 from scraper_manager.events import RUN_EVENT_TYPES
-from scraper_manager.models import FINAL_RUN_STATUSES, LogLevel, Run, RunStatus, Scraper
+from scraper_manager.models import (
+    FINAL_RUN_STATUSES,
+    DashboardSession,
+    LogLevel,
+    Run,
+    RunStatus,
+    Scraper,
+)
 from scraper_manager.runlog.repository import RunLogRepository
 from scraper_manager.runs.repository import RunRepository
 from scraper_manager.runs.service import RunService
@@ -92,6 +98,7 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
         prefix=PREFIX,
         site_name="Scraper dashboard",
         login_path=f"{PREFIX}/login",
+        sessions=DashboardSession,
         logout_path=f"{PREFIX}/logout",
         nav=[
             NavItem("Scrapers", f"{PREFIX}/"),
@@ -136,7 +143,7 @@ def router(pages: Pages) -> APIRouter:
         api_key: Annotated[str, Form(max_length=200)] = "",
         next: Annotated[str, Form(max_length=2000)] = "",
     ) -> Response:
-        principal = await principal_from_api_key(session, api_key.strip()) if api_key else None
+        principal = await pages.key_sign_in(request, session, api_key)
         if principal is None:
             return pages.render(
                 request,
@@ -145,7 +152,9 @@ def router(pages: Pages) -> APIRouter:
                 status_code=401,
             )
         response = RedirectResponse(pages.safe_next(next), status_code=303)
-        pages.start_session(response, principal.owner, principal.level)
+        await pages.start_session(
+            session, response, principal.owner, principal.level, api_key_id=principal.key_id
+        )
         return response
 
     @routes.get("/link/{token}")
@@ -155,12 +164,13 @@ def router(pages: Pages) -> APIRouter:
 
     @routes.post("/link/{token}")
     async def link_open(token: str, session: SessionDep) -> Response:
-        return signed_in(pages, await dashboard_links(session).redeem(token), f"{PREFIX}/")
+        link = await dashboard_links(session).redeem(token)
+        return await signed_in(pages, session, link, f"{PREFIX}/")
 
     @routes.post("/logout")
-    async def logout() -> Response:
+    async def logout(request: Request, session: SessionDep) -> Response:
         response = RedirectResponse(f"{PREFIX}/login", status_code=303)
-        pages.end_session(response)
+        await pages.end_session(request, session, response)
         return response
 
     # -- scrapers -----------------------------------------------------------------------------

@@ -32,12 +32,14 @@ async def create_portal_link(
     """A link your backend hands to your people: opened once before `expires_at` (default
     1 h, at most 24 h), it signs the browser in to the portal for your owner, at your key's
     level (a read key's link sees everything and changes nothing). Only the token's hash is
-    stored; a used or expired link shows a page saying so."""
+    stored; a used or expired link shows a page saying so. The link and the session it opens
+    end when your key is revoked or given another level."""
     ttl = (body or PortalLinkCreate()).ttl_seconds
     issued = await service.issue(
         principal.owner,
         portal_level(principal.level),
         base_url=settings.public_url or str(request.base_url),
         ttl=timedelta(seconds=ttl),
+        api_key_id=principal.key_id,
     )
     return PortalLinkCreated(url=issued.url, expires_at=issued.expires_at)

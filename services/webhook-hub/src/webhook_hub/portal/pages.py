@@ -17,7 +17,7 @@ from fastapi import FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from servicekit.auth.api_keys import AccessLevel
-from servicekit.auth.dependencies import Principal, principal_from_api_key
+from servicekit.auth.dependencies import Principal
 from servicekit.paging import DEFAULT_PAGE_SIZE
 from servicekit.web.pages import (
     NavItem,
@@ -49,7 +49,7 @@ from webhook_hub.errors import (
     PersonalDataNotApproved,
     UnknownEventTypes,
 )
-from webhook_hub.models import Delivery, DeliveryStatus, EventType
+from webhook_hub.models import Delivery, DeliveryStatus, EventType, PortalSession
 from webhook_hub.portal.forms import (
     EndpointForm,
     local_time_value,
@@ -86,6 +86,8 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         prefix=PREFIX,
         site_name="Webhooks portal",
         login_path=f"{PREFIX}/login",
+        sessions=PortalSession,
+        session_level=portal_level,
         logout_path=f"{PREFIX}/logout",
         nav=[
             NavItem("Endpoints", f"{PREFIX}/endpoints"),
@@ -117,18 +119,19 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         api_key: FormText = "",
         next: FormText = "",
     ) -> Response:
-        principal = await principal_from_api_key(db, api_key.strip()) if api_key else None
+        principal = await pages.key_sign_in(request, db, api_key)
         if principal is None:
             context = {"title": "Sign in", "next": next, "error": "This API key is not valid."}
             return pages.render(request, "portal/login.html", context, status_code=401)
         response = RedirectResponse(pages.safe_next(next), status_code=303)
-        pages.start_session(response, principal.owner, portal_level(principal.level))
+        level = portal_level(principal.level)
+        await pages.start_session(db, response, principal.owner, level, api_key_id=principal.key_id)
         return response
 
     @router.post("/logout")
-    async def logout(pages: PagesDep) -> Response:
+    async def logout(request: Request, pages: PagesDep, db: SessionDep) -> Response:
         response = RedirectResponse(f"{PREFIX}/login", status_code=303)
-        pages.end_session(response)
+        await pages.end_session(request, db, response)
         pages.flash(response, "You are signed out.", "info")
         return response
 
@@ -140,8 +143,10 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         return landing_page(pages, request, link, destination="the webhooks portal")
 
     @router.post("/link/{token}")
-    async def link_open(token: str, pages: PagesDep, links: PortalLinkServiceDep) -> Response:
-        return signed_in(pages, await links.redeem(token), f"{PREFIX}/endpoints")
+    async def link_open(
+        token: str, pages: PagesDep, db: SessionDep, links: PortalLinkServiceDep
+    ) -> Response:
+        return await signed_in(pages, db, await links.redeem(token), f"{PREFIX}/endpoints")
 
     # -- endpoints (subscriptions) -------------------------------------------------------------
 

@@ -19,4 +19,6 @@ def portal_level(level: AccessLevel) -> AccessLevel:
 
 
 def portal_links(session: AsyncSession) -> SignInLinks[PortalLink]:
-    return SignInLinks(session, PortalLink, path=LINK_PATH, noun="portal link")
+    return SignInLinks(
+        session, PortalLink, path=LINK_PATH, noun="portal link", level_of=portal_level
+    )

@@ -4,12 +4,17 @@ it expires. Each service keeps its own table (any SQLModel table with `token_has
 `level`, `expires_at` and `used_at` columns) and binds it here; the rules live only here.
 
 Opening a link takes two steps in the services: `check` for the GET page (link previews and
-mail scanners fetch the address and must not spend it), `redeem` for the POST that signs in."""
+mail scanners fetch the address and must not spend it), `redeem` for the POST that signs in.
+
+A link issued over the API keeps the id of the key that asked for it (`api_key_id`): once that
+key is revoked or given another level, the link no longer signs in, and the session it opened
+ends (the session stands on the same key). An operator's CLI link has no key."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -22,6 +27,13 @@ from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.page_sessions import (
+    LevelOf,
+    SessionState,
+    key_standing,
+    key_state,
+    same_level,
+)
 from servicekit.errors import NotFound, ServiceError
 from servicekit.web.pages.site import Pages
 
@@ -31,7 +43,7 @@ MIN_LINK_TTL_SECONDS = 60
 MAX_LINK_TTL_SECONDS = 24 * 3600
 # A token is 43 url-safe characters; anything much longer is not one and is not hashed.
 MAX_TOKEN_LENGTH = 100
-COLUMNS = ("token_hash", "owner", "level", "expires_at", "used_at")
+COLUMNS = ("token_hash", "owner", "level", "expires_at", "used_at", "api_key_id")
 
 
 class LinkRow(Protocol):
@@ -40,6 +52,7 @@ class LinkRow(Protocol):
     level: str
     expires_at: datetime
     used_at: datetime | None
+    api_key_id: uuid.UUID | None
 
 
 Row = TypeVar("Row", bound=SQLModel)
@@ -85,6 +98,14 @@ class LinkExpired(LinkGone):
     default_message = "This link has expired. Ask for a new one."
 
 
+class LinkKeyRevoked(LinkGone):
+    code = "link_key_revoked"
+    default_message = (
+        "This link no longer signs in: the key that issued it was revoked or changed. "
+        "Ask for a new one."
+    )
+
+
 class LinkUnknown(NotFound):
     code = "link_unknown"
     default_message = "This link is not valid. Check it was copied whole, or ask for a new one."
@@ -103,6 +124,7 @@ class IssuedLink:
 class OpenLink:
     owner: str
     level: AccessLevel
+    api_key_id: uuid.UUID | None = None
 
 
 class SignInLinkRepository(Generic[Row]):
@@ -125,31 +147,42 @@ class SignInLinkRepository(Generic[Row]):
         # The columns were checked in __init__: the row has LinkRow's attributes.
         return cast("LinkRow | None", await self.session.get(self.table, token_hash))
 
-    async def claim(self, token_hash: str, now: datetime) -> tuple[str, str] | None:
+    async def claim(
+        self, token_hash: str, now: datetime
+    ) -> tuple[str, str, uuid.UUID | None] | None:
         """Mark the link used if it is unused and unexpired, in one statement (two tabs opening
-        it at once: one wins); its owner and level, or None."""
+        it at once: one wins); its owner, level and issuing key, or None."""
         c = self.columns
         statement = (
             update(self.table)
             .where(c.token_hash == token_hash, c.used_at.is_(None), c.expires_at > now)
             .values(used_at=now)
-            .returning(c.owner, c.level)
+            .returning(c.owner, c.level, c.api_key_id)
         )
         connection = await self.session.connection()
         row = (await connection.execute(statement)).first()
-        return None if row is None else (str(row[0]), str(row[1]))
+        return None if row is None else (str(row[0]), str(row[1]), row[2])
 
 
 class SignInLinks(Generic[Row]):
     """Issue, check and redeem one-time links of one service's table. `path` is the route the
-    link opens (`/portal/link/`); `noun` names the link in the error pages ("portal link")."""
+    link opens (`/portal/link/`); `noun` names the link in the error pages ("portal link");
+    `level_of` maps the issuing key's level to the link's, as the service's pages do."""
 
     def __init__(
-        self, session: AsyncSession, table: type[Row], *, path: str, noun: str = "link"
+        self,
+        session: AsyncSession,
+        table: type[Row],
+        *,
+        path: str,
+        noun: str = "link",
+        level_of: LevelOf = same_level,
     ) -> None:
+        self.session = session
         self.links = SignInLinkRepository(session, table)
         self.path = path
         self.noun = noun
+        self.level_of = level_of
 
     async def issue(
         self,
@@ -158,17 +191,24 @@ class SignInLinks(Generic[Row]):
         *,
         base_url: str,
         ttl: timedelta,
+        api_key_id: uuid.UUID | None,
         now: datetime | None = None,
     ) -> IssuedLink:
+        """`api_key_id`: the key asking for the link (None only for an operator's CLI)."""
         token = secrets.token_urlsafe(TOKEN_BYTES)
         expires_at = (now or datetime.now(UTC)) + ttl
         await self.links.add(
-            token_hash=hash_token(token), owner=owner, level=level.value, expires_at=expires_at
+            token_hash=hash_token(token),
+            owner=owner,
+            level=level.value,
+            expires_at=expires_at,
+            api_key_id=api_key_id,
         )
         return IssuedLink(token, link_url(base_url, self.path, token), expires_at)
 
     async def check(self, token: str, now: datetime | None = None) -> OpenLink:
-        """The open link, or why not: LinkUnknown, LinkGone (used) or LinkExpired."""
+        """The open link, or why not: LinkUnknown, LinkGone (used), LinkExpired or
+        LinkKeyRevoked (its key revoked or at another level since)."""
         link = await self.links.get(hash_token(token)) if len(token) <= MAX_TOKEN_LENGTH else None
         if link is None:
             raise LinkUnknown(self._say(LinkUnknown.default_message))
@@ -177,7 +217,7 @@ class SignInLinks(Generic[Row]):
             raise LinkGone(self._say(LinkGone.default_message))
         if state is LinkState.EXPIRED:
             raise LinkExpired(self._say(LinkExpired.default_message))
-        return OpenLink(link.owner, AccessLevel(link.level))
+        return await self._standing(OpenLink(link.owner, AccessLevel(link.level), link.api_key_id))
 
     async def redeem(self, token: str, now: datetime | None = None) -> OpenLink:
         """Spend the link: its owner and level, once; afterwards the errors of `check`."""
@@ -189,8 +229,19 @@ class SignInLinks(Generic[Row]):
             await self.check(token, moment)
             # Claimed by a concurrent request between the two statements.
             raise LinkGone(self._say(LinkGone.default_message))
-        owner, level = claimed
-        return OpenLink(owner, AccessLevel(level))
+        owner, level, api_key_id = claimed
+        # Refused after the claim, in its transaction: the error rolls the claim back.
+        return await self._standing(OpenLink(owner, AccessLevel(level), api_key_id))
+
+    async def _standing(self, link: OpenLink) -> OpenLink:
+        """The link, if the key that issued it still stands at the link's level."""
+        if link.api_key_id is None:
+            return link
+        key = await key_standing(self.session, link.api_key_id)
+        state = key_state(link.level, link.api_key_id, key, level_of=self.level_of)
+        if state is not SessionState.VALID:
+            raise LinkKeyRevoked(self._say(LinkKeyRevoked.default_message))
+        return link
 
     def _say(self, message: str) -> str:
         return message.replace("This link", f"This {self.noun}", 1)
@@ -213,8 +264,9 @@ def landing_page(
     return pages.render(request, "kit/link.html", context)
 
 
-def signed_in(pages: Pages, link: OpenLink, target: str) -> Response:
-    """The POST's answer once `redeem` succeeded: a page session, and on to `target`."""
+async def signed_in(pages: Pages, db: AsyncSession, link: OpenLink, target: str) -> Response:
+    """The POST's answer once `redeem` succeeded: a page session standing on the link's key,
+    and on to `target`."""
     response = RedirectResponse(target, status_code=303)
-    pages.start_session(response, link.owner, link.level)
+    await pages.start_session(db, response, link.owner, link.level, api_key_id=link.api_key_id)
     return response

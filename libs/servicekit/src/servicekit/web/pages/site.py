@@ -4,7 +4,10 @@ shows errors under its prefix as pages in the layout instead of JSON."""
 
 from __future__ import annotations
 
+import contextlib
+import math
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +19,25 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from itsdangerous import BadSignature, URLSafeSerializer
+from sqlmodel import SQLModel
+from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.dependencies import Principal, principal_from_api_key
+from servicekit.auth.page_sessions import (
+    LevelOf,
+    PageSessionRepository,
+    expires_at,
+    hash_token,
+    moment,
+    new_token,
+    same_level,
+    session_times,
+    session_verdict,
+)
+from servicekit.auth.throttle import FailureLimiter, client_key
 from servicekit.errors import ServiceError
 from servicekit.web.pages.assets import AssetCatalog
 from servicekit.web.pages.csrf import (
@@ -33,11 +51,11 @@ from servicekit.web.pages.csrf import (
 from servicekit.web.pages.page_session import (
     PageSession,
     PageSettings,
-    SessionCodec,
+    SessionCookie,
     SessionState,
-    session_state,
 )
 from servicekit.web.pages.templating import template_environment
+from servicekit.web.session import SessionDep
 
 logger = structlog.get_logger(__name__)
 
@@ -84,8 +102,19 @@ class LoginRequired(Exception):
         self.reason = reason
 
 
+class TooManySignIns(ServiceError):
+    """Too many failed key sign-ins from one address (see `servicekit.auth.throttle`)."""
+
+    status_code = 429
+    code = "too_many_sign_ins"
+    default_message = "Too many failed sign-ins from your address. Wait a minute, then try again."
+
+
 class Pages:
-    """`Pages(app, settings, prefix=..., ...)`: the app's pages under `prefix`."""
+    """`Pages(app, settings, prefix=..., sessions=Table, ...)`: the app's pages under `prefix`,
+    their sessions kept as rows of the service's `sessions` table (see
+    `servicekit.auth.page_sessions`). `session_level` maps an API key's level to the level of
+    the sessions it opens (the portal gives an operator key an admin session)."""
 
     def __init__(
         self,
@@ -95,6 +124,8 @@ class Pages:
         prefix: str,
         site_name: str,
         login_path: str,
+        sessions: type[SQLModel],
+        session_level: LevelOf = same_level,
         logout_path: str | None = None,
         nav: Sequence[NavItem] = (),
         template_dirs: Sequence[Path] = (),
@@ -109,7 +140,14 @@ class Pages:
         catalog: AssetCatalog = app.state.assets
         self.templates = template_environment(catalog, template_dirs)
         self.clock = clock
-        self.codec = SessionCodec(settings.session_secret)
+        PageSessionRepository.check_table(sessions)
+        self.session_table = sessions
+        self.session_level = session_level
+        self.service_name = settings.service_name
+        self.cookie = SessionCookie(settings.session_secret, settings.service_name)
+        self.sign_in_limiter = FailureLimiter(
+            settings.sign_in_failure_limit, settings.sign_in_failure_window_seconds
+        )
         self.csrf = CsrfTokens(settings.session_secret)
         self._flash_serializer = URLSafeSerializer(
             settings.session_secret.get_secret_value(), salt="servicekit.flash"
@@ -124,46 +162,142 @@ class Pages:
 
     # -- sessions ---------------------------------------------------------------------------
 
-    def start_session(self, response: Response, owner: str, level: AccessLevel) -> PageSession:
-        """Sign `owner` in at `level` on `response` (a new session id, whatever came before)."""
-        session = PageSession.start(owner, level, self.clock())
-        self._set_cookie(response, self.session_cookie, self.codec.encode(session))
-        return session
+    async def start_session(
+        self,
+        db: AsyncSession,
+        response: Response,
+        owner: str,
+        level: AccessLevel,
+        *,
+        api_key_id: uuid.UUID | None,
+    ) -> PageSession:
+        """Sign `owner` in at `level` on `response`: a new row and a new random token (whatever
+        came before). `api_key_id` is the key the session stands on (signed in with, or the
+        issuer of its link); None only for an operator's CLI link."""
+        token = new_token()
+        now = self.clock()
+        created, expires = session_times(
+            now, idle_seconds=self._idle_seconds, max_seconds=self._max_seconds
+        )
+        await self._sessions(db).add(
+            id_hash=hash_token(token),
+            service=self.service_name,
+            owner=owner,
+            level=level.value,
+            api_key_id=api_key_id,
+            created_at=created,
+            last_seen_at=created,
+            expires_at=expires,
+        )
+        self._set_cookie(response, self.session_cookie, self.cookie.encode(token))
+        return PageSession(owner, level, hash_token(token), now, now, api_key_id)
 
-    def end_session(self, response: Response) -> None:
+    async def end_session(self, request: Request, db: AsyncSession, response: Response) -> None:
+        """Sign out: the row is deleted, so the cookie opens nothing any more, anywhere."""
+        token = self._token(request)
+        if token is not None:
+            await self._sessions(db).remove(hash_token(token))
+        request.scope[_SESSION_KEY] = (None, None)
         response.delete_cookie(self.session_cookie, path="/", secure=self._secure)
 
-    def session_of(self, request: Request) -> PageSession | None:
-        """The request's valid session, or None; never raises."""
-        session, _ = self._read_session(request)
-        return session
+    async def key_sign_in(
+        self, request: Request, db: AsyncSession, api_key: str
+    ) -> Principal | None:
+        """The principal of the key typed in a sign-in form, or None (a failure, counted against
+        the client's address); TooManySignIns (429) while the address has failed too often,
+        without looking at the key."""
+        client = client_key(request.client.host if request.client else None)
+        now = self.clock()
+        wait = self.sign_in_limiter.retry_after(client, now)
+        if wait is not None:
+            raise TooManySignIns(headers={"Retry-After": str(math.ceil(wait))})
+        key = api_key.strip()
+        principal = await principal_from_api_key(db, key) if key else None
+        if principal is None:
+            self.sign_in_limiter.record_failure(client, now)
+        return principal
 
-    def require_session(self, request: Request) -> PageSession:
-        session, state = self._read_session(request)
+    def session_of(self, request: Request) -> PageSession | None:
+        """The request's valid session as the page's dependency loaded it, or None; never
+        queries, never raises."""
+        cached: tuple[PageSession | None, SessionState | None] | None = request.scope.get(
+            _SESSION_KEY
+        )
+        return None if cached is None else cached[0]
+
+    async def require_session(self, request: Request, db: AsyncSession) -> PageSession:
+        session, state = await self.load_session(request, db)
         if session is None:
             raise LoginRequired(_path_with_query(request), state)
         return session
 
-    def _read_session(self, request: Request) -> tuple[PageSession | None, SessionState | None]:
+    async def load_session(
+        self, request: Request, db: AsyncSession
+    ) -> tuple[PageSession | None, SessionState | None]:
+        """The request's session if it still holds (its row exists for this service, within
+        its limits, its key live at the same level), and why not otherwise; once a request."""
         cached: tuple[PageSession | None, SessionState | None] | None = request.scope.get(
             _SESSION_KEY
         )
         if cached is not None:
             return cached
-        raw = request.cookies.get(self.session_cookie)
-        session = self.codec.decode(raw) if raw else None
+        token = self._token(request)
+        sessions = self._sessions(db)
+        found = await sessions.load(hash_token(token), self.service_name) if token else None
+        session: PageSession | None = None
         state: SessionState | None = None
-        if session is not None:
-            state = session_state(
+        if found is not None:
+            session, key = found
+            now = self.clock()
+            state = session_verdict(
                 session,
-                self.clock(),
-                idle_seconds=self.settings.session_idle_minutes * 60,
-                max_seconds=self.settings.session_max_hours * 3600,
+                key,
+                now,
+                idle_seconds=self._idle_seconds,
+                max_seconds=self._max_seconds,
+                level_of=self.session_level,
             )
             if state is not SessionState.VALID:
                 session = None
+            elif session.needs_refresh(now):
+                session = session.seen(now)
+                deadline = expires_at(
+                    session.issued_at,
+                    now,
+                    idle_seconds=self._idle_seconds,
+                    max_seconds=self._max_seconds,
+                )
+                await sessions.touch(session.session_id, moment(now), moment(deadline))
         request.scope[_SESSION_KEY] = (session, state)
         return session, state
+
+    async def load_session_for_error_page(self, request: Request) -> None:
+        """An error page shows who is signed in too: the session is read in a transaction of
+        its own when the page's dependency did not get to it (an unknown path, say)."""
+        if request.scope.get(_SESSION_KEY) is not None or self._token(request) is None:
+            return
+        factory = getattr(request.app.state, "session_factory", None)
+        if factory is None:
+            return
+        # Best effort: the error being answered may be the database's own.
+        with contextlib.suppress(Exception):
+            async with factory() as db, db.begin():
+                await self.load_session(request, db)
+
+    def _token(self, request: Request) -> str | None:
+        raw = request.cookies.get(self.session_cookie)
+        return self.cookie.decode(raw) if raw else None
+
+    def _sessions(self, db: AsyncSession) -> PageSessionRepository[Any]:
+        return PageSessionRepository(db, self.session_table)
+
+    @property
+    def _idle_seconds(self) -> float:
+        return self.settings.session_idle_minutes * 60
+
+    @property
+    def _max_seconds(self) -> float:
+        return self.settings.session_max_hours * 3600
 
     # -- CSRF ---------------------------------------------------------------------------------
 
@@ -242,22 +376,13 @@ class Pages:
         response = HTMLResponse(
             html, status_code=status_code, headers={"Cache-Control": "no-store", **(headers or {})}
         )
-        self._finish(request, response, session, flashes)
+        self._finish(request, response, flashes)
         return response
 
-    def _finish(
-        self,
-        request: Request,
-        response: Response,
-        session: PageSession | None,
-        flashes: list[Flash],
-    ) -> None:
+    def _finish(self, request: Request, response: Response, flashes: list[Flash]) -> None:
         nonce = request.scope.get(_NONCE_KEY)
         if nonce:
             self._set_cookie(response, self.csrf_cookie, nonce, strict=True)
-        now = self.clock()
-        if session is not None and session.needs_refresh(now):
-            self._set_cookie(response, self.session_cookie, self.codec.encode(session.seen(now)))
         if flashes:
             response.delete_cookie(self.flash_cookie, path="/", secure=self._secure)
 
@@ -268,7 +393,7 @@ class Pages:
     def _set_cookie(
         self, response: Response, name: str, value: str, *, strict: bool = False
     ) -> None:
-        # No max_age: a browser session cookie; the signed content carries the expiry.
+        # No max_age: a browser session cookie; the row on the server carries the expiry.
         response.set_cookie(
             name,
             value,
@@ -347,6 +472,8 @@ def _install(app: FastAPI, pages: Pages) -> None:
 def _page_aware(pages: Pages, api_handler: Any) -> Handler:
     async def handle(request: Request, exc: Exception) -> Response:
         if pages.owns(request) or api_handler is None:
+            if pages.owns(request):
+                await pages.load_session_for_error_page(request)
             return pages.error_page(request, exc)
         response: Response = await api_handler(request, exc)
         return response
@@ -364,15 +491,17 @@ def get_pages(request: Request) -> Pages:
     return pages
 
 
-def _require_session(request: Request) -> PageSession:
-    return get_pages(request).require_session(request)
+async def _require_session(request: Request, db: SessionDep) -> PageSession:
+    return await get_pages(request).require_session(request, db)
 
 
-def _optional_session(request: Request) -> PageSession | None:
-    return get_pages(request).session_of(request)
+async def _optional_session(request: Request, db: SessionDep) -> PageSession | None:
+    session, _ = await get_pages(request).load_session(request, db)
+    return session
 
 
 PagesDep = Annotated[Pages, Depends(get_pages)]
 PageSessionDep = Annotated[PageSession, Depends(_require_session)]
-"""The signed-in session; without one (or once it expired) the page redirects to login."""
+"""The signed-in session, checked against its row on every request; without one (signed out,
+expired, its key revoked or at another level) the page redirects to login."""
 OptionalPageSessionDep = Annotated[PageSession | None, Depends(_optional_session)]
