@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -155,6 +156,51 @@ def _sequence_of(msg: Msg) -> int | None:
         return None
 
 
+async def refuse_message(
+    msg: Msg,
+    *,
+    consumer: str,
+    event_id: uuid.UUID,
+    event_type: str,
+    error: BaseException,
+    first_delay: float,
+    max_deliveries: int,
+    loop: str | None = None,
+) -> None:
+    """An event that raised on its own (a poison event): logged at error level with its id,
+    back after a delay that doubles with each delivery, and terminated at its
+    `max_deliveries`-th (it stays in the stream, named in the log) so that it is never
+    retried forever."""
+    try:
+        delivered = int(msg.metadata.num_delivered or 1)
+    except Exception:  # not a JetStream message: nothing says how often it came
+        delivered = 1
+    if delivered >= max_deliveries:
+        logger.error(
+            "event given up: it failed at every delivery; terminated",
+            loop=loop or consumer,
+            consumer=consumer,
+            event_id=str(event_id),
+            event_type=event_type,
+            deliveries=delivered,
+            error=describe(error),
+        )
+        await msg.term()
+        return
+    delay = first_delay * 2 ** min(delivered - 1, 16)
+    logger.error(
+        "event failed; redelivering later",
+        loop=loop or consumer,
+        consumer=consumer,
+        event_id=str(event_id),
+        event_type=event_type,
+        deliveries=delivered,
+        retry_in_seconds=delay,
+        error=describe(error),
+    )
+    await msg.nak(delay=delay)
+
+
 class EventConsumer:
     """Runs `handler` on batches of new events inside one transaction.
 
@@ -248,33 +294,15 @@ class EventConsumer:
             await msg.ack()
 
     async def _refuse(self, msg: Msg, event: CloudEvent, exc: BaseException) -> None:
-        """An event that raised on its own: back later, or terminated at its last delivery."""
-        try:
-            delivered = msg.metadata.num_delivered or 1
-        except Exception:  # not a JetStream message: nothing says how often it came
-            delivered = 1
-        if delivered >= self._max_deliveries:
-            logger.error(
-                "event given up: it failed at every delivery; terminated",
-                consumer=self.durable,
-                event_id=str(event.id),
-                event_type=event.type,
-                deliveries=delivered,
-                error=describe(exc),
-            )
-            await msg.term()
-            return
-        delay = self._nak_delay * 2 ** min(delivered - 1, 16)
-        logger.error(
-            "event failed; redelivering later",
+        await refuse_message(
+            msg,
             consumer=self.durable,
-            event_id=str(event.id),
+            event_id=event.id,
             event_type=event.type,
-            deliveries=delivered,
-            retry_in_seconds=delay,
-            error=describe(exc),
+            error=exc,
+            first_delay=self._nak_delay,
+            max_deliveries=self._max_deliveries,
         )
-        await msg.nak(delay=delay)
 
     async def _fresh(self, session: AsyncSession, events: list[CloudEvent]) -> list[CloudEvent]:
         """The events not seen before, each once."""
