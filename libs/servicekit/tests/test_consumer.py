@@ -212,11 +212,21 @@ async def test_a_processed_batch_is_one_info_line_with_its_counts(
     assert {line["consumer"] for line in processed} == {consumer.durable}
 
 
-async def test_a_failed_batch_is_a_warning_naming_its_event_ids_and_the_error(
+class Unreachable(Recorder):
+    """Fails its first `failures` batches as a lost database connection would."""
+
+    async def __call__(self, session: AsyncSession, events: Sequence[CloudEvent]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionRefusedError("database away: handler failed")
+        await super().__call__(session, events)
+
+
+async def test_a_batch_failed_by_an_outage_is_a_warning_naming_its_event_ids_and_the_error(
     js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
 ) -> None:
     event_type = unique_event_type()
-    consumer = consumer_for(nats_client, db_engine, event_type, Recorder(failures=1))
+    consumer = consumer_for(nats_client, db_engine, event_type, Unreachable(failures=1))
     await consumer.subscribe()
     event = CloudEvent(source="test", type=event_type, data={})
     await publish(js, event)
@@ -227,3 +237,80 @@ async def test_a_failed_batch_is_a_warning_naming_its_event_ids_and_the_error(
     assert failed[0]["log_level"] == "warning"
     assert failed[0]["event_ids"] == [str(event.id)]
     assert "handler failed" in failed[0]["error"]
+
+
+class PoisonedRecorder(Recorder):
+    """Raises for any batch holding an event whose data says `poison`."""
+
+    async def __call__(self, session: AsyncSession, events: Sequence[CloudEvent]) -> None:
+        if any(event.data.get("poison") for event in events):
+            raise ValueError("this event cannot be handled")
+        await super().__call__(session, events)
+
+
+async def test_an_event_that_raises_is_set_apart_and_the_rest_of_its_batch_is_processed(
+    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+) -> None:
+    event_type = unique_event_type()
+    handler = PoisonedRecorder()
+    consumer = consumer_for(nats_client, db_engine, event_type, handler)
+    await consumer.subscribe()
+    good = [CloudEvent(source="test", type=event_type, data={"n": n}) for n in range(3)]
+    poison = CloudEvent(source="test", type=event_type, data={"poison": True})
+    for event in (good[0], poison, good[1], good[2]):
+        await publish(js, event)
+    with capture_logs() as lines:
+        await drain(consumer, rounds=3)
+    assert sorted(handler.seen) == sorted(event.id for event in good)
+    errors = [line for line in lines if line["log_level"] == "error"]
+    assert errors
+    assert {(line["consumer"], line["event_id"]) for line in errors} == {
+        (consumer.durable, str(poison.id))
+    }
+
+
+async def test_a_poison_event_is_terminated_at_its_last_delivery_not_retried_forever(
+    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+) -> None:
+    event_type = unique_event_type()
+    feed = EventFeed(
+        nats_client,
+        decode=CloudEvent.from_json,
+        durable=f"test-{uuid.uuid4().hex[:8]}",
+        subject=f"events.{event_type}",
+        fetch_timeout=0.5,
+    )
+    consumer = EventConsumer(
+        feed,
+        create_session_factory(db_engine),
+        handler=PoisonedRecorder(),
+        nak_delay=0.05,
+        max_deliveries=2,
+    )
+    await consumer.subscribe()
+    poison = CloudEvent(source="test", type=event_type, data={"poison": True})
+    await publish(js, poison)
+    with capture_logs() as lines:
+        for _ in range(10):
+            await consumer.poll_once()
+            if any("given up" in line["event"] for line in lines):
+                break
+    given_up = [line for line in lines if "given up" in line["event"]]
+    assert [(line["event_id"], line["deliveries"]) for line in given_up] == [(str(poison.id), 2)]
+    assert await consumer.poll_once() == 0  # terminated: never handed out again
+
+
+async def test_a_batch_failing_for_a_database_outage_comes_back_whole(
+    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+) -> None:
+    event_type = unique_event_type()
+    handler = Unreachable(failures=1)
+    consumer = consumer_for(nats_client, db_engine, event_type, handler)
+    await consumer.subscribe()
+    events = [CloudEvent(source="test", type=event_type, data={"n": n}) for n in range(2)]
+    for event in events:
+        await publish(js, event)
+    with capture_logs() as lines:
+        await drain(consumer, rounds=8)
+    assert sorted(handler.seen) == sorted(event.id for event in events)
+    assert [line for line in lines if line["log_level"] == "error"] == []

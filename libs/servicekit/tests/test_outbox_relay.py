@@ -255,3 +255,66 @@ async def test_a_published_batch_is_one_info_line_naming_the_source_and_count(
     assert [
         (line["event"], line["log_level"], line["source"], line["events"]) for line in lines
     ] == [("outbox batch published", "info", "servicekit-tests", 2)]
+
+
+async def test_an_event_nats_refuses_is_set_aside_and_the_rest_of_its_batch_is_published(
+    committing_session: AsyncSession,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+    kit_settings: ServiceSettings,
+) -> None:
+    relay = relay_for(db_engine, js, kit_settings)
+    await relay.publish_pending()  # the shared database may hold other tests' rows
+    event_type = unique_event_type("poison")
+    async with committing_session.begin():
+        before = await record_event(committing_session, event_type, {"n": 1})
+        # Past NATS's max_payload (1 MiB): no publication can ever succeed.
+        poison = await record_event(committing_session, event_type, {"blob": "x" * 2_000_000})
+        after = await record_event(committing_session, event_type, {"n": 2})
+
+    with capture_logs() as lines:
+        assert await relay.publish_pending() == 3
+    messages = await messages_on(js, f"events.{event_type}", expected=2)
+    assert [json.loads(m.data)["id"] for m in messages] == [str(before), str(after)]
+    async with db_engine.connect() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT published_at, failed_at, last_error FROM outbox_events WHERE id = :id"
+                ),
+                {"id": poison},
+            )
+        ).one()
+    assert row.published_at is None
+    assert row.failed_at is not None
+    assert "MaxPayload" in row.last_error
+    errors = [line for line in lines if line["log_level"] == "error"]
+    assert [(line["loop"], line["event_id"]) for line in errors] == [("outbox-relay", str(poison))]
+
+
+async def test_an_event_set_aside_is_not_tried_again_and_is_counted_apart_from_the_backlog(
+    committing_session: AsyncSession,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+    kit_settings: ServiceSettings,
+) -> None:
+    relay = relay_for(db_engine, js, kit_settings)
+    await relay.publish_pending()
+    async with committing_session.begin():
+        poison = await record_event(
+            committing_session, unique_event_type("poison"), {"blob": "x" * 2_000_000}
+        )
+    await relay.publish_pending()
+
+    with capture_logs() as lines:
+        assert await relay.publish_pending() == 0
+    assert lines == []
+    assert await measure_outbox_backlog(db_engine) == 0
+    set_aside = REGISTRY.get_sample_value("outbox_set_aside")
+    assert set_aside is not None
+    assert set_aside >= 1
+    async with db_engine.connect() as conn:
+        failed = await conn.scalar(
+            text("SELECT failed_at IS NOT NULL FROM outbox_events WHERE id = :id"), {"id": poison}
+        )
+    assert failed is True

@@ -168,3 +168,24 @@ async def test_a_message_that_cannot_be_built_is_dead_lettered_at_once(
     assert row.dead_at is not None
     assert row.attempts == 1
     assert dead_lettered("unsendable") == before + 1
+
+
+async def test_a_message_that_cannot_be_sent_does_not_stop_the_rest_of_its_batch(
+    service_settings: Settings, db_engine: AsyncEngine, smtp_server: SmtpServer
+) -> None:
+    settings = service_settings.model_copy(update={"smtp_url": smtp_server.url})
+    sessions = async_sessionmaker(db_engine, class_=AsyncSession, expire_on_commit=False)
+    tag = uuid.uuid4().hex[:8]
+    first = await queue_mail(db_engine, f"Before the poison {tag}")
+    poison = await queue_mail(db_engine, f"Poison {tag}\r\nBcc: someone@example.com")
+    last = await queue_mail(db_engine, f"After the poison {tag}")
+    with capture_logs() as lines:
+        await send_pending_mail(sessions, settings, MailRetryPolicy())
+    await asyncio.to_thread(wait_until_arrived, smtp_server, f"After the poison {tag}")
+    assert arrived(smtp_server, f"Before the poison {tag}")
+    assert arrived(smtp_server, f"After the poison {tag}")
+    assert (await mail_row(db_engine, first)).sent_at is not None
+    assert (await mail_row(db_engine, last)).sent_at is not None
+    assert (await mail_row(db_engine, poison)).dead_at is not None
+    errors = [line for line in lines if line["log_level"] == "error"]
+    assert [(line["loop"], line["mail_id"]) for line in errors] == [("mail-outbox", str(poison))]

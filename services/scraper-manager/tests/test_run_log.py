@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -23,6 +24,7 @@ from servicekit.embedded.network import free_port
 from servicekit.testing import serve_app
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from structlog.testing import capture_logs
 
 from tests.factories import Client, make_client, make_run, make_scraper
 from tests.test_crawls import BASE, start_crawl, wait_for_status
@@ -421,3 +423,49 @@ async def test_retention_prunes_lines_older_than_the_setting_by_the_given_clock(
 def test_the_retention_cutoff_is_now_minus_the_retention_days() -> None:
     now = datetime(2030, 1, 31, tzinfo=UTC)
     assert retention_cutoff(now, 30) == datetime(2030, 1, 1, tzinfo=UTC)
+
+
+class Unprintable:
+    """A field value that cannot be written out: its `str` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for this value")
+
+
+async def test_a_line_that_cannot_be_stored_is_replaced_by_an_error_line_and_the_rest_are_kept(
+    db_engine: AsyncEngine,
+) -> None:
+    owner = f"owner-{uuid.uuid4().hex[:8]}"
+    scraper = await make_scraper(db_engine, owner)
+    run = await make_run(db_engine, scraper)
+    now = datetime.now(UTC)
+    lines = [
+        LogLine(LogLevel.INFO, now, "first", {"n": 1}),
+        # Written as `NaN`, which PostgreSQL's jsonb refuses.
+        LogLine(LogLevel.INFO, now, "not a number", {"rate": float("nan")}),
+        LogLine(LogLevel.INFO, now, "unprintable", {"value": Unprintable()}),
+        LogLine(LogLevel.INFO, now, "last", {"n": 2}),
+    ]
+    with capture_logs() as logged:
+        await add_lines(db_engine, run.id, lines)
+    async with db_engine.connect() as conn:
+        stored = (
+            await conn.execute(
+                text(
+                    "SELECT level, message, fields FROM run_log_lines WHERE run_id = :r ORDER BY id"
+                ),
+                {"r": run.id},
+            )
+        ).all()
+    assert [(row.level, row.message) for row in stored] == [
+        ("info", "first"),
+        ("error", "a log line could not be stored"),
+        ("error", "a log line could not be stored"),
+        ("info", "last"),
+    ]
+    assert [row.fields["message"] for row in stored[1:3]] == ["not a number", "unprintable"]
+    errors = [entry for entry in logged if entry["log_level"] == "error"]
+    assert [(e["loop"], e["run_id"], e["line"]) for e in errors] == [
+        ("run-log writer", run.id, "unprintable"),
+        ("run-log writer", run.id, "not a number"),
+    ]

@@ -11,6 +11,7 @@ from scraper_manager.scheduling.scheduler import fire_due
 from servicekit.db.engine import create_session_factory
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from structlog.testing import capture_logs
 
 from tests.factories import make_client, scraper_body
 
@@ -92,3 +93,36 @@ async def test_missed_firings_after_downtime_become_one_catch_up_run(
     await fire_due(create_session_factory(db_engine), now=hours_later)
     assert await runs_of(db_engine, scraper_id) == [("pending", "schedule")]
     assert await due_at(db_engine, scraper_id) > hours_later
+
+
+async def test_a_scraper_whose_schedule_cannot_be_evaluated_fails_alone_and_the_rest_fire(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    first, _ = await scheduled_scraper(client, db_engine)
+    broken, _ = await scheduled_scraper(client, db_engine)
+    last, _ = await scheduled_scraper(client, db_engine)
+    due = max([await due_at(db_engine, s) for s in (first, broken, last)])
+    # As stored before schedules were checked: a timezone that does not exist.
+    async with db_engine.begin() as conn:
+        await conn.execute(
+            text("UPDATE scrapers SET timezone = 'Mars/Olympus_Mons' WHERE id = :s"), {"s": broken}
+        )
+    with capture_logs() as lines:
+        await fire_due(create_session_factory(db_engine), now=due)
+    assert await runs_of(db_engine, first) == [("pending", "schedule")]
+    assert await runs_of(db_engine, last) == [("pending", "schedule")]
+    assert await runs_of(db_engine, broken) == [("failed", "schedule")]
+    async with db_engine.connect() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT s.next_fire_at, r.last_error FROM scrapers s"
+                    " JOIN runs r ON r.scraper_id = s.id WHERE s.id = :s"
+                ),
+                {"s": broken},
+            )
+        ).one()
+    assert row.next_fire_at is None  # not tried again every tick
+    assert "Mars/Olympus_Mons" in row.last_error
+    errors = [line for line in lines if line["log_level"] == "error"]
+    assert [(line["loop"], line["scraper_id"]) for line in errors] == [("scheduler", broken)]

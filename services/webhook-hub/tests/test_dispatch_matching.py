@@ -7,7 +7,9 @@ import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import msgspec
 from servicekit.events import CloudEvent, RawCloudEvent
+from structlog.testing import capture_logs
 from webhook_hub.delivery_engine.jobs import delivery_id_for, render_body
 from webhook_hub.dispatch.handler import Dispatcher, Matched
 from webhook_hub.settings import Settings
@@ -145,3 +147,31 @@ def test_a_bodys_timestamp_is_the_events_time_in_utc_as_isoformat_writes_it() ->
         assert body == (
             b'{"type":"order.paid","timestamp":"' + written.encode() + b'","data":{"id":7}}'
         )
+
+
+def test_a_subscription_whose_row_raises_is_left_out_and_named_and_the_others_get_theirs() -> None:
+    healthy = subscription_row(["order.paid"])
+    # A rotation time the transition window cannot be added to (past the calendar's end).
+    broken = list(subscription_row(["order.paid"], rotated_ago=timedelta(0)))
+    broken[6] = datetime(9999, 12, 31, 23, 59, tzinfo=UTC)
+    paid_event = event()
+    with capture_logs() as lines:
+        [jobs] = dispatcher().deliveries_of(Matched.of([tuple(broken), healthy]), [paid_event])
+    assert [job.subscription_id for job in jobs] == [healthy[0]]
+    errors = [line for line in lines if line["log_level"] == "error"]
+    assert [(e["loop"], e["subscription_id"], e["event_ids"]) for e in errors] == [
+        ("dispatch", str(broken[0]), [str(paid_event.id)])
+    ]
+
+
+def test_an_event_that_raises_has_its_error_and_the_others_get_their_deliveries() -> None:
+    row = subscription_row(["order.paid"])
+    before, after = event(), event()
+    # A time at the calendar's end in a zone west of UTC: it cannot be written in UTC.
+    poison = msgspec.structs.replace(
+        event(), time=datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5)))
+    )
+    per_event = dispatcher().deliveries_of(Matched.of([row]), [before, poison, after])
+    assert list(per_event.failed) == [1]
+    assert isinstance(per_event.failed[1], OverflowError)
+    assert [[job.event_id for job in jobs] for jobs in per_event] == [[before.id], [], [after.id]]

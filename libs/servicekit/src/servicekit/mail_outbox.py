@@ -5,7 +5,8 @@ that doubles from `MAIL_RETRY_FIRST_SECONDS` up to `MAIL_RETRY_MAX_SECONDS` (an 
 `MAIL_MAX_AGE_HOURS` (a week). Only then, or at once when no retry can help (a message that
 cannot be built, a 5xx for its recipients or content), is it dead-lettered: kept with
 `dead_at` and its last error, logged at error level and counted (`mail_dead_lettered_total`,
-`mail_outbox_dead`), never deleted.
+`mail_outbox_dead`), never deleted. Each message is tried on its own: one that raises is
+retried or dead-lettered and the rest of its batch goes on.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from servicekit.worker import WorkerLoop
 
 logger = structlog.get_logger(__name__)
 BATCH = 20
+LOOP = "mail-outbox"
 
 MAIL_SENT = Counter("mail_sent_total", "Mail messages handed to the SMTP server")
 MAIL_FAILED_ATTEMPTS = Counter(
@@ -125,6 +127,7 @@ async def send_pending_mail(
                     MAIL_DEAD_LETTERED.labels(reason=reason).inc()
                     logger.error(
                         "mail dead-lettered",
+                        loop=LOOP,
                         mail_id=str(row.id),
                         recipient=row.recipient,
                         reason=reason,
@@ -136,6 +139,7 @@ async def send_pending_mail(
                 await connection.execute(_RETRY, {"id": row.id, "error": error, "delay": delay})
                 logger.warning(
                     "mail not sent; will retry",
+                    loop=LOOP,
                     mail_id=str(row.id),
                     recipient=row.recipient,
                     retry_in_seconds=delay.total_seconds(),
@@ -161,10 +165,12 @@ def mail_loop(settings: ServiceSettings) -> WorkerLoop:
     policy = MailRetryPolicy.of(settings)
 
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        runtime.progress.beat(LOOP, settings.mail_poll_seconds)
         while not stop.is_set():
             try:
                 await send_pending_mail(runtime.session_factory, settings, policy)
                 await count_unsent_mail(runtime.session_factory)
+                runtime.progress.beat(LOOP, settings.mail_poll_seconds)
             except Exception as exc:
                 logger.warning("mail loop failed", error=repr(exc))
             try:

@@ -18,6 +18,7 @@ from servicekit.errors import ServiceUnavailable
 from servicekit.events.nats_adapter import connect_nats
 from servicekit.events.registry import EventTypeRegistry, publish_event_types
 from servicekit.events.stream import ensure_events_stream, require_events_stream
+from servicekit.loops import LoopProgress
 from servicekit.settings import ServiceSettings
 
 logger = structlog.get_logger(__name__)
@@ -104,6 +105,8 @@ class ServiceRuntime:
     session_factory: async_sessionmaker[AsyncSession]
     nats: NatsConnection
     extras: dict[str, object] = field(default_factory=dict)
+    # The worker's loops report here; its `/readyz` names one that stopped making progress.
+    progress: LoopProgress = field(default_factory=LoopProgress)
 
     @classmethod
     def open(

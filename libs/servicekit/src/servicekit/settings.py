@@ -87,6 +87,9 @@ class ServiceSettings(BaseSettings):
     events_stream_replicas: int = 1
     # Where a worker answers /healthz, /readyz and /metrics (on `host`); unset: no listener.
     worker_probe_port: int | None = None
+    # A worker loop that completed no iteration (even an empty one) for this long, beyond its
+    # own poll interval, makes `/readyz` answer 503 naming it (servicekit.loops).
+    worker_loop_stall_seconds: float = 300.0
     # False where operators own the stream (a Kubernetes Job runs `streams ensure`): the
     # service then only waits for it to exist.
     manage_events_stream: bool = True

@@ -13,6 +13,7 @@ import structlog
 
 from servicekit.events.backlog import outbox_backlog_loop
 from servicekit.events.registry import EventTypeRegistry
+from servicekit.events.relay import LOOP as RELAY_LOOP
 from servicekit.events.relay import OutboxRelay
 from servicekit.runtime import ServiceRuntime
 from servicekit.settings import ServiceSettings
@@ -37,7 +38,8 @@ def outbox_relay_loop(source: str) -> WorkerLoop:
             poll_seconds=settings.outbox_poll_seconds,
             retention=timedelta(hours=settings.outbox_retention_hours),
         )
-        await relay.run(stop)
+        runtime.progress.beat(RELAY_LOOP, settings.outbox_poll_seconds)
+        await relay.run(stop, lambda wait: runtime.progress.beat(RELAY_LOOP, wait))
 
     return run
 

@@ -1,6 +1,7 @@
 """Health endpoints of a worker process, for orchestrators: `/healthz` (the event loop
-answers), `/readyz` (database and NATS reachable), `/metrics` (Prometheus). Off unless
-`worker_probe_port` is set; Kubernetes probes use them."""
+answers), `/readyz` (database and NATS reachable, and every loop making progress: one that
+completed no iteration for `worker_loop_stall_seconds` is named in the body), `/metrics`
+(Prometheus). Off unless `worker_probe_port` is set; Kubernetes probes use them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from contextlib import asynccontextmanager
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from servicekit.loops import readiness
 from servicekit.runtime import ServiceRuntime
 from servicekit.settings import ServiceSettings
 
@@ -19,15 +21,12 @@ def probe_app(runtime: ServiceRuntime) -> web.Application:
         return web.json_response({"status": "ok"})
 
     async def readyz(_: web.Request) -> web.Response:
-        checks = {
-            "database": await runtime.database_reachable(),
-            "nats": runtime.nats.is_connected,
-        }
-        ready = all(checks.values())
-        return web.json_response(
-            {"status": "ready" if ready else "not_ready", "checks": checks},
-            status=200 if ready else 503,
+        status, body = readiness(
+            await runtime.database_reachable(),
+            runtime.nats.is_connected,
+            runtime.progress.stalled(runtime.settings.worker_loop_stall_seconds),
         )
+        return web.json_response(body, status=status)
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(

@@ -15,6 +15,7 @@ from servicekit.worker import WorkerLoop, run_worker
 
 from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.sender import WebhookSender
+from webhook_hub.dispatch.handler import LOOP as DISPATCH_LOOP
 from webhook_hub.dispatch.handler import Dispatcher, MatchingReads
 from webhook_hub.dispatch.loop import (
     DISPATCH_CONSUMER,
@@ -63,7 +64,11 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
                 min_fetch_interval=FETCH_INTERVAL_SECONDS,
             )
             dispatch = DispatchLoop(feed, reads, Dispatcher(settings), engine)
-            await asyncio.gather(engine.run(stop), dispatch.run(stop))
+            runtime.progress.beat(DISPATCH_LOOP)
+            await asyncio.gather(
+                engine.run(stop),
+                dispatch.run(stop, lambda wait: runtime.progress.beat(DISPATCH_LOOP, wait)),
+            )
         finally:
             await sender.close()
             await reads.close()

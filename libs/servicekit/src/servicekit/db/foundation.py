@@ -58,6 +58,18 @@ def add_outbox_trace_context() -> None:
     op.add_column("outbox_events", sa.Column("tracestate", sa.String(512), nullable=True))
 
 
+def add_outbox_set_aside() -> None:
+    """An outbox row that cannot be published (its payload past NATS's limit, say) is set
+    aside with its error instead of holding up the rows behind it (servicekit.events.relay)."""
+    op.add_column("outbox_events", sa.Column("failed_at", sa.DateTime(timezone=True)))
+    op.add_column("outbox_events", sa.Column("last_error", sa.Text()))
+
+
+def drop_outbox_set_aside() -> None:
+    op.drop_column("outbox_events", "last_error")
+    op.drop_column("outbox_events", "failed_at")
+
+
 def drop_outbox_trace_context() -> None:
     op.drop_column("outbox_events", "tracestate")
     op.drop_column("outbox_events", "traceparent")

@@ -57,6 +57,12 @@ class OutboxEvent(SQLModel, table=True):
         default=None,
         sa_type=sa.DateTime(timezone=True),
     )
+    # Set aside by the relay: this row could not be published (its error beside it).
+    failed_at: datetime | None = Field(
+        default=None,
+        sa_type=sa.DateTime(timezone=True),
+    )
+    last_error: str | None = Field(default=None, sa_type=sa.Text())
 
 
 class ProcessedEvent(SQLModel, table=True):

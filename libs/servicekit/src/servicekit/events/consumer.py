@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -18,6 +19,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from servicekit.events.envelope import CloudEvent
 from servicekit.events.nats_adapter import ack_all
 from servicekit.events.pull import PullRequests
+from servicekit.loops import describe, is_outage
 from servicekit.tracing.spans import consume_span
 
 logger = structlog.get_logger(__name__)
@@ -77,6 +79,11 @@ class EventFeed(Generic[EventT]):
         self._pulls: PullRequests | None = None
         self._reset = False
 
+    @property
+    def fetch_timeout(self) -> float:
+        """The longest a fetch waits for a message while idle."""
+        return self._fetch_timeout
+
     async def subscribe(self) -> None:
         config = ConsumerConfig(
             durable_name=self.durable,
@@ -130,9 +137,68 @@ class EventFeed(Generic[EventT]):
             try:
                 batch.append((msg, decode(msg.data)))
             except ValueError as exc:
-                logger.error("dropping malformed event", subject=msg.subject, error=str(exc))
+                logger.error(
+                    "dropping malformed event",
+                    consumer=self.durable,
+                    subject=msg.subject,
+                    stream_sequence=_sequence_of(msg),
+                    error=str(exc),
+                )
                 await msg.term()
         return batch
+
+
+def _sequence_of(msg: Msg) -> int | None:
+    """A message's position in its stream, which names it for an operator."""
+    try:
+        return int(msg.metadata.sequence.stream)
+    except Exception:  # not a JetStream message
+        return None
+
+
+async def refuse_message(
+    msg: Msg,
+    *,
+    consumer: str,
+    event_id: uuid.UUID,
+    event_type: str,
+    error: BaseException,
+    first_delay: float,
+    max_deliveries: int,
+    loop: str | None = None,
+) -> None:
+    """An event that raised on its own (a poison event): logged at error level with its id,
+    back after a delay that doubles with each delivery, and terminated at its
+    `max_deliveries`-th (it stays in the stream, named in the log) so that it is never
+    retried forever."""
+    try:
+        delivered = int(msg.metadata.num_delivered or 1)
+    except Exception:  # not a JetStream message: nothing says how often it came
+        delivered = 1
+    if delivered >= max_deliveries:
+        logger.error(
+            "event given up: it failed at every delivery; terminated",
+            loop=loop or consumer,
+            consumer=consumer,
+            event_id=str(event_id),
+            event_type=event_type,
+            deliveries=delivered,
+            error=describe(error),
+        )
+        await msg.term()
+        return
+    delay = first_delay * 2 ** min(delivered - 1, 16)
+    logger.error(
+        "event failed; redelivering later",
+        loop=loop or consumer,
+        consumer=consumer,
+        event_id=str(event_id),
+        event_type=event_type,
+        deliveries=delivered,
+        retry_in_seconds=delay,
+        error=describe(error),
+    )
+    await msg.nak(delay=delay)
 
 
 class EventConsumer:
@@ -140,8 +206,14 @@ class EventConsumer:
 
     The ids of a batch are recorded in `processed_events` in that same transaction, so an
     event that JetStream redelivers after a crash, or that was published twice, is skipped.
-    Messages are acknowledged only after the transaction commits; a failing batch is
-    negatively acknowledged with a delay and comes back.
+    Messages are acknowledged only after the transaction commits.
+
+    A batch that fails because the database or NATS is away is negatively acknowledged with a
+    delay and comes back whole. One that fails otherwise is taken again event by event, each
+    in its own transaction: the events that pass are acknowledged, and one that raises on its
+    own (a poison event) is logged at error level with its id and comes back after a delay
+    that doubles, until its `max_deliveries`-th delivery, when it is terminated (it stays in
+    the stream, named in the log) instead of holding up the others forever.
     """
 
     def __init__(
@@ -151,12 +223,14 @@ class EventConsumer:
         *,
         handler: BatchHandler,
         nak_delay: float = 5.0,
+        max_deliveries: int = 5,
     ) -> None:
         self.feed = feed
         self.durable = feed.durable
         self._session_factory = session_factory
         self._handler = handler
         self._nak_delay = nak_delay
+        self._max_deliveries = max_deliveries
 
     async def subscribe(self) -> None:
         await self.feed.subscribe()
@@ -173,19 +247,22 @@ class EventConsumer:
         events = [event for _, event in batch]
         with consume_span(self.durable, events):
             try:
-                async with self._session_factory() as session, session.begin():
-                    new_events = await self._fresh(session, events)
-                    if new_events:
-                        await self._handler(session, new_events)
+                new_events = await self._handle(events)
             except Exception as exc:
-                logger.warning(
-                    "event batch failed; redelivering later",
-                    consumer=self.durable,
-                    event_ids=[str(event.id) for event in events],
-                    error=repr(exc),
-                )
-                for msg, _ in batch:
-                    await msg.nak(delay=self._nak_delay)
+                if is_outage(exc):
+                    logger.warning(
+                        "event batch failed; redelivering later",
+                        consumer=self.durable,
+                        event_ids=[str(event.id) for event in events],
+                        error=repr(exc),
+                    )
+                    for msg, _ in batch:
+                        await msg.nak(delay=self._nak_delay)
+                    return
+                if len(batch) == 1:
+                    await self._refuse(*batch[0], exc)
+                else:
+                    await self._one_by_one(batch)
                 return
             await ack_all([msg for msg, _ in batch])
             logger.info(
@@ -194,6 +271,38 @@ class EventConsumer:
                 events=len(events),
                 new=len(new_events),
             )
+
+    async def _handle(self, events: list[CloudEvent]) -> list[CloudEvent]:
+        async with self._session_factory() as session, session.begin():
+            new_events = await self._fresh(session, events)
+            if new_events:
+                await self._handler(session, new_events)
+        return new_events
+
+    async def _one_by_one(self, batch: Sequence[tuple[Msg, CloudEvent]]) -> None:
+        """A batch that failed, not for an outage: each event in its own transaction."""
+        for position, (msg, event) in enumerate(batch):
+            try:
+                await self._handle([event])
+            except Exception as exc:
+                if is_outage(exc):
+                    for later, _ in batch[position:]:
+                        await later.nak(delay=self._nak_delay)
+                    return
+                await self._refuse(msg, event, exc)
+                continue
+            await msg.ack()
+
+    async def _refuse(self, msg: Msg, event: CloudEvent, exc: BaseException) -> None:
+        await refuse_message(
+            msg,
+            consumer=self.durable,
+            event_id=event.id,
+            event_type=event.type,
+            error=exc,
+            first_delay=self._nak_delay,
+            max_deliveries=self._max_deliveries,
+        )
 
     async def _fresh(self, session: AsyncSession, events: list[CloudEvent]) -> list[CloudEvent]:
         """The events not seen before, each once."""
@@ -211,10 +320,15 @@ class EventConsumer:
                 new_events.append(event)
         return new_events
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(
+        self, stop: asyncio.Event, progress: Callable[[float], None] | None = None
+    ) -> None:
+        """Until `stop`; `progress(wait)` after each completed poll (servicekit.loops)."""
         while not stop.is_set():
             try:
                 await self.poll_once()
+                if progress is not None:
+                    progress(self.feed.fetch_timeout)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
 from nats.js import JetStreamContext
@@ -13,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from servicekit.db.notify import NotifyListener
 from servicekit.events.envelope import CloudEvent
 from servicekit.events.outbox import OUTBOX_CHANNEL
+from servicekit.loops import describe, is_outage
 from servicekit.tracing.spans import publish_span
 
 logger = structlog.get_logger(__name__)
@@ -20,20 +23,28 @@ logger = structlog.get_logger(__name__)
 _CLAIM = text(
     """
     SELECT id, type, tenant, data, traceparent, tracestate, occurred_at FROM outbox_events
-    WHERE published_at IS NULL
+    WHERE published_at IS NULL AND failed_at IS NULL
     ORDER BY seq
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
     """
 )
 _MARK_SENT = text("UPDATE outbox_events SET published_at = now() WHERE id = ANY(:ids)")
+_SET_ASIDE = text("UPDATE outbox_events SET failed_at = now(), last_error = :error WHERE id = :id")
 _PURGE = text("DELETE FROM outbox_events WHERE published_at < :before")
+LOOP = "outbox-relay"
 
 
 class OutboxRelay:
     """Claims pending rows with SKIP LOCKED (so several workers share the work), publishes them
     with `Nats-Msg-Id` = event id (so a row published twice is one stream message) and marks them
-    sent in the same transaction. Woken by LISTEN/NOTIFY, with polling as the fall-back."""
+    sent in the same transaction. Woken by LISTEN/NOTIFY, with polling as the fall-back.
+
+    A row that cannot be published (its envelope cannot be made, NATS refuses that message:
+    past its size limit, say) is set aside with its error (`failed_at`, `last_error`; kept,
+    never purged) and the rest of its batch goes on. NATS or the database being away is not
+    the row's fault: the whole batch stays and is tried again (`servicekit.loops.is_outage`).
+    """
 
     def __init__(
         self,
@@ -57,36 +68,69 @@ class OutboxRelay:
         self._publish_timeout = publish_timeout
 
     async def publish_pending(self) -> int:
-        """Publish one batch; the number published. Raises when NATS refuses (rows stay)."""
+        """Publish one batch; the number of rows it handled (published or set aside).
+        Raises when NATS or the database is away (the rows stay)."""
         async with self._engine.begin() as conn:
             rows = (await conn.execute(_CLAIM, {"limit": self._batch_size})).all()
             if not rows:
                 return 0
-            acks = []
+            acks: list[tuple[Any, Awaitable[Any]]] = []
+            refused: list[tuple[Any, BaseException]] = []
             for row in rows:
-                event = CloudEvent(
-                    id=row.id,
-                    source=self._source,
-                    type=row.type,
-                    time=row.occurred_at,
-                    data=row.data,
-                    tenant=row.tenant,
-                    traceparent=row.traceparent,
-                    tracestate=row.tracestate,
-                )
-                with publish_span(event) as trace_headers:
-                    acks.append(
-                        await self._js.publish_async(
-                            event.subject,
-                            event.to_json(),
-                            headers={"Nats-Msg-Id": str(event.id), **trace_headers},
-                        )
-                    )
+                try:
+                    acks.append((row, await self._publish(row)))
+                except Exception as exc:
+                    if is_outage(exc):
+                        raise  # rolls the claim back; the rows go out on the next attempt
+                    refused.append((row, exc))
             # Raising here rolls the claim back; the rows go out on the next attempt.
-            await asyncio.wait_for(asyncio.gather(*acks), timeout=self._publish_timeout)
-            await conn.execute(_MARK_SENT, {"ids": [row.id for row in rows]})
-        logger.info("outbox batch published", source=self._source, events=len(rows))
+            results = await asyncio.wait_for(
+                asyncio.gather(*(ack for _, ack in acks), return_exceptions=True),
+                timeout=self._publish_timeout,
+            )
+            published = []
+            for (row, _), result in zip(acks, results, strict=True):
+                if isinstance(result, BaseException):
+                    if is_outage(result):
+                        raise result
+                    refused.append((row, result))
+                else:
+                    published.append(row.id)
+            if published:
+                await conn.execute(_MARK_SENT, {"ids": published})
+            for row, problem in refused:
+                error = describe(problem)
+                await conn.execute(_SET_ASIDE, {"id": row.id, "error": error})
+                logger.error(
+                    "outbox event set aside: it cannot be published",
+                    loop=LOOP,
+                    source=self._source,
+                    event_id=str(row.id),
+                    event_type=row.type,
+                    error=error,
+                )
+        if published:
+            logger.info("outbox batch published", source=self._source, events=len(published))
         return len(rows)
+
+    async def _publish(self, row: Any) -> Awaitable[Any]:
+        """Send one row's envelope; its acknowledgement, to be awaited."""
+        event = CloudEvent(
+            id=row.id,
+            source=self._source,
+            type=row.type,
+            time=row.occurred_at,
+            data=row.data,
+            tenant=row.tenant,
+            traceparent=row.traceparent,
+            tracestate=row.tracestate,
+        )
+        with publish_span(event) as trace_headers:
+            return await self._js.publish_async(
+                event.subject,
+                event.to_json(),
+                headers={"Nats-Msg-Id": str(event.id), **trace_headers},
+            )
 
     async def purge_published(self) -> int:
         async with self._engine.begin() as conn:
@@ -94,7 +138,10 @@ class OutboxRelay:
             result = await conn.execute(_PURGE, {"before": before})
             return int(getattr(result, "rowcount", 0) or 0)
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(
+        self, stop: asyncio.Event, progress: Callable[[float], None] | None = None
+    ) -> None:
+        """Until `stop`; `progress(wait)` after each completed iteration (servicekit.loops)."""
         backoff = self._poll_seconds
         last_purge = datetime.min.replace(tzinfo=UTC)
         async with NotifyListener(
@@ -106,10 +153,14 @@ class OutboxRelay:
                     published = self._batch_size
                     while published == self._batch_size:
                         published = await self.publish_pending()
+                        if progress is not None:
+                            progress(0.0)  # a long backlog drains batch by batch
                     backoff = self._poll_seconds
                     if datetime.now(UTC) - last_purge > timedelta(minutes=10):
                         await self.purge_published()
                         last_purge = datetime.now(UTC)
+                    if progress is not None:
+                        progress(backoff)
                 except Exception as exc:
                     logger.warning("outbox relay could not publish", error=repr(exc))
                     backoff = min(backoff * 2, 30.0)

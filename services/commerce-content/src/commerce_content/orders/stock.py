@@ -124,12 +124,14 @@ async def expire_due_orders(session: AsyncSession, now: datetime, grace_seconds:
 
 def order_expiry_loop(settings: Settings) -> WorkerLoop:
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        runtime.progress.beat("order-expiry", EXPIRY_POLL_SECONDS)
         while not stop.is_set():
             try:
                 async with runtime.session_factory() as session, session.begin():
                     expired = await expire_due_orders(
                         session, datetime.now(UTC), settings.checkout_expiry_grace_seconds
                     )
+                runtime.progress.beat("order-expiry", EXPIRY_POLL_SECONDS)
                 if expired:
                     logger.info("unpaid orders expired, stock given back", orders=expired)
                     continue  # maybe more due: no wait

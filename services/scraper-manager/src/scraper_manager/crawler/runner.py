@@ -21,6 +21,7 @@ from opentelemetry.trace import Status, StatusCode
 from prometheus_client import Counter, Histogram
 from servicekit.db.notify import NotifyListener
 from servicekit.events import record_event
+from servicekit.loops import describe, is_outage
 from servicekit.net import (
     AddressPolicy,
     ProxyTarget,
@@ -53,6 +54,8 @@ from scraper_manager.runlog.service import prune_run_logs
 from scraper_manager.settings import Settings
 
 logger = structlog.get_logger(__name__)
+RUN_QUEUE_LOOP = "run-queue"
+PRUNE_LOOP = "run-log-prune"
 # On the worker's /metrics (WORKER_PROBE_PORT): what this process has crawled.
 RUNS_FINISHED = Counter("scraper_runs_finished", "Runs this worker finished", ["status"])
 PAGES_FETCHED = Counter("scraper_pages_fetched", "Pages this worker fetched")
@@ -464,6 +467,7 @@ def log_prune_loop(settings: Settings) -> WorkerLoop:
     """Retention of run logs: lines older than `run_log_retention_days` are deleted."""
 
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        runtime.progress.beat(PRUNE_LOOP, settings.run_log_prune_seconds)
         while not stop.is_set():
             try:
                 pruned = await prune_run_logs(
@@ -473,6 +477,7 @@ def log_prune_loop(settings: Settings) -> WorkerLoop:
                 )
                 if pruned:
                     logger.info("run log lines pruned", lines=pruned)
+                runtime.progress.beat(PRUNE_LOOP, settings.run_log_prune_seconds)
             except Exception as exc:
                 logger.warning("run log pruning failed", error=repr(exc))
             with contextlib.suppress(TimeoutError):
@@ -481,8 +486,33 @@ def log_prune_loop(settings: Settings) -> WorkerLoop:
     return run
 
 
+async def take_message(executor: RunExecutor, message: Any) -> int | None:
+    """The run a queue message names, claimed; None if there is none to run. A message that
+    raises on its own (a run id PostgreSQL cannot hold, say) is terminated with an error line
+    naming it, so that it holds up neither its batch nor, redelivered, later ones: the
+    database stays the truth, and the sweeper enqueues again any run left pending."""
+    run_id = run_id_of(message.data)
+    try:
+        claimed = await executor.claim(run_id) if run_id else None
+    except Exception as exc:
+        if is_outage(exc):
+            raise
+        logger.error(
+            "run queue message terminated: it cannot be handled",
+            loop=RUN_QUEUE_LOOP,
+            run_id=run_id,
+            data=message.data[:200].decode("utf-8", "replace"),
+            error=describe(exc),
+        )
+        await message.term()
+        return None
+    await message.ack()
+    return claimed
+
+
 def run_loop(settings: Settings) -> WorkerLoop:
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        runtime.progress.beat(RUN_QUEUE_LOOP, settings.run_poll_seconds)
         wake = NotifyListener(
             settings.database_url, RUNS_CHANNEL, poll_seconds=settings.run_poll_seconds
         )
@@ -511,6 +541,7 @@ def run_loop(settings: Settings) -> WorkerLoop:
                         if queue is None:
                             queue = await pull_subscription(runtime.nats.js)
                         room = settings.runs_per_worker - len(active)
+                        messages = []
                         if room > 0:
                             try:
                                 messages = await queue.fetch(
@@ -519,15 +550,14 @@ def run_loop(settings: Settings) -> WorkerLoop:
                             except TimeoutError:
                                 messages = []
                             for message in messages:
-                                run_id = run_id_of(message.data)
-                                claimed = await executor.claim(run_id) if run_id else None
-                                await message.ack()
+                                claimed = await take_message(executor, message)
                                 if claimed is not None:
                                     task = asyncio.create_task(executor.execute(claimed))
                                     active.add(task)
                                     task.add_done_callback(active.discard)
-                            if messages:
-                                continue
+                        runtime.progress.beat(RUN_QUEUE_LOOP, settings.run_poll_seconds)
+                        if messages:
+                            continue
                     except Exception as exc:
                         logger.warning("run loop failed", error=repr(exc))
                         queue = None

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
+import structlog
+from servicekit.loops import describe, is_outage
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import col, delete, select
@@ -24,6 +27,7 @@ _INSERT = text(
                 CAST(:fields AS jsonb[])) AS l(level, at, message, fields)
     """
 )
+logger = structlog.get_logger(__name__)
 SEVERITY = {LogLevel.INFO: 0, LogLevel.WARNING: 1, LogLevel.ERROR: 2}
 
 
@@ -34,18 +38,87 @@ def levels_from(level: LogLevel | None) -> list[LogLevel] | None:
     return [lv for lv in LogLevel if SEVERITY[lv] >= SEVERITY[level]]
 
 
+LOOP = "run-log writer"
+
+
 async def insert_lines(connection: AsyncConnection, run_id: int, lines: Sequence[LogLine]) -> None:
+    """Store a batch of a run's lines in the caller's transaction, each on its own: a line
+    that cannot be stored (its fields cannot be written as JSON, PostgreSQL refuses them) is
+    replaced by an error line saying so, with an error log naming the run, and the rest are
+    stored. Only a lost connection (an outage) raises."""
     if not lines:
         return
+    rows: list[tuple[str, datetime, str, str]] = []
+    for line in lines:
+        try:
+            rows.append(_row_of(line))
+        except Exception as exc:
+            rows.append(_unstored(run_id, line, exc))
+    try:
+        async with connection.begin_nested():
+            await _insert(connection, run_id, rows)
+        return
+    except Exception as exc:
+        if is_outage(exc):
+            raise
+    # Some line is refused: each alone, so that one does not cost the others.
+    for line, row in zip(lines, rows, strict=True):
+        try:
+            async with connection.begin_nested():
+                await _insert(connection, run_id, [row])
+            continue
+        except Exception as exc:
+            if is_outage(exc):
+                raise
+            stand_in = None if _is_unstored(row) else _unstored(run_id, line, exc)
+        if stand_in is not None:
+            with contextlib.suppress(Exception):  # logged already; the others go on
+                async with connection.begin_nested():
+                    await _insert(connection, run_id, [stand_in])
+
+
+def _row_of(line: LogLine) -> tuple[str, datetime, str, str]:
+    # Crawled text may hold NULs or lone surrogates, which Postgres refuses.
+    return (
+        line.level.value,
+        line.at,
+        clean_text(line.message),
+        json.dumps(clean_value(line.fields), default=str),
+    )
+
+
+_UNSTORED = "a log line could not be stored"
+
+
+def _unstored(run_id: int, line: LogLine, exc: BaseException) -> tuple[str, datetime, str, str]:
+    """What stands in the log for a line that could not be stored."""
+    error = describe(exc, 300)
+    logger.error(
+        "run log line not stored; an error line stands in for it",
+        loop=LOOP,
+        run_id=run_id,
+        line=clean_text(line.message)[:200],
+        error=error,
+    )
+    fields = {"message": clean_text(line.message)[:200], "error": clean_text(error)}
+    return (LogLevel.ERROR.value, line.at, _UNSTORED, json.dumps(fields))
+
+
+def _is_unstored(row: tuple[str, datetime, str, str]) -> bool:
+    return row[2] == _UNSTORED
+
+
+async def _insert(
+    connection: AsyncConnection, run_id: int, rows: Sequence[tuple[str, datetime, str, str]]
+) -> None:
     await connection.execute(
         _INSERT,
         {
             "run_id": run_id,
-            "levels": [line.level.value for line in lines],
-            "ats": [line.at for line in lines],
-            # Crawled text may hold NULs or lone surrogates, which Postgres refuses.
-            "messages": [clean_text(line.message) for line in lines],
-            "fields": [json.dumps(clean_value(line.fields), default=str) for line in lines],
+            "levels": [row[0] for row in rows],
+            "ats": [row[1] for row in rows],
+            "messages": [row[2] for row in rows],
+            "fields": [row[3] for row in rows],
         },
     )
 

@@ -215,9 +215,11 @@ def webhook_reconcile_loop(settings: Settings) -> WorkerLoop:
         )
         service = WebhookService(runtime.session_factory, hub)
         grace = timedelta(seconds=settings.webhook_pending_grace_seconds)
+        runtime.progress.beat("webhook-reconcile", settings.webhook_reconcile_seconds)
         while not stop.is_set():
             try:
                 await service.reconcile(grace)
+                runtime.progress.beat("webhook-reconcile", settings.webhook_reconcile_seconds)
             except Exception as exc:
                 logger.warning("webhook reconciliation failed", error=repr(exc))
             with contextlib.suppress(TimeoutError):

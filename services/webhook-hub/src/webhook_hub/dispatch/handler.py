@@ -10,14 +10,16 @@ or republished) is recognised and not sent twice.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+import structlog
 from servicekit.db.engine import to_libpq_url
 from servicekit.events import RawCloudEvent
+from servicekit.loops import describe
 
 from webhook_hub.delivery_engine.jobs import (
     DeliveryJob,
@@ -27,6 +29,9 @@ from webhook_hub.delivery_engine.jobs import (
 )
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.settings import Settings
+
+logger = structlog.get_logger(__name__)
+LOOP = "dispatch"
 
 # With, in the same round trip (init plans, evaluated once): whether each owner may receive
 # personal data, which of the batch's types are personal, and the deliveries of these
@@ -151,62 +156,108 @@ class _Candidate:
         self.secrets = signing_secrets(secret, secret_old, rotated_at, now, transition_seconds)
 
 
+class PerEvent(list[list[DeliveryJob]]):
+    """The deliveries of a batch's events, in order; `failed`: the error of each event (by
+    position) that raised instead."""
+
+    def __init__(self, jobs: Iterable[list[DeliveryJob]] = ()) -> None:
+        super().__init__(jobs)
+        self.failed: dict[int, Exception] = {}
+
+
 class Dispatcher:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
-    def deliveries_of(
-        self, matched: Matched, events: Sequence[RawCloudEvent]
-    ) -> list[list[DeliveryJob]]:
-        """For each event (in order), its deliveries not stored yet."""
+    def deliveries_of(self, matched: Matched, events: Sequence[RawCloudEvent]) -> PerEvent:
+        """For each event (in order), its deliveries not stored yet.
+
+        Each item on its own: an event that raises has no deliveries and its error in
+        `failed` (the caller sets it apart), and a subscription whose row cannot make a delivery job is left out with
+        an error line naming it and the events it misses, so that neither holds up the rest
+        of the batch."""
         if not matched.subscriptions:
-            return [[] for _ in events]
+            return PerEvent([] for _ in events)
         now = datetime.now(UTC)
-        candidates = [
-            _Candidate(row, now, self.settings.secret_transition_seconds)
-            for row in matched.subscriptions
-        ]
-        stored, personal = matched.stored, matched.personal
-        per_event: list[list[DeliveryJob]] = []
-        for event in events:
-            jobs: list[DeliveryJob] = []
-            event_type, tenant, event_id = event.type, event.tenant, event.id
-            # Personal data of others: approved owners only (an event for one tenant is that
-            # owner's own).
-            others_personal = tenant is None and event_type in personal
-            # As the producer wrote it, rendered once per event, shared by its deliveries.
-            payload_json = bytes(event.data)
-            body = render_body(event_type, event.time, payload_json)
-            event_id_bytes = event_id.bytes
-            for sub in candidates:
-                if not sub.wildcard and event_type not in sub.events:
-                    continue
-                if tenant is not None and sub.owner != tenant:
-                    continue
-                if others_personal and not sub.approved:
-                    continue
-                if stored and (sub.id, event_id) in stored:
-                    continue
-                jobs.append(
-                    DeliveryJob(
-                        delivery_id=delivery_id_within(sub.namespace, event_id_bytes),
-                        subscription_id=sub.id,
-                        event_type=event_type,
-                        event_time=event.time,
-                        payload_json=payload_json,
-                        attempts=0,
-                        endpoint_url=sub.endpoint_url,
-                        secrets=sub.secrets,
-                        headers=sub.headers,
-                        timeout_seconds=sub.timeout_seconds,
-                        event_id=event_id,
-                        stored=False,
-                        owner=sub.owner,
-                        body=body,
-                        traceparent=event.traceparent,
-                        tracestate=event.tracestate,
-                        send_trace_context=sub.send_trace_context,
-                    )
+        candidates = []
+        for row in matched.subscriptions:
+            try:
+                candidates.append(_Candidate(row, now, self.settings.secret_transition_seconds))
+            except Exception as exc:
+                logger.error(
+                    "subscription left out of dispatch: its row cannot make a delivery",
+                    loop=LOOP,
+                    subscription_id=str(row[0]),
+                    event_ids=_wanted_by(row, events),
+                    error=describe(exc),
                 )
-            per_event.append(jobs)
+        stored, personal = matched.stored, matched.personal
+        per_event = PerEvent()
+        for event in events:
+            try:
+                per_event.append(self._jobs_of(event, candidates, stored, personal))
+            except Exception as exc:
+                per_event.failed[len(per_event)] = exc
+                per_event.append([])
         return per_event
+
+    @staticmethod
+    def _jobs_of(
+        event: RawCloudEvent,
+        candidates: list[_Candidate],
+        stored: frozenset[tuple[uuid.UUID, uuid.UUID]],
+        personal: frozenset[str],
+    ) -> list[DeliveryJob]:
+        jobs: list[DeliveryJob] = []
+        event_type, tenant, event_id = event.type, event.tenant, event.id
+        # Personal data of others: approved owners only (an event for one tenant is that
+        # owner's own).
+        others_personal = tenant is None and event_type in personal
+        # As the producer wrote it, rendered once per event, shared by its deliveries.
+        payload_json = bytes(event.data)
+        body = render_body(event_type, event.time, payload_json)
+        event_id_bytes = event_id.bytes
+        for sub in candidates:
+            if not sub.wildcard and event_type not in sub.events:
+                continue
+            if tenant is not None and sub.owner != tenant:
+                continue
+            if others_personal and not sub.approved:
+                continue
+            if stored and (sub.id, event_id) in stored:
+                continue
+            jobs.append(
+                DeliveryJob(
+                    delivery_id=delivery_id_within(sub.namespace, event_id_bytes),
+                    subscription_id=sub.id,
+                    event_type=event_type,
+                    event_time=event.time,
+                    payload_json=payload_json,
+                    attempts=0,
+                    endpoint_url=sub.endpoint_url,
+                    secrets=sub.secrets,
+                    headers=sub.headers,
+                    timeout_seconds=sub.timeout_seconds,
+                    event_id=event_id,
+                    stored=False,
+                    owner=sub.owner,
+                    body=body,
+                    traceparent=event.traceparent,
+                    tracestate=event.tracestate,
+                    send_trace_context=sub.send_trace_context,
+                )
+            )
+        return jobs
+
+
+def _wanted_by(row: tuple[Any, ...], events: Sequence[RawCloudEvent]) -> list[str]:
+    """The ids of the events a subscription's row asks for (all, if the row cannot say)."""
+    try:
+        types, owner = frozenset(row[2]), row[1]
+        return [
+            str(event.id)
+            for event in events
+            if ("*" in types or event.type in types) and event.tenant in (None, owner)
+        ]
+    except Exception:
+        return [str(event.id) for event in events]

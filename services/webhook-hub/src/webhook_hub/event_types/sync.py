@@ -29,9 +29,11 @@ async def sync_event_types(
 
 
 async def event_type_sync_loop(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+    runtime.progress.beat("event-type-sync", SYNC_INTERVAL_SECONDS)
     while not stop.is_set():
         try:
             await sync_event_types(runtime.nats.js, runtime.session_factory)
+            runtime.progress.beat("event-type-sync", SYNC_INTERVAL_SECONDS)
         except Exception as exc:
             logger.warning("event type sync failed", error=repr(exc))
         try:

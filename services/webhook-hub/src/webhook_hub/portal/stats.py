@@ -9,12 +9,14 @@ the delivery engine writes nothing for the charts. Shaping is pure code in `char
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
+import structlog
 from fastapi import Depends
+from servicekit.loops import describe, is_outage
 from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -34,6 +36,8 @@ from webhook_hub.portal.charts import (
 )
 from webhook_hub.portal.repository import HourStatsRepository
 
+logger = structlog.get_logger(__name__)
+ROLLUP = "chart rollup"
 WEEK_DAYS = 7
 LATENCY_HOURS = 24  # the hourly and latency charts' buckets
 
@@ -108,11 +112,41 @@ class PortalStatsService:
         if missing:
             await self.hours.lock_for_reading(sorted({sid for sid, *_ in missing}))
             fresh = await self.hours.from_log(missing)
-            await self.hours.store(
+            await self.keep_settled(
                 {key: s for key, s in fresh.items() if is_settled(key[1], s, now)}
             )
             stats.update(fresh)
         return stats
+
+    async def keep_settled(self, hours: Mapping[tuple[uuid.UUID, datetime], HourStats]) -> None:
+        """Store settled hours in the rollup, each on its own: an hour PostgreSQL refuses (its
+        endpoint deleted meanwhile, a count past its column) is left out with an error line
+        naming it, and the page still shows it (computed from the log, as it will be again
+        on the next view). The others are stored. An outage raises, as any read would."""
+        if not hours:
+            return
+        session = self.hours.session
+        try:
+            async with session.begin_nested():
+                await self.hours.store(hours)
+            return
+        except Exception as exc:
+            if is_outage(exc):
+                raise
+        for key, stats in hours.items():
+            try:
+                async with session.begin_nested():
+                    await self.hours.store({key: stats})
+            except Exception as exc:
+                if is_outage(exc):
+                    raise
+                logger.error(
+                    "rollup hour not stored",
+                    loop=ROLLUP,
+                    subscription_id=str(key[0]),
+                    hour=key[1].isoformat(),
+                    error=describe(exc),
+                )
 
 
 def get_portal_stats_service(session: SessionDep) -> PortalStatsService:

@@ -1,0 +1,20 @@
+"""Outbox rows that cannot be published are set aside with their error (servicekit.events.relay).
+
+Revision ID: 0003
+Revises: 0002
+"""
+
+from servicekit.db.foundation import add_outbox_set_aside, drop_outbox_set_aside
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    add_outbox_set_aside()
+
+
+def downgrade() -> None:
+    drop_outbox_set_aside()
