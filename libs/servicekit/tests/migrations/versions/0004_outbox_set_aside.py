@@ -1,13 +1,13 @@
 """Outbox rows that cannot be published are set aside with their error (servicekit.events.relay).
 
-Revision ID: 0016
-Revises: 0015
+Revision ID: 0004
+Revises: 0003
 """
 
 from servicekit.db.foundation import add_outbox_set_aside, drop_outbox_set_aside
 
-revision = "0016"
-down_revision = "0015"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
