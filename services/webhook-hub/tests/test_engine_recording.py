@@ -277,3 +277,22 @@ async def test_a_claimed_row_that_cannot_be_read_is_failed_and_the_others_are_se
     assert tuple(row) == ("failed", None, "the stored delivery could not be read (ValueError)")
     [line] = [line for line in logs if line["log_level"] == "error"]
     assert line["delivery_id"] == str(ids[1])
+
+
+async def test_the_engines_claim_and_recording_loops_report_each_iteration(
+    db_engine: AsyncEngine, fast_settings: Settings
+) -> None:
+    sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
+    engine = DeliveryEngine(create_session_factory(db_engine), fast_settings, sender)
+    beats: list[str] = []
+    stop = asyncio.Event()
+    running = asyncio.create_task(engine.run(stop, lambda loop, _wait: beats.append(loop)))
+    try:
+        await asyncio.sleep(1.5)
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 30)
+        await sender.close()
+    # Once as each starts, then once per completed iteration.
+    assert beats.count("delivery-claims") >= 2
+    assert beats.count("delivery-recording") >= 2

@@ -23,9 +23,11 @@ import nats.js.errors
 import psycopg
 import sqlalchemy.exc
 
-# Failures of the connection, not of what was sent over it. The database's own refusals
-# (a constraint, a value it cannot store: DataError, IntegrityError, ProgrammingError) are
-# the item's; a lost connection, a timeout, a serialization failure are the moment's.
+# Failures of the connection or of the server, not of what was sent over it. The database's
+# refusals of a value (a constraint, a value it cannot store: DataError, IntegrityError) are
+# the item's; a lost connection, a timeout, a serialization failure are the moment's, and a
+# statement wrong for every row (ProgrammingError: a migration not applied yet, a privilege
+# missing; InternalError) is the deployment's: setting every item aside for it would lose them.
 _OUTAGES: tuple[type[BaseException], ...] = (
     TimeoutError,
     ConnectionError,
@@ -33,8 +35,14 @@ _OUTAGES: tuple[type[BaseException], ...] = (
     sqlalchemy.exc.OperationalError,
     sqlalchemy.exc.InterfaceError,
     sqlalchemy.exc.TimeoutError,  # the pool's: no connection to be had
+    sqlalchemy.exc.ProgrammingError,
+    sqlalchemy.exc.InternalError,
+    sqlalchemy.exc.NotSupportedError,
     psycopg.OperationalError,
     psycopg.InterfaceError,
+    psycopg.ProgrammingError,
+    psycopg.InternalError,
+    psycopg.NotSupportedError,
     nats.errors.ConnectionClosedError,
     nats.errors.ConnectionDrainingError,
     nats.errors.ConnectionReconnectingError,

@@ -66,7 +66,7 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
             dispatch = DispatchLoop(feed, reads, Dispatcher(settings), engine)
             runtime.progress.beat(DISPATCH_LOOP)
             await asyncio.gather(
-                engine.run(stop),
+                engine.run(stop, runtime.progress.beat),
                 dispatch.run(stop, lambda wait: runtime.progress.beat(DISPATCH_LOOP, wait)),
             )
         finally:

@@ -18,16 +18,16 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
-import sqlalchemy.exc
 import structlog
 from prometheus_client import Counter, Gauge
 from servicekit.db.notify import NotifyListener
 from servicekit.events.nats_adapter import ack_all
 from servicekit.histograms import BatchHistogram
+from servicekit.loops import is_outage
 from sqlalchemy import BindParameter, bindparam, text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -151,27 +151,11 @@ _RELEASE = text(
 FLUSH_INTERVAL_SECONDS = 0.2
 FLUSH_BATCH = 1000
 CLAIM_PAUSE_SECONDS = 0.05
-# The database cannot be reached, the connection broke (a restart, a failover, a pool
-# timeout; psycopg's OperationalError also covers deadlocks and serialization failures), or
-# the server or schema is wrong for every row (a migration not applied yet): the same batch
-# may succeed later, so it waits. Any other error is the batch's own (a value the database
-# refuses, 22xxx or 23xxx; a result the decisions cannot read) and would fail the same way
-# again, holding up every outcome behind it.
-UNAVAILABLE_ERRORS = (
-    sqlalchemy.exc.OperationalError,
-    sqlalchemy.exc.InterfaceError,
-    sqlalchemy.exc.ProgrammingError,
-    sqlalchemy.exc.InternalError,
-    sqlalchemy.exc.NotSupportedError,
-    sqlalchemy.exc.TimeoutError,
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-    psycopg.ProgrammingError,
-    psycopg.InternalError,
-    psycopg.NotSupportedError,
-    OSError,
-    TimeoutError,
-)
+# The engine's loops as the worker's `/readyz` names them when they make no progress.
+CLAIM_LOOP = "delivery-claims"
+RECORDING_LOOP = "delivery-recording"
+# Told that `loop` completed an iteration and may now wait up to `wait` seconds.
+Progress = Callable[[str, float], None]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -436,11 +420,13 @@ class DeliveryEngine:
         refused: list[DeliveryJob] = []
         try:
             await self._record(batch, aside)
-        except UNAVAILABLE_ERRORS:
-            self._results = batch + self._results
-            self._set_aside = aside + self._set_aside
-            raise
-        except Exception:
+        except Exception as exc:
+            if is_outage(exc):
+                self._results = batch + self._results
+                self._set_aside = aside + self._set_aside
+                raise
+            # The batch's own doing (a value refused, a result that cannot be read): the same
+            # write would fail the same way again, holding up every outcome behind it.
             batch, aside, refused = await self._record_one_by_one(batch, aside)
         try:
             observe(batch)  # once recorded, so a retried flush counts nothing twice
@@ -487,10 +473,8 @@ class DeliveryEngine:
             try:
                 try:
                     await self._record(results, jobs)
-                except UNAVAILABLE_ERRORS:
-                    raise
                 except Exception as exc:
-                    if not results:
+                    if is_outage(exc) or not results:
                         raise
                     replacement = unrecordable(results[0], exc)
                     await self._record([replacement], [])
@@ -500,14 +484,14 @@ class DeliveryEngine:
                         error=_first_line(exc),
                     )
                     results = [replacement]
-            except UNAVAILABLE_ERRORS as exc:
-                # The database itself (a restart): the rest waits for the next flush; what is
-                # recorded is acknowledged now.
-                logger.warning("could not record delivery outcomes; retrying", error=repr(exc))
-                self._results = [r for rs, _, _ in units[n:] for r in rs] + self._results
-                self._set_aside = [j for _, js, _ in units[n:] for j in js] + self._set_aside
-                break
             except Exception as exc:
+                if is_outage(exc):
+                    # The database itself (a restart): the rest waits for the next flush; what
+                    # is recorded is acknowledged now.
+                    logger.warning("could not record delivery outcomes; retrying", error=repr(exc))
+                    self._results = [r for rs, _, _ in units[n:] for r in rs] + self._results
+                    self._set_aside = [j for _, js, _ in units[n:] for j in js] + self._set_aside
+                    break
                 refused.append(job)
                 logger.error(
                     "delivery outcome could not be recorded; left out",
@@ -537,7 +521,8 @@ class DeliveryEngine:
                     with contextlib.suppress(Exception):
                         await ticket.msg.in_progress()
 
-    async def _flush_loop(self, stop: asyncio.Event) -> None:
+    async def _flush_loop(self, stop: asyncio.Event, progress: Progress) -> None:
+        progress(RECORDING_LOOP, 0.5)
         while not stop.is_set() or self._results or self._set_aside or self._tasks:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._results_ready.wait(), 0.5)
@@ -551,6 +536,7 @@ class DeliveryEngine:
                 flushed = FLUSH_BATCH
                 while flushed >= FLUSH_BATCH:
                     flushed = await self.flush()
+                progress(RECORDING_LOOP, 0.5)
             except Exception as exc:
                 logger.warning("could not record delivery outcomes; retrying", error=repr(exc))
                 await asyncio.sleep(1.0)
@@ -559,14 +545,20 @@ class DeliveryEngine:
             if done:
                 return
 
-    async def run(self, stop: asyncio.Event) -> None:
-        flusher = asyncio.create_task(self._flush_loop(stop))
+    async def run(
+        self, stop: asyncio.Event, progress: Progress = lambda _loop, _wait: None
+    ) -> None:
+        """Claim and send until `stop`; `progress(loop, wait)` is told each completed
+        iteration of the claim loop and of the recording loop (the worker's `/readyz`)."""
+        flusher = asyncio.create_task(self._flush_loop(stop, progress))
+        progress(CLAIM_LOOP, self._settings.delivery_poll_seconds)
         self._wake.start()
         keeper = asyncio.create_task(self._keep_events_claimed(stop))
         try:
             while not stop.is_set():
                 try:
                     jobs = await self.claim()
+                    progress(CLAIM_LOOP, self._settings.delivery_poll_seconds)
                 except Exception as exc:
                     logger.warning("could not claim deliveries", error=repr(exc))
                     jobs = []
