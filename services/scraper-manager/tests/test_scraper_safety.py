@@ -87,6 +87,36 @@ async def test_a_public_start_url_is_accepted(
 
 
 @pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:99999/", "http://127.0.0.1:0/", "http://example.com:8x/"]
+)
+async def test_a_url_with_an_impossible_port_is_422_naming_the_field_at_create_and_patch(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, url: str
+) -> None:
+    who = await make_client(db_engine, "write")
+    response = await client.post(BASE, json=scraper_body(url=url), headers=who.headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["code"] == "validation_error"
+    assert "url" in response.json()["error"]
+    scraper = await created(client, who)
+    patched = await client.patch(f"{BASE}/{scraper['id']}", json={"url": url}, headers=who.headers)
+    assert patched.status_code == 422, patched.text
+    assert "url" in patched.json()["error"]
+
+
+async def test_a_webhook_url_with_an_impossible_port_is_422_naming_the_field(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    response = await client.post(
+        "/api/v1/webhooks",
+        json={"url": "http://127.0.0.1:99999/hooks", "events": ["run.completed"]},
+        headers=who.headers,
+    )
+    assert response.status_code == 422, response.text
+    assert "url" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
     "name",
     [
         "Host",

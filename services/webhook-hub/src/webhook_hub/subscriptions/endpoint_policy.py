@@ -52,9 +52,12 @@ def check_url_form(url: str) -> str:
     if parts.username or parts.password:
         raise EndpointRefused("endpoint_url must not carry credentials; use headers")
     try:
-        _ = parts.port
+        port = parts.port
     except ValueError as exc:
-        raise EndpointRefused("endpoint_url has an invalid port") from exc
+        raise EndpointRefused("endpoint_url has an invalid port (1 to 65535)") from exc
+    if port == 0:
+        # Port 0 names no service (the sender would quietly use 80).
+        raise EndpointRefused("endpoint_url has an invalid port (1 to 65535)")
     if any(ch.isspace() for ch in url):
         raise EndpointRefused("endpoint_url must not contain white space")
     return url
