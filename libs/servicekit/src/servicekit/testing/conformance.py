@@ -35,6 +35,7 @@ __all__ = [
     "test_a_body_that_is_not_utf8_is_refused_in_the_envelope",
     "test_a_head_just_over_the_limit_in_one_read_is_431",
     "test_a_head_just_under_the_limit_is_served",
+    "test_a_json_number_no_float_holds_is_refused_and_nothing_changes",
     "test_a_lone_surrogate_in_a_json_body_is_refused_and_nothing_changes",
     "test_a_nul_in_a_form_body_is_refused",
     "test_a_nul_in_a_header_value_is_refused",
@@ -251,6 +252,28 @@ async def test_a_nul_in_a_json_key_is_refused(
     body = b'{"level": "read", "x\\u0000": 1}'
     await _assert_refused_and_unchanged(
         client, api_prefix, admin_key_headers, body, error_text, validation_status, "key"
+    )
+
+
+@pytest.mark.parametrize("number", [b"1e400", b"-1e400", b"NaN", b"Infinity"])
+async def test_a_json_number_no_float_holds_is_refused_and_nothing_changes(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+    number: bytes,
+) -> None:
+    # Read as `inf` or `nan`, such a number reached PostgreSQL's json or a response: a 500.
+    body = b'{"level": "read", "description": ' + number + b"}"
+    await _assert_refused_and_unchanged(
+        client,
+        api_prefix,
+        admin_key_headers,
+        body,
+        error_text,
+        validation_status,
+        "body.description is a number outside the range of a 64-bit float",
     )
 
 
