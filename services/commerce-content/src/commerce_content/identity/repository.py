@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.models import User
@@ -16,5 +16,5 @@ class UserRepository:
         return await self.session.get(User, user_id)
 
     async def exists(self, user_id: int) -> bool:
-        found = await self.session.scalar(select(User.id).where(User.id == user_id))
+        found = await self.session.scalar(select(col(User.id)).where(col(User.id) == user_id))
         return found is not None
