@@ -30,7 +30,8 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
     """Dispatch and delivery in one loop: dispatch hands new events' deliveries to the engine."""
 
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
-        guard = EndpointGuard(settings.allowed_networks) if settings.ssrf_guard_enabled else None
+        # In every environment: development's policy still refuses metadata and link-local.
+        guard = EndpointGuard(settings.allowed_networks, strict=settings.ssrf_guard_enabled)
         sender = WebhookSender(
             user_agent=settings.user_agent,
             response_body_limit=settings.response_body_limit,
