@@ -24,8 +24,9 @@ import pytest
 
 from servicekit.db.admin import database_url_for, drop_database
 from servicekit.settings import ServiceSettings
-from servicekit.testing.app import run_http_server
+from servicekit.testing.app import run_http_server, serve_app
 from servicekit.testing.fuzz import fuzz_openapi
+from servicekit.testing.service import ServiceUnderTest
 
 ErrorText = Callable[[Any], str]
 
@@ -48,6 +49,7 @@ __all__ = [
     "test_deeply_nested_json_is_refused_in_the_envelope",
     "test_deeply_nested_json_under_another_label_is_refused",
     "test_delete_on_api_keys_me_is_405",
+    "test_every_response_carries_hsts_in_production",
     "test_health_answers_ok",
     "test_metrics_are_exposed",
     "test_migrate_builds_a_fresh_database",
@@ -185,6 +187,17 @@ def test_migrate_builds_a_fresh_database(
         assert {"api_keys", "outbox_events", "processed_events", "alembic_version"} <= tables
     finally:
         drop_database(url)
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/nowhere", "{api_prefix}/api-keys"])
+async def test_every_response_carries_hsts_in_production(
+    service: ServiceUnderTest, service_settings: ServiceSettings, api_prefix: str, path: str
+) -> None:
+    """Whatever it answers (200, 404, 401): HSTS on all of it, from servicekit's middleware."""
+    production = service_settings.model_copy(update={"env": "production"})
+    async with serve_app(service.create_app(production)) as http:
+        response = await http.get(path.format(api_prefix=api_prefix))
+    assert response.headers["strict-transport-security"] == ("max-age=63072000; includeSubDomains")
 
 
 # --- the input guard (servicekit.web.input_guard): the same answers in every service ---------
