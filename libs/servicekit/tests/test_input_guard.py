@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from servicekit.web.input_guard import (
+    InvalidNumber,
     InvalidText,
     bad_text_in,
     bad_text_reason,
@@ -12,6 +13,7 @@ from servicekit.web.input_guard import (
     check_json_body,
     document_input_limits,
     json_depth_exceeds,
+    load_finite_json,
 )
 
 
@@ -128,3 +130,49 @@ def test_unstorable_text_is_found_anywhere_in_a_json_value_with_where_it_sits() 
     assert bad_text_in(["\udfff"], "variables") is not None
     assert bad_text_in({"filter": {"search": "tea 🍵", "n": 1, "x": None}}, "variables") is None
     assert bad_text_in(None, "variables") is None
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (b'{"limit": 1e400}', "body.limit"),
+        (b'{"limit": -1E+400}', "body.limit"),
+        (b'{"a": [1, {"b": 1' + b"0" * 400 + b".5}]}", "body.a[1].b"),
+        (b'{"limit": NaN}', "body.limit"),
+        (b'{"limit": Infinity}', "body.limit"),
+        (b"[-Infinity]", "body[0]"),
+        (b"1e999", "body"),
+    ],
+)
+def test_a_json_number_no_float_holds_is_refused_naming_where_it_sits(
+    body: bytes, where: str
+) -> None:
+    with pytest.raises(InvalidNumber) as refused:
+        check_json_body(body, 64)
+    assert refused.value.message.startswith(f"{where} is a number outside the range")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"limit": 1e308, "small": 1e-400, "e": "1e400", "NaN": "Infinity"}',
+        b'{"big": 1' + b"0" * 400 + b"}",  # an integer: Python keeps it exact
+        b'{"text": "' + b"9" * 400 + b'.5"}',
+        b'{"x": 1e400',  # malformed: left to the framework to answer
+    ],
+)
+def test_finite_numbers_and_numbers_inside_strings_pass(body: bytes) -> None:
+    check_json_body(body, 64)
+
+
+def test_finite_json_is_read_as_json_loads_reads_it() -> None:
+    text = '{"a": [1, 2.5, -0.0, 1e-400, null, true, "Infinity"], "b": {"c": 10000000000000000}}'
+    assert load_finite_json(text) == {
+        "a": [1, 2.5, -0.0, 0.0, None, True, "Infinity"],
+        "b": {"c": 10000000000000000},
+    }
+
+
+def test_non_finite_numbers_in_other_json_are_named_below_the_place_given() -> None:
+    with pytest.raises(InvalidNumber, match=r"^variables\.first is a number"):
+        load_finite_json('{"first": 1e400}', "variables")

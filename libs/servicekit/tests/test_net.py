@@ -151,10 +151,52 @@ def test_allowed_networks_let_their_addresses_through() -> None:
 
 
 def test_metadata_addresses_are_refused_even_inside_an_allowed_network() -> None:
-    policy = AddressPolicy.allowing(["169.254.0.0/16", "100.64.0.0/10", "fd00::/8"])
-    assert policy.refusal(ipaddress.ip_address("169.254.1.1")) is None
+    policy = AddressPolicy.allowing(["100.64.0.0/10", "fd00::/8"])
+    assert policy.refusal(ipaddress.ip_address("100.64.1.1")) is None
     for metadata in ("169.254.169.254", "100.100.100.200", "fd00:ec2::254", "2002:a9fe:a9fe::"):
         assert "metadata" in (policy.refusal(ipaddress.ip_address(metadata)) or "")
+
+
+@pytest.mark.parametrize(
+    "address", ["169.254.1.1", "169.254.0.1", "fe80::1", "febf::1", "::ffff:169.254.7.7"]
+)
+def test_link_local_addresses_are_refused_even_inside_an_allowed_network(address: str) -> None:
+    policy = AddressPolicy.allowing(["169.254.0.0/16", "fe80::/10"])
+    assert "link-local" in (policy.refusal(ipaddress.ip_address(address)) or "")
+
+
+@pytest.mark.parametrize(
+    "address", ["127.0.0.1", "::1", "10.1.2.3", "172.16.0.1", "192.168.0.10", "fd00::1", "8.8.8.8"]
+)
+def test_the_development_policy_allows_loopback_private_and_public_addresses(
+    address: str,
+) -> None:
+    assert AddressPolicy.development().refusal(ipaddress.ip_address(address)) is None
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "169.254.169.254",
+        "fd00:ec2::254",
+        "100.100.100.200",
+        "169.254.10.10",
+        "fe80::a9fe:a9fe",
+        "::ffff:169.254.169.254",
+        "2002:a9fe:a9fe::",
+    ],
+)
+def test_the_development_policy_still_refuses_metadata_and_link_local(address: str) -> None:
+    assert AddressPolicy.development().refusal(ipaddress.ip_address(address)) is not None
+
+
+async def test_a_name_resolving_to_metadata_is_refused_under_the_development_policy() -> None:
+    with pytest.raises(AddressRefused, match="metadata"):
+        await check_url(
+            "http://metadata.google.internal/computeMetadata/v1/",
+            AddressPolicy.development(),
+            resolver=ScriptedResolver(["169.254.169.254"]),
+        )
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 from servicekit.auth import AccessLevel
 from servicekit.auth.dependencies import ReadPrincipal, WritePrincipal
@@ -58,6 +59,12 @@ def build_app(settings: ServiceSettings) -> Any:
     @router.get("/boom")
     async def boom() -> None:
         raise RuntimeError("internal detail that must not leak")
+
+    @router.get("/download")
+    async def download() -> PlainTextResponse:
+        return PlainTextResponse(
+            "a,b\r\n", headers={"Content-Disposition": 'attachment; filename="x.csv"'}
+        )
 
     @router.get("/publish")
     async def publish() -> None:
@@ -404,3 +411,34 @@ async def test_the_in_process_client_gives_each_request_its_own_request_state() 
     async with serve_app(app) as http:
         assert (await http.get("/seen")).json() == {"seen": False}
         assert (await http.get("/seen")).json() == {"seen": False}
+
+
+HSTS = "max-age=63072000; includeSubDomains"
+
+
+@pytest.mark.parametrize(
+    ("path", "status"), [("/healthz", 200), ("/whoami", 401), ("/nowhere", 404), ("/boom", 500)]
+)
+async def test_every_response_carries_hsts_in_production(
+    kit_settings: ServiceSettings, path: str, status: int
+) -> None:
+    production = kit_settings.model_copy(update={"env": "production"})
+    async with serve_app(build_app(production)) as http:
+        response = await http.get(path)
+    assert response.status_code == status
+    assert response.headers["strict-transport-security"] == HSTS
+
+
+async def test_no_hsts_outside_production(client: httpx.AsyncClient) -> None:
+    response = await client.get("/healthz")
+    assert "strict-transport-security" not in response.headers
+
+
+async def test_a_download_is_never_sniffed_nor_stored(client: httpx.AsyncClient) -> None:
+    response = await client.get("/download")
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["cache-control"] == "no-store"
+
+
+async def test_other_responses_keep_their_own_caching(client: httpx.AsyncClient) -> None:
+    assert "cache-control" not in (await client.get("/healthz")).headers

@@ -96,6 +96,18 @@ def load_catalogue(database_url: str, products: int, variants: int) -> None:
         conn.execute("ANALYZE products; ANALYZE product_variants")
 
 
+def bench_user(database_url: str) -> int:
+    """The user the benchmark's token names (a token whose `sub` names no user is refused)."""
+    with psycopg.connect(database_url) as conn:
+        conn.execute(
+            "INSERT INTO users (email, name, role, created_at)"
+            " VALUES ('bench@example.com', 'Bench', 'user', now()) ON CONFLICT (email) DO NOTHING"
+        )
+        row = conn.execute("SELECT id FROM users WHERE email = 'bench@example.com'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 async def drive(
     url: str, *, method: str, body: Any, headers: dict[str, str], seconds: float, clients: int
 ) -> dict[str, Any]:
@@ -172,6 +184,7 @@ def main() -> None:
             ensure_database(database_url)
             upgrade(MIGRATIONS, database_url)
             load_catalogue(database_url, args.products, args.variants)
+            user_id = bench_user(database_url)
             port = free_port()
             env = {
                 **os.environ,
@@ -190,7 +203,7 @@ def main() -> None:
                         "tokens",
                         "create",
                         "--sub",
-                        "1",
+                        str(user_id),
                         "--role",
                         "user",
                     ],

@@ -95,6 +95,39 @@ async def test_nul_and_lone_surrogates_in_string_variables_are_bad_user_input(
     assert "NUL" in message or "surrogate" in message
 
 
+@pytest.mark.parametrize("number", ["1e400", "NaN", "-Infinity"])
+async def test_a_variable_no_float_holds_is_a_request_error_naming_it(
+    graphql_url: str, number: str
+) -> None:
+    """Refused where the JSON is read (the input guard), as no float can carry it further."""
+    body = json.dumps({"query": FILTERED, "variables": {"filter": {"priceMax": 0}}})
+    body = body.replace('"priceMax": 0', f'"priceMax": {number}')
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.post(
+            graphql_url, content=body, headers={"content-type": "application/json"}
+        )
+    assert response.status_code == 400, response.text
+    assert codes(response) == ["BAD_USER_INPUT"]
+    assert response.json()["errors"][0]["message"].startswith(
+        "body.variables.filter.priceMax is a number outside the range of a 64-bit float"
+    )
+
+
+async def test_a_variable_no_float_holds_in_the_address_is_a_request_error_naming_it(
+    graphql_url: str,
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.get(
+            graphql_url,
+            params={"query": FILTERED, "variables": '{"filter": {"priceMax": 1e400}}'},
+        )
+    assert response.status_code == 400, response.text
+    assert codes(response) == ["BAD_USER_INPUT"]
+    assert response.json()["errors"][0]["message"].startswith(
+        "variables.filter.priceMax is a number outside the range of a 64-bit float"
+    )
+
+
 @pytest.mark.parametrize("literal", ['search: "a\\u0000b"', 'tags: ["a\\u0000b"]'])
 async def test_a_nul_in_a_string_literal_is_bad_user_input(graphql_url: str, literal: str) -> None:
     response = await post(graphql_url, f"{{ products(filter: {{{literal}}}) {{ totalCount }} }}")

@@ -13,8 +13,9 @@ from commerce_content.rate_limit.limiter import client_address, subject_key
 from commerce_content.settings import Settings
 from servicekit.testing import serve_app
 from servicekit.testing.conformance import create_key
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import bearer_for
+from tests.factories import bearer_for, make_user
 
 ARTICLES = "/api/v1/articles"
 LIMIT = 3
@@ -69,9 +70,10 @@ async def test_two_keys_of_one_owner_share_its_limit(
 
 
 async def test_a_valid_caller_does_not_use_up_the_anonymous_budget_of_its_address(
-    limited_client: httpx.AsyncClient, service_settings: Settings
+    limited_client: httpx.AsyncClient, service_settings: Settings, db_engine: AsyncEngine
 ) -> None:
-    token = bearer_for(service_settings, 4242, "user")["Authorization"]
+    user = await make_user(db_engine, "user")
+    token = bearer_for(service_settings, user, "user")["Authorization"]
     assert await statuses(limited_client, [token] * LIMIT) == [200] * LIMIT
     assert await statuses(limited_client, ["Bearer bogus"]) == [401]
 

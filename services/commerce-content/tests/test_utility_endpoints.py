@@ -263,3 +263,27 @@ async def test_admin_action_by_an_admin_writes_the_audit_row(
     from datetime import datetime
 
     assert datetime.fromisoformat(row.timestamp).tzinfo is not None
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "NaN", "Infinity"])
+async def test_admin_action_with_a_number_no_float_holds_is_400_and_writes_nothing(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings, number: str
+) -> None:
+    """Read as `inf`, the number reached PostgreSQL's json column: a 500 before."""
+    admin = await make_user(db_engine, "admin")
+    action = f"limit-{uuid.uuid4().hex[:6]}"
+    response = await client.post(
+        "/api/admin-action",
+        content=f'{{"action": "{action}", "limit": {number}}}',
+        headers={
+            **bearer_for(service_settings, admin, "admin"),
+            "Content-Type": "application/json",
+        },
+    )
+    assert response.status_code == 400, response.text
+    assert response.json() == {
+        "error": f"body.limit is a number outside the range of a 64-bit float ({number})"
+    }
+    async with db_engine.connect() as conn:
+        rows = await conn.execute(text("SELECT 1 FROM audit_logs WHERE action = :a"), {"a": action})
+        assert rows.first() is None

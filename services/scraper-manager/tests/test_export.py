@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import zipfile
 
 import httpx
 import pytest
@@ -178,3 +179,36 @@ async def test_another_owners_xlsx_export_is_404(
         headers=stranger.headers,
     )
     assert exported.status_code == 404
+
+
+HOSTILE_NAME = '=HYPERLINK("http://127.0.0.1:9/h","hdr")'
+
+
+async def test_a_selector_name_like_a_formula_is_quoted_in_the_csv_header(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await make_scraper(db_engine, who.owner, selectors={HOSTILE_NAME: "title::text"})
+    await make_run(db_engine, scraper)
+    exported = await client.get(
+        f"/api/v1/scrapers/{scraper.id}/results?format=csv", headers=who.headers
+    )
+    assert exported.status_code == 200, exported.text
+    header = next(csv.reader(io.StringIO(exported.text, newline="")))
+    assert header == ["url", "'" + HOSTILE_NAME]
+
+
+async def test_an_item_key_like_a_formula_is_text_in_the_xlsx_header(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper_id, run_id = await _run_with(db_engine, who.owner, [{HOSTILE_NAME: "x"}])
+    exported = await client.get(
+        f"/api/v1/scrapers/{scraper_id}/results?format=xlsx&run_id={run_id}", headers=who.headers
+    )
+    with zipfile.ZipFile(io.BytesIO(exported.content)) as package:
+        sheet_xml = package.read("xl/worksheets/sheet1.xml").decode()
+    assert "<f>" not in sheet_xml
+    sheet = load_workbook(io.BytesIO(exported.content))["results"]
+    assert sheet["B1"].value == HOSTILE_NAME
+    assert sheet["B1"].data_type == "s"

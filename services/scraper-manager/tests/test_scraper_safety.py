@@ -79,11 +79,57 @@ async def test_an_internal_start_url_is_refused_at_patch(
     assert response.json()["code"] == "address_not_allowed"
 
 
+@pytest.mark.parametrize("url", ["http://169.254.1.1/", "http://[fe80::1]/"])
+async def test_a_link_local_start_url_is_refused_even_inside_an_allowed_network(
+    service_settings: Settings, db_engine: AsyncEngine, url: str
+) -> None:
+    """Link-local is where cloud metadata services answer: never reached, whatever is allowed."""
+    settings = service_settings.model_copy(
+        update={"allowed_networks": ["169.254.0.0/16", "fe80::/10"]}
+    )
+    who = await make_client(db_engine, "write")
+    async with serve_app(create_app(settings)) as http:
+        response = await http.post(BASE, json=scraper_body(url=url), headers=who.headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["code"] == "address_not_allowed"
+    assert "link-local" in response.json()["error"]
+
+
 async def test_a_public_start_url_is_accepted(
     production: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     who = await make_client(db_engine, "write")
     await created(production, who, url="http://8.8.8.8/catalog")
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:99999/", "http://127.0.0.1:0/", "http://example.com:8x/"]
+)
+async def test_a_url_with_an_impossible_port_is_422_naming_the_field_at_create_and_patch(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, url: str
+) -> None:
+    who = await make_client(db_engine, "write")
+    response = await client.post(BASE, json=scraper_body(url=url), headers=who.headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["code"] == "validation_error"
+    assert "url" in response.json()["error"]
+    scraper = await created(client, who)
+    patched = await client.patch(f"{BASE}/{scraper['id']}", json={"url": url}, headers=who.headers)
+    assert patched.status_code == 422, patched.text
+    assert "url" in patched.json()["error"]
+
+
+async def test_a_webhook_url_with_an_impossible_port_is_422_naming_the_field(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    response = await client.post(
+        "/api/v1/webhooks",
+        json={"url": "http://127.0.0.1:99999/hooks", "events": ["run.completed"]},
+        headers=who.headers,
+    )
+    assert response.status_code == 422, response.text
+    assert "url" in response.json()["error"]
 
 
 @pytest.mark.parametrize(

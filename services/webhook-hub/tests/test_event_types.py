@@ -390,3 +390,23 @@ async def test_a_reactivated_type_can_be_subscribed_to_again(
     for active in (False, True):
         await patch_type(client, alice, name, {"is_active": active})
     assert (await subscribe_to(client, alice, name)).status_code == 201
+
+
+async def test_an_example_payload_with_a_number_no_float_holds_is_422(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    """Read as `inf`, the example reached the event type's json column: a 500 before."""
+    producer = await make_consumer(db_engine, "admin")
+    name = unique("invoice.paid")
+    response = await client.post(
+        "/webhooks/event-types",
+        content=f'{{"name": "{name}", "example_payload": {{"total": -1e400}}}}',
+        headers={**producer.headers, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    assert "body.example_payload.total is a number outside" in response.json()["error"]
+    async with db_engine.connect() as conn:
+        stored = await conn.scalar(
+            text("SELECT count(*) FROM event_types WHERE name = :n"), {"n": name}
+        )
+    assert stored == 0

@@ -29,6 +29,8 @@ from tests.factories import make_consumer, subscription_body
         "https://user:pass@example.com/hook",
         "https://example.com/" + "a" * 2048,
         "https://exa mple.com/hook",
+        "http://127.0.0.1:99999/hook",
+        "http://127.0.0.1:0/hook",
     ],
 )
 async def test_endpoint_url_must_be_absolute_http_within_2048_characters(
@@ -40,6 +42,26 @@ async def test_endpoint_url_must_be_absolute_http_within_2048_characters(
     )
     assert response.status_code == 422
     assert response.json()["code"] == "validation_error"
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999/hook", "http://127.0.0.1:0/hook"])
+async def test_a_patched_endpoint_url_with_an_impossible_port_is_422_naming_the_field(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver, url: str
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await client.post(
+        "/webhooks/subscriptions",
+        json=subscription_body(http_receiver.url),
+        headers=consumer.headers,
+    )
+    assert created.status_code == 201, created.text
+    response = await client.patch(
+        f"/webhooks/subscriptions/{created.json()['id']}",
+        json={"endpoint_url": url},
+        headers=consumer.headers,
+    )
+    assert response.status_code == 422, response.text
+    assert "endpoint_url" in response.json()["error"]
 
 
 @pytest.mark.parametrize(

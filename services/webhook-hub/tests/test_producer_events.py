@@ -213,3 +213,25 @@ async def test_an_operator_key_submits_platform_types_for_any_tenant(
     )
     assert response.status_code == 202
     assert await outbox_tenant(db_engine, response.json()["id"]) == "probe-bob"
+
+
+async def test_event_data_with_a_number_no_float_holds_is_422_and_records_nothing(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    """Read as `inf`, the number reached the outbox's json column: a 500 before."""
+    producer = await make_consumer(db_engine, "admin")
+    kind = await register_type(client, producer, "invoice.paid")
+    async with db_engine.connect() as conn:
+        before = await conn.scalar(text("SELECT count(*) FROM outbox_events"))
+    response = await client.post(
+        "/webhooks/events",
+        content=f'{{"type": "{kind}", "data": {{"total": 1e400}}}}',
+        headers={**producer.headers, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    assert response.json() == {
+        "error": "body.data.total is a number outside the range of a 64-bit float (1e400)",
+        "code": "validation_error",
+    }
+    async with db_engine.connect() as conn:
+        assert await conn.scalar(text("SELECT count(*) FROM outbox_events")) == before

@@ -28,9 +28,14 @@ from webhook_hub.subscriptions.service import SubscriptionService
 @asynccontextmanager
 async def http_resources(app: FastAPI, runtime: ServiceRuntime) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    async with aiohttp.ClientSession(headers={"User-Agent": settings.user_agent}) as http:
+    guard = EndpointGuard(settings.allowed_networks, strict=settings.ssrf_guard_enabled)
+    # The probe connects through the guard: the address it reaches is checked after DNS, as a
+    # delivery's is (a name may resolve elsewhere than when the subscription was checked).
+    async with aiohttp.ClientSession(
+        headers={"User-Agent": settings.user_agent}, connector=guard.connector()
+    ) as http:
         app.state.prober = EndpointProber(http, settings.probe_timeout_seconds)
-        app.state.endpoint_guard = EndpointGuard(settings.allowed_networks)
+        app.state.endpoint_guard = guard
         yield
 
 

@@ -58,7 +58,9 @@ class Settings(PageSettings):
     user_agent: str = "webhook-hub/0.1 (+https://www.standardwebhooks.com)"
     # Networks endpoints may resolve to in production despite the SSRF guard (e.g. 10.0.0.0/8).
     allowed_networks: list[str] = Field(default_factory=list)
-    # The guard is on in production; tests and development may switch it on explicitly.
+    # The strict guard (public addresses only) is on in production; tests and development may
+    # switch it on explicitly. Off, loopback and private networks are allowed, but cloud
+    # metadata and link-local addresses stay refused in every environment.
     ssrf_protection: bool | None = None
     idempotency_window_hours: float = 24.0
     # Where people reach this service (portal links are built on it); empty: the address of

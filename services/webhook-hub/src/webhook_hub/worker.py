@@ -34,7 +34,8 @@ def delivery_sender(settings: Settings) -> WebhookSender:
     """The sender of deliveries as the settings say. Raises OSError (ssl.SSLError among them)
     for a `DELIVERY_CA_FILE` that cannot be read or holds no certificate: the worker does not
     start rather than fail every delivery to the endpoints that need it."""
-    guard = EndpointGuard(settings.allowed_networks) if settings.ssrf_guard_enabled else None
+    # In every environment: development's policy still refuses metadata and link-local.
+    guard = EndpointGuard(settings.allowed_networks, strict=settings.ssrf_guard_enabled)
     roots = (Path(settings.delivery_ca_file).read_bytes(),) if settings.delivery_ca_file else ()
     return WebhookSender(
         user_agent=settings.user_agent,

@@ -1,6 +1,7 @@
 """Which network addresses a service may connect to on a user's behalf (SSRF): only globally
 routable ones, judged after unwrapping every IPv6 form that carries an IPv4 address, never a
-cloud metadata service, plus the networks an operator allows (development, an internal proxy).
+cloud metadata service nor a link-local address (where metadata services answer), plus the
+networks an operator allows (development, an internal proxy).
 
 Pure decisions, no I/O: the connect-time guard (`servicekit.net.guard`) and the checks of a
 URL when it is stored both ask this module.
@@ -66,15 +67,26 @@ def embedded_ipv4(address: IPAddress) -> list[ipaddress.IPv4Address]:
     return found
 
 
+# Every network: what `AddressPolicy.development()` allows, metadata and link-local aside.
+EVERY_NETWORK = ("0.0.0.0/0", "::/0")
+
+
 @dataclass(frozen=True)
 class AddressPolicy:
-    """Globally routable addresses only, except `allowed` networks; metadata never."""
+    """Globally routable addresses only, except `allowed` networks; metadata and link-local
+    addresses never, whatever is allowed."""
 
     allowed: tuple[IPNetwork, ...] = field(default=())
 
     @classmethod
     def allowing(cls, networks: Iterable[str]) -> AddressPolicy:
         return cls(tuple(ipaddress.ip_network(n, strict=False) for n in networks))
+
+    @classmethod
+    def development(cls) -> AddressPolicy:
+        """Loopback and private networks allowed (a developer's receivers run there), cloud
+        metadata and link-local still refused: development stacks run on cloud machines too."""
+        return cls.allowing(EVERY_NETWORK)
 
     def _acceptable(self, address: IPAddress) -> bool:
         return address.is_global or any(
@@ -87,6 +99,10 @@ class AddressPolicy:
         forms: list[IPAddress] = [address, *embedded]
         if any(form in METADATA_ADDRESSES for form in forms):
             return f"{address} is a cloud metadata address"
+        if any(form.is_link_local for form in forms):
+            # 169.254.0.0/16 and fe80::/10: the metadata services' networks (providers add
+            # addresses there), never a receiver's; refused even inside an allowed network.
+            return f"{address} is a link-local address (where cloud metadata services answer)"
         if isinstance(address, ipaddress.IPv6Address) and (
             address.ipv4_mapped is not None
             or address in _IPV4_TRANSLATED

@@ -24,8 +24,9 @@ import pytest
 
 from servicekit.db.admin import database_url_for, drop_database
 from servicekit.settings import ServiceSettings
-from servicekit.testing.app import run_http_server
+from servicekit.testing.app import run_http_server, serve_app
 from servicekit.testing.fuzz import fuzz_openapi
+from servicekit.testing.service import ServiceUnderTest
 
 ErrorText = Callable[[Any], str]
 
@@ -35,6 +36,7 @@ __all__ = [
     "test_a_body_that_is_not_utf8_is_refused_in_the_envelope",
     "test_a_head_just_over_the_limit_in_one_read_is_431",
     "test_a_head_just_under_the_limit_is_served",
+    "test_a_json_number_no_float_holds_is_refused_and_nothing_changes",
     "test_a_lone_surrogate_in_a_json_body_is_refused_and_nothing_changes",
     "test_a_nul_in_a_form_body_is_refused",
     "test_a_nul_in_a_header_value_is_refused",
@@ -47,6 +49,7 @@ __all__ = [
     "test_deeply_nested_json_is_refused_in_the_envelope",
     "test_deeply_nested_json_under_another_label_is_refused",
     "test_delete_on_api_keys_me_is_405",
+    "test_every_response_carries_hsts_in_production",
     "test_health_answers_ok",
     "test_metrics_are_exposed",
     "test_migrate_builds_a_fresh_database",
@@ -186,6 +189,17 @@ def test_migrate_builds_a_fresh_database(
         drop_database(url)
 
 
+@pytest.mark.parametrize("path", ["/healthz", "/nowhere", "{api_prefix}/api-keys"])
+async def test_every_response_carries_hsts_in_production(
+    service: ServiceUnderTest, service_settings: ServiceSettings, api_prefix: str, path: str
+) -> None:
+    """Whatever it answers (200, 404, 401): HSTS on all of it, from servicekit's middleware."""
+    production = service_settings.model_copy(update={"env": "production"})
+    async with serve_app(service.create_app(production)) as http:
+        response = await http.get(path.format(api_prefix=api_prefix))
+    assert response.headers["strict-transport-security"] == ("max-age=63072000; includeSubDomains")
+
+
 # --- the input guard (servicekit.web.input_guard): the same answers in every service ---------
 
 
@@ -251,6 +265,28 @@ async def test_a_nul_in_a_json_key_is_refused(
     body = b'{"level": "read", "x\\u0000": 1}'
     await _assert_refused_and_unchanged(
         client, api_prefix, admin_key_headers, body, error_text, validation_status, "key"
+    )
+
+
+@pytest.mark.parametrize("number", [b"1e400", b"-1e400", b"NaN", b"Infinity"])
+async def test_a_json_number_no_float_holds_is_refused_and_nothing_changes(
+    client: httpx.AsyncClient,
+    api_prefix: str,
+    admin_key_headers: dict[str, str],
+    error_text: ErrorText,
+    validation_status: int,
+    number: bytes,
+) -> None:
+    # Read as `inf` or `nan`, such a number reached PostgreSQL's json or a response: a 500.
+    body = b'{"level": "read", "description": ' + number + b"}"
+    await _assert_refused_and_unchanged(
+        client,
+        api_prefix,
+        admin_key_headers,
+        body,
+        error_text,
+        validation_status,
+        "body.description is a number outside the range of a 64-bit float",
     )
 
 

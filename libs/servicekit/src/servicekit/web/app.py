@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
+from starlette.types import ASGIApp
 
 from servicekit.events.registry import EventTypeRegistry
 from servicekit.runtime import ServiceRuntime
@@ -26,6 +27,7 @@ from servicekit.web.middleware import (
     HttpMetrics,
     MetricsMiddleware,
     RequestIdMiddleware,
+    ResponseSecurityHeadersMiddleware,
 )
 from servicekit.web.pages.assets import default_catalog
 from servicekit.web.pages.docs import install_api_docs
@@ -104,6 +106,7 @@ def create_service_app(
     app.add_middleware(HtmlSecurityHeadersMiddleware)
     # Outermost, so the server span covers every middleware (and the request id is on it).
     instrument_fastapi(app)
+    _wrap_whole_stack(app, hsts=settings.is_production)
     app.include_router(operations_router())
     _document_guards(
         app,
@@ -113,6 +116,17 @@ def create_service_app(
         max_body_bytes=max_body_bytes or settings.max_request_body_bytes,
     )
     return app
+
+
+def _wrap_whole_stack(app: FastAPI, *, hsts: bool) -> None:
+    """`ResponseSecurityHeadersMiddleware` around everything, Starlette's ServerErrorMiddleware
+    included: `add_middleware` puts middleware inside it, so a 500 would go without HSTS."""
+    build = app.build_middleware_stack
+
+    def build_wrapped() -> ASGIApp:
+        return ResponseSecurityHeadersMiddleware(build(), hsts=hsts)
+
+    app.build_middleware_stack = build_wrapped  # type: ignore[method-assign]
 
 
 def _document_guards(

@@ -1,6 +1,8 @@
 """One guard for text no service can store: NUL characters and lone UTF-16 surrogates (PostgreSQL
 refuses both, so they surfaced as 500s), JSON nested deeper than a service ever needs (Python's
-parser recurses, so 20,000 levels were a RecursionError) and bodies that are not UTF-8.
+parser recurses, so 20,000 levels were a RecursionError), numbers no float holds (`1e400` was
+read as `inf`, which neither PostgreSQL's `json` nor a JSON response can carry; Python's
+parser also takes `NaN` and `Infinity`, which are not JSON) and bodies that are not UTF-8.
 
 It looks at what reaches a service as data before the framework parses it: the path (and so
 path parameters), the query string, header values, and JSON and URL-encoded form bodies, keys
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,6 +35,9 @@ _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _ALL_BYTES = bytes(range(256))
 _NOT_BRACKETS = bytes(b for b in _ALL_BYTES if b not in b"[]{}")
 _SURROGATES = re.compile("[\ud800-\udfff]")
+# Outside strings, what may hide a number no float holds: an exponent, a run of digits near
+# float's 309, or the capitals of Python's `NaN` / `Infinity` (JSON's literals are lowercase).
+_MAYBE_NON_FINITE = re.compile(rb"[eEIN]|[0-9]{300}")
 
 
 class InvalidText(UnprocessableEntity):
@@ -89,6 +95,57 @@ def bad_text_in(value: Any, where: str) -> str | None:
     return None
 
 
+class _NonFinite:
+    """A number as written that no float holds, in place of the `inf` or `nan` it would be."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _finite_or_marked(text: str) -> float | _NonFinite:
+    number = float(text)
+    return number if math.isfinite(number) else _NonFinite(text)
+
+
+def load_finite_json(text: str | bytes, where: str = "body") -> Any:
+    """JSON parsed as `json.loads` does, except that a number no float holds (`1e400`) and
+    Python's extensions `NaN`, `Infinity` and `-Infinity` are refused (`InvalidNumber`, a
+    ValueError naming where the number sits, below `where`) instead of read as `inf` or
+    `nan`. Malformed JSON raises json's ValueError, as `json.loads` does."""
+    parsed = json.loads(text, parse_float=_finite_or_marked, parse_constant=_NonFinite)
+    if reason := non_finite_in(parsed, where):
+        raise InvalidNumber(reason)
+    return parsed
+
+
+class InvalidNumber(InvalidText, ValueError):
+    """A JSON number no float holds (or not JSON's: `NaN`, `Infinity`)."""
+
+
+def non_finite_in(value: Any, where: str) -> str | None:
+    """Where a parsed JSON value holds a number no float holds (an `inf` or `nan` already
+    read, or one `load_finite_json` marked), or None (iteratively, as `_strings`)."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _NonFinite):
+            shown = item.text if len(item.text) <= 20 else f"{item.text[:17]}..."
+            return f"{path} is a number outside the range of a 64-bit float ({shown})"
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"{path} is a number outside the range of a 64-bit float ({item})"
+        if isinstance(item, dict):
+            stack.extend((child, f"{path}.{key}") for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
+    return None
+
+
+def may_hold_non_finite(body: bytes) -> bool:
+    """Whether a JSON text may hold a number no float holds, found without parsing: strings
+    are cut out, and what is left has no exponent, no long run of digits and no capital."""
+    return _MAYBE_NON_FINITE.search(_JSON_STRING.sub(b'""', body)) is not None
+
+
 def check_json_body(body: bytes, max_depth: int) -> None:
     """Raise `InvalidText` for a JSON body the service cannot take. Malformed JSON is left to
     the framework, which answers it in its own words."""
@@ -98,6 +155,14 @@ def check_json_body(body: bytes, max_depth: int) -> None:
         raise InvalidText(f"The request body is not UTF-8 (byte {exc.start})") from exc
     if json_depth_exceeds(body, max_depth):
         raise InvalidText(f"The JSON body is nested deeper than {max_depth} levels")
+    if may_hold_non_finite(body):
+        # Rare (an exponent outside strings): parsed once more, only to find such a number.
+        try:
+            load_finite_json(text)
+        except InvalidNumber:
+            raise
+        except ValueError:
+            pass  # malformed: the framework's to answer
     # Valid UTF-8 holds neither NUL as an escape nor a surrogate unless JSON escapes it:
     # without a `\u`, there is nothing to look for (the common case costs one search).
     if "\\u" not in text:
@@ -239,7 +304,8 @@ async def _no_body() -> Message:
 _BODY_METHODS = frozenset({"post", "put", "patch"})
 GUARD_DESCRIPTION = (
     "Also: a NUL character or a lone surrogate in the path, query, headers or body, JSON"
-    " nested deeper than {depth} levels, or a body that is not UTF-8"
+    " nested deeper than {depth} levels, a JSON number no 64-bit float holds (1e400, NaN),"
+    " or a body that is not UTF-8"
 )
 
 

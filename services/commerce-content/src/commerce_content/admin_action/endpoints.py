@@ -7,10 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 from servicekit.auth.jwt import InvalidToken
+from servicekit.web.session import SessionDep
 
 from commerce_content.dependencies import AuditServiceDep, SettingsDep
 from commerce_content.errors import InvalidRequest, NotAuthenticated, NotPermitted, plain_errors
-from commerce_content.identity.dependencies import caller_from_jwt
+from commerce_content.identity.dependencies import known_caller_from_jwt
 from commerce_content.identity.roles import Role
 from commerce_content.openapi import documented, with_errors
 
@@ -38,7 +39,7 @@ class Success(BaseModel):
     ),
 )
 async def admin_action(
-    request: Request, settings: SettingsDep, service: AuditServiceDep
+    request: Request, settings: SettingsDep, session: SessionDep, service: AuditServiceDep
 ) -> Success:
     """Any JSON body. The caller is a user (bearer JWT) with the admin role; the audit row
     keeps the action name (the body's `action`, else "admin-action"), the user id, an ISO 8601
@@ -47,7 +48,7 @@ async def admin_action(
     if scheme.lower() != "bearer" or not token:
         raise NotAuthenticated("Unauthorized")
     try:
-        caller = caller_from_jwt(token, settings)
+        caller = await known_caller_from_jwt(token, settings, session)
     except InvalidToken as exc:
         raise NotAuthenticated("Unauthorized") from exc
     if caller.role is not Role.ADMIN:

@@ -7,16 +7,17 @@ import hmac
 
 from fastapi import Request
 from servicekit.auth.jwt import InvalidToken
+from servicekit.web.session import SessionDep
 
 from commerce_content.errors import InvalidRequest, NotAuthenticated
-from commerce_content.identity.dependencies import Caller, caller_from_jwt
+from commerce_content.identity.dependencies import Caller, known_caller_from_jwt
 from commerce_content.identity.roles import Role
 from commerce_content.settings import Settings
 
 QUERY_KEY_NAMES = frozenset({"api_key", "apikey", "key", "x-api-key", "token", "access_token"})
 
 
-async def content_caller(request: Request) -> Caller:
+async def content_caller(request: Request, session: SessionDep) -> Caller:
     if QUERY_KEY_NAMES & {name.lower() for name in request.query_params}:
         raise InvalidRequest("Credentials are not accepted in the query string; use X-API-Key")
     settings: Settings = request.app.state.settings
@@ -30,6 +31,6 @@ async def content_caller(request: Request) -> Caller:
     if scheme.lower() != "bearer" or not token:
         raise NotAuthenticated("Unauthorized")
     try:
-        return caller_from_jwt(token, settings)
+        return await known_caller_from_jwt(token, settings, session)
     except InvalidToken as exc:
         raise NotAuthenticated("Invalid token") from exc

@@ -9,14 +9,18 @@ over GET), with the same `errors` shape.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 from pydantic_core import to_json
-from servicekit.web.input_guard import DEFAULT_MAX_JSON_DEPTH, json_depth_exceeds
+from servicekit.web.input_guard import (
+    DEFAULT_MAX_JSON_DEPTH,
+    InvalidNumber,
+    json_depth_exceeds,
+    load_finite_json,
+)
 from servicekit.web.pages.docs import graphiql_response
 from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -139,7 +143,9 @@ def _variables(raw: Any) -> dict[str, Any] | None:
                 BAD_USER_INPUT,
             )
         try:
-            raw = json.loads(raw)
+            raw = load_finite_json(raw, "variables")
+        except InvalidNumber as exc:
+            raise RequestRefused(400, exc.message, BAD_USER_INPUT) from exc
         except ValueError as exc:
             raise RequestRefused(400, "variables must be a JSON object", BAD_USER_INPUT) from exc
     if not isinstance(raw, dict):

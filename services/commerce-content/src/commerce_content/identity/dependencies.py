@@ -16,6 +16,7 @@ from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.errors import NotAuthenticated, NotPermitted
+from commerce_content.identity.repository import UserRepository
 from commerce_content.identity.roles import Role
 from commerce_content.settings import Settings
 
@@ -71,11 +72,22 @@ def caller_from_jwt(token: str, settings: Settings) -> Caller:
     return Caller(str(user_id), role, user_id, "jwt")
 
 
+async def known_caller_from_jwt(token: str, settings: Settings, session: AsyncSession) -> Caller:
+    """`caller_from_jwt`, whose subject must also name one of our users: a validly signed
+    token for a user id with no row (deleted, or from another database) proves no one, so it
+    is invalid (401) wherever tokens are accepted, never a user made on first use nor a
+    foreign-key failure further on (GraphQL's `createOrder` was a 500)."""
+    caller = caller_from_jwt(token, settings)
+    if caller.user_id is None or not await UserRepository(session).exists(caller.user_id):
+        raise InvalidToken("sub names no user")
+    return caller
+
+
 async def identify(token: str, settings: Settings, session: AsyncSession) -> Caller:
     """The caller behind a bearer token: a JWT (three dot-separated parts) or an API key."""
     if token.count(".") == 2:
         try:
-            return caller_from_jwt(token, settings)
+            return await known_caller_from_jwt(token, settings, session)
         except InvalidToken as exc:
             raise NotAuthenticated("Invalid token") from exc
     principal = await principal_from_api_key(session, token)

@@ -512,8 +512,13 @@ def router(pages: Pages) -> APIRouter:
     async def log_text(
         scraper_id: DbId, run_id: DbId, user: PageSessionDep, logs: RunLogServiceDep
     ) -> Response:
-        _, body = await logs.text(user.owner, scraper_id, run_id, None)
-        return StreamingResponse(body, media_type="text/plain; charset=utf-8")
+        run, body = await logs.text(user.owner, scraper_id, run_id, None)
+        # As the API's: a download (so `nosniff` and `no-store`), shown in the browser.
+        return StreamingResponse(
+            body,
+            media_type="text/plain; charset=utf-8",
+            headers={"Content-Disposition": f'inline; filename="run-{run.id}.log"'},
+        )
 
     # -- webhooks -----------------------------------------------------------------------------
 

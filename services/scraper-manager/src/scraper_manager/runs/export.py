@@ -1,7 +1,8 @@
 """Cells of the exports. CSV: safe to open in a spreadsheet: OWASP's advice against CSV (formula)
 injection, a text cell starting with `=`, `+`, `-`, `@`, tab or carriage return gets a leading
 `'`, so a crawled `=HYPERLINK(...)` shows as text instead of running. Numbers are not text and
-stay as they are; lists and objects are JSON (starting `[` or `{`)."""
+stay as they are; lists and objects are JSON (starting `[` or `{`). The header row is cells
+like any other: its names are the client's selector names and the crawled items' keys."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ class XlsxRows:
         self.book = Workbook(write_only=True)
         self.sheet: WriteOnlyWorksheet = self.book.create_sheet("results")
         self.columns = columns
-        self.sheet.append(columns)
+        # Names are client text (selector names, crawled keys): typed as values are.
+        self.sheet.append([self._cell(c) for c in columns])
 
     def append(self, records: list[dict[str, Any]]) -> None:
         for record in records:

@@ -137,7 +137,8 @@ class RunService:
     async def _csv(self, run_id: int, columns: list[str]) -> AsyncIterator[bytes]:
         buffer = io.StringIO()
         writer = csv.writer(buffer)
-        writer.writerow(columns)
+        # Names are client text (selector names): neutralised as values are.
+        writer.writerow([csv_cell(c) for c in columns])
         async for item in self._stream(run_id):
             record = {"url": item.url, **item.data}
             writer.writerow([csv_cell(record.get(c)) for c in columns])

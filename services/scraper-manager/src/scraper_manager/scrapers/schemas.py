@@ -24,6 +24,13 @@ def check_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise ValueError("url must be an absolute http or https URL")
+    try:
+        port = parts.port  # ValueError past 65535 or not a number
+    except ValueError:
+        port = 0
+    if port == 0:
+        # Port 0 names no service (a URL library would quietly send it to 80).
+        raise ValueError("url has an invalid port (1 to 65535)")
     return url
 
 

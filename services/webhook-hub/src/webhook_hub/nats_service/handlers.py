@@ -48,7 +48,7 @@ class SubscriptionRequests:
     def __init__(self, runtime: ServiceRuntime, settings: Settings) -> None:
         self.runtime = runtime
         self.settings = settings
-        self.guard = EndpointGuard(settings.allowed_networks)
+        self.guard = EndpointGuard(settings.allowed_networks, strict=settings.ssrf_guard_enabled)
 
     async def create(self, request: CreateSubscription) -> Created:
         body = SubscriptionCreate(

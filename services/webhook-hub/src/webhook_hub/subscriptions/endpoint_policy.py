@@ -1,6 +1,7 @@
 """What an endpoint may be: an absolute http(s) URL that, in production, does not resolve into
-our own network (SSRF: servicekit.net's address policy, shared with the crawler), with custom
-headers that cannot forge the signature or the transport."""
+our own network (SSRF: servicekit.net's address policy, shared with the crawler), and in every
+environment never to a cloud metadata or link-local address, with custom headers that cannot
+forge the signature or the transport."""
 
 from __future__ import annotations
 
@@ -52,9 +53,12 @@ def check_url_form(url: str) -> str:
     if parts.username or parts.password:
         raise EndpointRefused("endpoint_url must not carry credentials; use headers")
     try:
-        _ = parts.port
+        port = parts.port
     except ValueError as exc:
-        raise EndpointRefused("endpoint_url has an invalid port") from exc
+        raise EndpointRefused("endpoint_url has an invalid port (1 to 65535)") from exc
+    if port == 0:
+        # Port 0 names no service (the sender would quietly use 80).
+        raise EndpointRefused("endpoint_url has an invalid port (1 to 65535)")
     if any(ch.isspace() for ch in url):
         raise EndpointRefused("endpoint_url must not contain white space")
     return url
@@ -80,16 +84,25 @@ def check_headers(headers: dict[str, str]) -> dict[str, str]:
 class EndpointGuard:
     """servicekit's shared address policy for endpoints: checked when a subscription is stored
     (names resolved, cached briefly) and enforced again by `connector()` where each delivery
-    connects, to the very address that was checked."""
+    connects, to the very address that was checked.
+
+    `strict` (production): globally routable addresses only, besides `allowed_networks`, and a
+    name must resolve. Otherwise (development): loopback and private networks are allowed and
+    a name that does not resolve yet is accepted (judged where the request is made), but cloud
+    metadata and link-local addresses are refused all the same."""
 
     def __init__(
         self,
         allowed_networks: Iterable[str] = (),
         *,
+        strict: bool = True,
         resolver: AbstractResolver | None = None,
         max_remembered: int = MAX_REMEMBERED_CHECKS,
     ) -> None:
-        self.policy = AddressPolicy.allowing(allowed_networks)
+        self.policy = (
+            AddressPolicy.allowing(allowed_networks) if strict else AddressPolicy.development()
+        )
+        self.strict = strict
         self._resolver = resolver
         self._max_remembered = max_remembered
         # URL -> when it passed; oldest first (an LRU with a time limit).
@@ -126,7 +139,9 @@ class EndpointGuard:
         except AddressRefused as exc:
             raise EndpointRefused(f"endpoint_url is refused: {exc} (private or reserved)") from exc
         except OSError as exc:
-            raise EndpointRefused(f"the host {host!r} does not resolve") from exc
+            if self.strict:
+                raise EndpointRefused(f"the host {host!r} does not resolve") from exc
+            return  # not remembered: checked again next time, and at delivery
         self._checked[url] = time.monotonic()
         self._checked.move_to_end(url)
         while len(self._checked) > self._max_remembered:

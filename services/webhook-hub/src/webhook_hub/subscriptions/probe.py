@@ -1,8 +1,10 @@
-"""Is the endpoint reachable? Any HTTP answer counts; the result never blocks creation."""
+"""Is the endpoint reachable? Any HTTP answer counts; the result never blocks creation. The
+session it is given connects through the endpoint guard (see dependencies)."""
 
 from __future__ import annotations
 
 import aiohttp
+from servicekit.net import refusal_of
 
 from webhook_hub.subscriptions.schemas import Probe
 
@@ -19,4 +21,7 @@ class EndpointProber:
             ) as response:
                 return Probe(reachable=True, status_code=response.status)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            return Probe(reachable=False, error=str(exc) or type(exc).__name__)
+            # aiohttp's own text of a refused connect hides the policy's reason.
+            refused = refusal_of(exc)
+            error = f"refused: {refused}" if refused is not None else str(exc)
+            return Probe(reachable=False, error=error or type(exc).__name__)

@@ -76,8 +76,6 @@ class SubscriptionService:
             raise PersonalDataNotApproved(personal)
 
     async def check_endpoint(self, url: str) -> None:
-        if not self.settings.ssrf_guard_enabled:
-            return
         try:
             await self.guard.check(url)
         except EndpointRefused as exc:
