@@ -21,8 +21,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from servicekit.testing.app import serve_app
 from servicekit.testing.resolver import ScriptedResolver
+from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks import Webhook
+from webhook_hub.app import create_app
 from webhook_hub.delivery_engine.decisions import Outcome, outcome_of
 from webhook_hub.delivery_engine.http1 import tls_context
 from webhook_hub.delivery_engine.jobs import Failure
@@ -31,6 +34,7 @@ from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 from webhook_hub.worker import delivery_sender
 
+from tests.factories import make_consumer, subscription_body
 from tests.job_factories import make_job
 from tests.scripted_server import Reply, always, answer, start_scripted
 
@@ -575,3 +579,26 @@ async def test_a_success_means_the_whole_framed_answer_came(
         assert (result.status_code, result.failure) == (None, Failure.NETWORK)
         assert result.error is not None
         assert "answer cut short" in result.error
+
+
+async def test_the_creation_probe_trusts_the_ca_file_as_deliveries_do(
+    serve: Callable[..., Awaitable[int]],
+    self_signed: tuple[ssl.SSLContext, bytes],
+    tmp_path: Path,
+    service_settings: Settings,
+    db_engine: AsyncEngine,
+) -> None:
+    context, pem = self_signed
+    port = await serve(ok, tls=context)
+    (tmp_path / "private-ca.pem").write_bytes(pem)
+    trusting = service_settings.model_copy(
+        update={"delivery_ca_file": str(tmp_path / "private-ca.pem")}
+    )
+    consumer = await make_consumer(db_engine, "write")
+    async with serve_app(create_app(trusting)) as client:
+        response = await client.post(
+            "/webhooks/subscriptions",
+            json=subscription_body(f"https://127.0.0.1:{port}/hooks"),
+            headers=consumer.headers,
+        )
+    assert response.json()["probe"] == {"reachable": True, "status_code": 200, "error": None}

@@ -15,6 +15,7 @@ from servicekit.web.session import SessionDep
 
 from webhook_hub.consumers.service import ConsumerService
 from webhook_hub.deliveries.service import DeliveryService
+from webhook_hub.delivery_engine.http1 import tls_context
 from webhook_hub.event_types.service import EventTypeService
 from webhook_hub.models import PortalLink
 from webhook_hub.portal.service import portal_links
@@ -31,8 +32,10 @@ async def http_resources(app: FastAPI, runtime: ServiceRuntime) -> AsyncIterator
     guard = EndpointGuard(settings.allowed_networks, strict=settings.ssrf_guard_enabled)
     # The probe connects through the guard: the address it reaches is checked after DNS, as a
     # delivery's is (a name may resolve elsewhere than when the subscription was checked).
+    # It trusts what deliveries trust: an endpoint behind the operator's private CA is reachable.
+    tls = tls_context(settings.delivery_ca_certificates())
     async with aiohttp.ClientSession(
-        headers={"User-Agent": settings.user_agent}, connector=guard.connector()
+        headers={"User-Agent": settings.user_agent}, connector=guard.connector(ssl=tls)
     ) as http:
         app.state.prober = EndpointProber(http, settings.probe_timeout_seconds)
         app.state.endpoint_guard = guard

@@ -1,6 +1,7 @@
 """Settings of webhook-hub, read from `WEBHOOK_HUB_*` (bare `DATABASE_URL`, `NATS_URL`,
 `SMTP_URL` as fall-backs)."""
 
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import Field
@@ -70,3 +71,10 @@ class Settings(PageSettings):
     @property
     def ssrf_guard_enabled(self) -> bool:
         return self.is_production if self.ssrf_protection is None else self.ssrf_protection
+
+    def delivery_ca_certificates(self) -> tuple[bytes, ...]:
+        """The PEM bundle `delivery_ca_file` names, for every client that reaches endpoints
+        (deliveries and the creation probe); OSError when it cannot be read."""
+        if not self.delivery_ca_file:
+            return ()
+        return (Path(self.delivery_ca_file).read_bytes(),)

@@ -4,7 +4,6 @@ NATS request/reply service for other services."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 from servicekit.auth.page_sessions import session_cleanup_loop
 from servicekit.events import RawCloudEvent
@@ -36,13 +35,12 @@ def delivery_sender(settings: Settings) -> WebhookSender:
     start rather than fail every delivery to the endpoints that need it."""
     # In every environment: development's policy still refuses metadata and link-local.
     guard = EndpointGuard(settings.allowed_networks, strict=settings.ssrf_guard_enabled)
-    roots = (Path(settings.delivery_ca_file).read_bytes(),) if settings.delivery_ca_file else ()
     return WebhookSender(
         user_agent=settings.user_agent,
         response_body_limit=settings.response_body_limit,
         guard=guard,
         connect_timeout_seconds=settings.delivery_connect_timeout_seconds,
-        root_certificates_pem=roots,
+        root_certificates_pem=settings.delivery_ca_certificates(),
         pool_size_per_endpoint=settings.per_subscription_concurrency,
     )
 
