@@ -7,10 +7,12 @@ import asyncio
 
 from servicekit.events import RawCloudEvent
 from servicekit.events.consumer import EventFeed
+from servicekit.live import LiveAnnouncer
 from servicekit.mail_outbox import mail_loop
 from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop, run_worker
 
+from webhook_hub.deliveries.live import LIVE_SUBJECT
 from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.dispatch.handler import Dispatcher, MatchingReads
@@ -40,7 +42,8 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
         )
         reads = MatchingReads(settings.database_url)
         try:
-            engine = DeliveryEngine(runtime.session_factory, settings, sender)
+            live = LiveAnnouncer(runtime.nats, LIVE_SUBJECT)
+            engine = DeliveryEngine(runtime.session_factory, settings, sender, live.changed)
             feed = EventFeed(
                 runtime.nats.client,
                 decode=RawCloudEvent.from_json,

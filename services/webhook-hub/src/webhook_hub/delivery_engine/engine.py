@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Set
 from datetime import UTC, datetime
 from typing import Any
 
@@ -140,6 +141,8 @@ CLAIM_PAUSE_SECONDS = 0.05
 # Errors of a value the database refuses (22xxx: too long, NUL in text, out of range): the
 # same write fails the same way again. psycopg's own from COPY, SQLAlchemy's from statements.
 DATA_ERRORS = (psycopg.errors.DataError, sqlalchemy.exc.DataError)
+# Given the ids of the subscriptions whose deliveries a recorded batch changed.
+Announce = Callable[[Set[uuid.UUID]], Awaitable[None]]
 
 
 def observe(batch: list[AttemptResult]) -> None:
@@ -177,8 +180,11 @@ class DeliveryEngine:
         session_factory: async_sessionmaker[AsyncSession],
         settings: Settings,
         sender: WebhookSender,
+        announce: Announce | None = None,
     ) -> None:
         self._session_factory = session_factory
+        # Tells the portal's live views which subscriptions' deliveries a batch changed.
+        self._announce = announce
         self._settings = settings
         self._sender = sender
         # Which delivery goes next (queues, caps, fair shares): pure, in scheduling.py.
@@ -371,6 +377,8 @@ class DeliveryEngine:
             raise
         observe(batch)  # once recorded, so a retried flush counts nothing twice
         self.activity.record(batch)
+        if self._announce is not None:
+            await self._announce({job.subscription_id for job in (*(r.job for r in batch), *aside)})
         stored_in_full = []
         for job in (*(result.job for result in batch), *aside, *refused):
             ticket = self._tickets.pop(job.delivery_id.int, None)
