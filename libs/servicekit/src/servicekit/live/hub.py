@@ -90,6 +90,11 @@ class LiveStream:
     def key(self) -> str:
         return self._topic.key
 
+    @property
+    def pending(self) -> bool:
+        """A look is due (a change came since the last one)."""
+        return self._woken.is_set()
+
     def wake(self) -> None:
         self._woken.set()
 
@@ -133,6 +138,7 @@ class LiveHub:
         self._reads = asyncio.Semaphore(concurrent_reads)
         self._min_interval = min_interval
         self._closed = False
+        self.following = asyncio.Event()  # set once the notices' subscription is in place
         self.reads_run = 0  # loads actually run (the tests and the bench count them)
 
     @property
@@ -183,6 +189,7 @@ class LiveHub:
         subscription = await nats.client.subscribe(subject, cb=on_notice)
         try:
             self.resync()  # what changed before the subscription was in place
+            self.following.set()
             connected = True
             while True:
                 await asyncio.sleep(CONNECTION_CHECK_SECONDS)
@@ -191,6 +198,7 @@ class LiveHub:
                     self.resync()
                 connected = now_connected
         finally:
+            self.following.clear()
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
 
