@@ -444,7 +444,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
                     shown = html
                     yield PageEvent(html, event="deliveries")
 
-        return event_stream(events(), on_close=stream.close)
+        return event_stream(events(), on_close=stream.close, on_shutdown=stream.end)
 
     # -- deliveries ------------------------------------------------------------------------------
 
