@@ -24,6 +24,7 @@ from servicekit.embedded.network import free_port
 from servicekit.live import LiveAnnouncer, LiveHub
 from servicekit.testing import HttpReceiver
 from servicekit.testing.app import run_http_server
+from servicekit.testing.sse import open_feed
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
@@ -40,45 +41,6 @@ from tests.factories import (
 )
 
 TIMEOUT = httpx.Timeout(30.0)
-
-
-class Feed:
-    """One open live stream, read event by event (comment lines, the heartbeats, skipped)."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        self.response = response
-        self._lines = response.aiter_lines()
-
-    async def next_event(self) -> tuple[str | None, str]:
-        event: str | None = None
-        data: list[str] = []
-        async for line in self._lines:
-            if not line:
-                if data:
-                    return event, "\n".join(data)
-                continue
-            if line.startswith("event:"):
-                event = line.removeprefix("event:").strip()
-            elif line.startswith("data:"):
-                data.append(line.removeprefix("data:").removeprefix(" "))
-        raise EOFError("the stream ended")
-
-    async def until(self, wanted: str) -> str:
-        """The data of the first event that mentions `wanted`."""
-        while True:
-            _, data = await asyncio.wait_for(self.next_event(), 30)
-            if wanted in data:
-                return data
-
-
-async def open_feed(stack: contextlib.AsyncExitStack, client: httpx.AsyncClient, url: str) -> Feed:
-    """A stream that stays open while the caller keeps the feed (a feed collected closes its
-    line reader, and with it the connection)."""
-    response = await stack.enter_async_context(client.stream("GET", url))
-    assert response.status_code == 200, (await response.aread()).decode()
-    feed = Feed(response)
-    await asyncio.wait_for(feed.next_event(), 30)  # the first look, sent at once
-    return feed
 
 
 def live_url(subscription_id: str) -> str:
