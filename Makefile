@@ -125,6 +125,7 @@ fuzz: install
 # Figures, not pass/fail: each benchmark starts its own servers on loopback and stops itself.
 bench: install
 	$(RUN) python services/webhook-hub/bench/run.py --workers 2
+	$(RUN) python services/webhook-hub/bench/live_streams.py
 	UV=$(UV) $(RUN) python services/scraper-manager/bench/run.py
 	$(RUN) python services/commerce-content/bench/run.py
 	$(RUN) python libs/servicekit/bench/tracing_overhead.py

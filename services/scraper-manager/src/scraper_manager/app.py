@@ -4,6 +4,7 @@ from fastapi import FastAPI
 from servicekit.auth.endpoints import api_keys_router
 from servicekit.web.app import create_service_app
 from servicekit.web.errors import FlatErrorBody, flat_error_body, render_flat_error
+from servicekit.web.live import live_streams
 
 from scraper_manager import __version__
 from scraper_manager.dashboard.api import router as dashboard_links_router
@@ -13,6 +14,7 @@ from scraper_manager.oauth.endpoints import router as oauth_router
 from scraper_manager.oauth.tokens import TokenVerifier
 from scraper_manager.runlog.endpoints import router as runlog_router
 from scraper_manager.runs.endpoints import router as runs_router
+from scraper_manager.runs.live import LIVE_SUBJECT
 from scraper_manager.scrapers.endpoints import router as scrapers_router
 from scraper_manager.settings import Settings
 from scraper_manager.webhooks.endpoints import router as webhooks_router
@@ -29,6 +31,7 @@ def create_app(settings: Settings) -> FastAPI:
         render_error=render_flat_error,
         validation_status=422,
         registry=registry,
+        resources=[live_streams(LIVE_SUBJECT)],
     )
     app.include_router(api_keys_router(FlatErrorBody, flat_error_body), prefix=API_PREFIX)
     app.include_router(scrapers_router, prefix=API_PREFIX)

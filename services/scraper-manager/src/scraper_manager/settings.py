@@ -5,10 +5,11 @@ from typing import ClassVar
 
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
+from servicekit.live import LiveStreamSettings
 from servicekit.web.pages import PageSettings
 
 
-class Settings(PageSettings):
+class Settings(PageSettings, LiveStreamSettings):
     model_config = SettingsConfigDict(env_prefix="SCRAPER_MANAGER_")
     service_name: ClassVar[str] = "scraper-manager"
 

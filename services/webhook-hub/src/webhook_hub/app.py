@@ -4,10 +4,12 @@ from fastapi import APIRouter, FastAPI
 from servicekit.auth.endpoints import api_keys_router
 from servicekit.web.app import create_service_app
 from servicekit.web.errors import FlatErrorBody, flat_error_body, render_flat_error
+from servicekit.web.live import live_streams
 
 from webhook_hub import __version__
 from webhook_hub.consumers.endpoints import router as consumers_router
 from webhook_hub.deliveries.endpoints import router as deliveries_router
+from webhook_hub.deliveries.live import LIVE_SUBJECT
 from webhook_hub.dependencies import http_resources
 from webhook_hub.event_types.endpoints import router as event_types_router
 from webhook_hub.events import registry
@@ -30,7 +32,7 @@ def create_app(settings: Settings) -> FastAPI:
         validation_status=422,
         registry=registry,
         max_body_bytes=settings.max_request_body_bytes,
-        resources=[http_resources],
+        resources=[http_resources, live_streams(LIVE_SUBJECT)],
     )
     api = APIRouter(prefix=API_PREFIX)
     api.include_router(subscriptions_router)

@@ -6,13 +6,14 @@ from typing import ClassVar
 
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
+from servicekit.live import LiveStreamSettings
 from servicekit.web.pages import PageSettings
 
 # 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: the schedule Svix publishes, about 28 h in all.
 DEFAULT_RETRY_SCHEDULE = [5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0]
 
 
-class Settings(PageSettings):
+class Settings(PageSettings, LiveStreamSettings):
     model_config = SettingsConfigDict(env_prefix="WEBHOOK_HUB_")
     service_name: ClassVar[str] = "webhook-hub"
 

@@ -8,10 +8,12 @@ import asyncio
 from servicekit.auth.page_sessions import session_cleanup_loop
 from servicekit.events import RawCloudEvent
 from servicekit.events.consumer import EventFeed
+from servicekit.live import LiveAnnouncer
 from servicekit.mail_outbox import mail_loop
 from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop, run_worker
 
+from webhook_hub.deliveries.live import LIVE_SUBJECT
 from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.dispatch.handler import LOOP as DISPATCH_LOOP
@@ -52,7 +54,8 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
         sender = delivery_sender(settings)
         reads = MatchingReads(settings.database_url)
         try:
-            engine = DeliveryEngine(runtime.session_factory, settings, sender)
+            live = LiveAnnouncer(runtime.nats, LIVE_SUBJECT)
+            engine = DeliveryEngine(runtime.session_factory, settings, sender, live.changed)
             feed = EventFeed(
                 runtime.nats.client,
                 decode=RawCloudEvent.from_json,

@@ -21,6 +21,7 @@ from opentelemetry.trace import Status, StatusCode
 from prometheus_client import Counter, Histogram
 from servicekit.db.notify import NotifyListener
 from servicekit.events import record_event
+from servicekit.live import LiveAnnouncer
 from servicekit.loops import describe, is_outage
 from servicekit.net import (
     AddressPolicy,
@@ -51,6 +52,7 @@ from scraper_manager.events import (
 from scraper_manager.models import Run, RunStatus, Scraper
 from scraper_manager.runlog.repository import insert_lines
 from scraper_manager.runlog.service import prune_run_logs
+from scraper_manager.runs.live import LIVE_SUBJECT
 from scraper_manager.settings import Settings
 
 logger = structlog.get_logger(__name__)
@@ -142,6 +144,8 @@ class RunExecutor:
         self.proxy_http = proxy_http
         self.policy = AddressPolicy.allowing(settings.allowed_networks)
         self.worker = worker_name()
+        # Tells the dashboards' live run pages which runs changed (after each commit).
+        self.live = LiveAnnouncer(runtime.nats, LIVE_SUBJECT)
         # Stop events of the runs this worker crawls, for the NATS stop signal.
         self.stops: dict[int, tuple[asyncio.Event, asyncio.Event]] = {}
 
@@ -209,7 +213,8 @@ class RunExecutor:
                 run = await session.get(Run, run_id)
                 assert run is not None
                 await record_event(session, RUN_FAILED, event_of(run), tenant=run.owner)
-            return len(lost)
+        await self.live.changed(lost)
+        return len(lost)
 
     async def execute(self, run_id: int) -> None:
         async with self.runtime.session_factory() as session:
@@ -217,6 +222,7 @@ class RunExecutor:
             scraper = await session.get(Scraper, run.scraper_id) if run else None
         if run is None or scraper is None:
             return
+        await self.live.changed([run_id])  # claimed: running now
         stop = asyncio.Event()
         requested = asyncio.Event()
         self.stops[run_id] = (stop, requested)
@@ -388,6 +394,7 @@ class RunExecutor:
                         "error": clean_text(stats.last_error) if stats.last_error else None,
                     },
                 )
+            await self.live.changed([run_id])
             if stop_requested and not requested.is_set():
                 crawl.log.info("stop requested")
                 told = True
@@ -448,6 +455,7 @@ class RunExecutor:
                 RunStatus.STOPPED: RUN_STOPPED,
             }[status]
             await record_event(session, kind, event_of(run), tenant=run.owner)
+        await self.live.changed([run_id])
         RUNS_FINISHED.labels(status).inc()
         PAGES_FETCHED.inc(stats.pages_fetched)
         RUN_DURATION.labels(status.value).observe(ran)

@@ -4,11 +4,11 @@ changes need the level the API asks for)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path as FilePath
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from pydantic import ValidationError
 from servicekit.auth import AccessLevel
 from servicekit.errors import Conflict, Forbidden, ServiceError
+from servicekit.web.live import LiveHubDep
 from servicekit.web.pages import (
     NavItem,
     PageEvent,
@@ -51,6 +52,7 @@ from scraper_manager.models import (
     DashboardSession,
     LogLevel,
     Run,
+    RunLogLine,
     RunStatus,
     Scraper,
 )
@@ -66,7 +68,6 @@ PREFIX = "/dashboard"
 PREVIEW_ITEMS = 50
 LOG_TAIL = 200
 SPARKLINE_RUNS = 10
-LIVE_POLL_SECONDS = 0.5
 DOWNLOADS = ("json", "jsonl", "csv", "xlsx")
 TONES = {
     "completed": "ok",
@@ -434,6 +435,7 @@ def router(pages: Pages) -> APIRouter:
         user: PageSessionDep,
         service: ScraperServiceDep,
         runs: RunServiceDep,
+        hub: LiveHubDep,
         level: LogLevel | None = None,
         after: Annotated[int, Query(ge=0)] = 0,
     ) -> Response:
@@ -443,19 +445,37 @@ def router(pages: Pages) -> APIRouter:
         can_stop = user.can(AccessLevel.WRITE)
         factory = request.app.state.session_factory
 
+        async def look(position: int) -> tuple[Run | None, list[RunLogLine]]:
+            # A short session per look, made only after the worker announced the run: an open
+            # stream holds no connection and polls nothing.
+            async with factory() as db:
+                current = await RunRepository(db).get(run.scraper_id, run.id)
+                if current is None:
+                    return None, []
+                lines = await RunLogRepository(db).page(
+                    current.id, after=position, limit=LOG_TAIL, level=level
+                )
+            return current, list(lines)
+
+        async def final_results(current: Run) -> dict[str, Any]:
+            async with factory() as db:
+                return await results_preview(RunService(db, factory), current)
+
+        stream = hub.open(user.session_id, user.owner, str(run.id))  # 429 past a cap
+
         async def events() -> AsyncIterator[PageEvent]:
             last = after
             meter = RateMeter()
-            while True:
-                async with factory() as db:
-                    current = await RunRepository(db).get(run.scraper_id, run.id)
-                    if current is None:
-                        return
-                    lines = await RunLogRepository(db).page(
-                        current.id, after=last, limit=LOG_TAIL, level=level
-                    )
+            async for _ in stream.changes():
+                # Pages at the same point of the log share each look (the caught-up ones all).
+                position = last
+                current, lines = await stream.read((level, position), partial(look, position))
+                if current is None:
+                    return
                 if lines:
                     last = lines[-1].id
+                    if len(lines) == LOG_TAIL:
+                        stream.again()  # more lines are waiting: the next look at once
                     yield PageEvent(
                         pages.templates.get_template("dashboard/log_lines.html").render(
                             lines=lines
@@ -473,12 +493,10 @@ def router(pages: Pages) -> APIRouter:
                 )
                 if not done:
                     yield PageEvent(figures, event="progress")
-                    await asyncio.sleep(LIVE_POLL_SECONDS)
                     continue
                 # The end: the final figures, and the results table in place of its empty
                 # state (out of band), so the page settles without a reload.
-                async with factory() as db:
-                    results = await results_preview(RunService(db, factory), current)
+                results = await stream.read("results", partial(final_results, current))
                 table = pages.templates.get_template("dashboard/results.html").render(
                     base=f"{PREFIX}/scrapers/{scraper_id}/runs/{run_id}",
                     live=False,
@@ -490,7 +508,7 @@ def router(pages: Pages) -> APIRouter:
                 yield PageEvent(figures + table + gone, event="done")
                 return
 
-        return event_stream(events())
+        return event_stream(events(), on_close=stream.close, on_shutdown=stream.end)
 
     @routes.get("/scrapers/{scraper_id}/runs/{run_id}/results.{fmt}")
     async def download(

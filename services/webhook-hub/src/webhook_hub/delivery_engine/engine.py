@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Set
 from datetime import UTC, datetime
 from typing import Any
 
@@ -156,6 +156,8 @@ CLAIM_LOOP = "delivery-claims"
 RECORDING_LOOP = "delivery-recording"
 # Told that `loop` completed an iteration and may now wait up to `wait` seconds.
 Progress = Callable[[str, float], None]
+# Given the ids of the subscriptions whose deliveries a recorded batch changed.
+Announce = Callable[[Set[uuid.UUID]], Awaitable[None]]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -202,8 +204,11 @@ class DeliveryEngine:
         session_factory: async_sessionmaker[AsyncSession],
         settings: Settings,
         sender: WebhookSender,
+        announce: Announce | None = None,
     ) -> None:
         self._session_factory = session_factory
+        # Tells the portal's live views which subscriptions' deliveries a batch changed.
+        self._announce = announce
         self._settings = settings
         self._sender = sender
         # Which delivery goes next (queues, caps, fair shares): pure, in scheduling.py.
@@ -440,6 +445,14 @@ class DeliveryEngine:
             if ticket is not None and ticket.settle_one():
                 stored_in_full.append(ticket.msg)
         await ack_all(stored_in_full)
+        if self._announce is not None:
+            try:
+                await self._announce(
+                    {job.subscription_id for job in (*(r.job for r in batch), *aside)}
+                )
+            except Exception as exc:
+                # The portal's live views only: they look again at the next announcement.
+                logger.warning("could not announce recorded deliveries", error=repr(exc))
         return len(batch) + len(aside)
 
     async def _record(self, batch: list[AttemptResult], aside: list[DeliveryJob]) -> None:

@@ -4,7 +4,6 @@ DeliveryService, EventTypeService), authorised like it: the session's owner scop
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import Principal
 from servicekit.paging import DEFAULT_PAGE_SIZE
+from servicekit.web.live import LiveHubDep
 from servicekit.web.pages import (
     NavItem,
     OptionalPageSessionDep,
@@ -49,7 +49,7 @@ from webhook_hub.errors import (
     PersonalDataNotApproved,
     UnknownEventTypes,
 )
-from webhook_hub.models import Delivery, DeliveryStatus, EventType, PortalSession
+from webhook_hub.models import DeliveryStatus, EventType, PortalSession
 from webhook_hub.portal.forms import (
     EndpointForm,
     local_time_value,
@@ -66,7 +66,6 @@ from webhook_hub.subscriptions.service import WILDCARD
 
 PREFIX = "/portal"
 TEMPLATES = Path(__file__).parent / "templates"
-LIVE_POLL_SECONDS = 1.0
 FormText = Annotated[str, Form()]
 LocalTime = Annotated[str, Query(max_length=40)]
 # What the endpoint form may refuse, each shown at its field.
@@ -408,6 +407,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         pages: PagesDep,
         session: PageSessionDep,
         service: SubscriptionServiceDep,
+        hub: LiveHubDep,
         subscription_id: uuid.UUID,
         status: DeliveryStatus | None = None,
         event_type: Annotated[str | None, Query(max_length=200)] = None,
@@ -418,9 +418,12 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         window, _ = _time_window(created_from, created_to)
         factory: async_sessionmaker[AsyncSession] = request.app.state.session_factory
         owner = session.owner
+        # Streams of the same endpoint and filters share each look (one query, one render).
+        view = (status, event_type or None, window)
 
-        async def rows_now() -> list[Delivery]:
-            # A short transaction per look: a stream open for hours holds no connection.
+        async def rows_html() -> str:
+            # A short transaction per look, made only after a change was announced: an open
+            # stream holds no connection and polls nothing.
             async with factory() as db, db.begin():
                 page = await DeliveryService(db).page(
                     owner,
@@ -432,20 +435,21 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
                     created_from=window[0],
                     created_to=window[1],
                 )
-                return list(page.items)
+            return pages.templates.get_template("portal/delivery_rows.html").render(
+                deliveries=page.items
+            )
+
+        stream = hub.open(session.session_id, owner, str(subscription_id))  # 429 past a cap
 
         async def events() -> AsyncIterator[PageEvent]:
             shown = ""
-            while True:
-                html = pages.templates.get_template("portal/delivery_rows.html").render(
-                    deliveries=await rows_now()
-                )
+            async for _ in stream.changes():
+                html = await stream.read(view, rows_html)
                 if html != shown:
                     shown = html
                     yield PageEvent(html, event="deliveries")
-                await asyncio.sleep(LIVE_POLL_SECONDS)
 
-        return event_stream(events())
+        return event_stream(events(), on_close=stream.close, on_shutdown=stream.end)
 
     # -- deliveries ------------------------------------------------------------------------------
 

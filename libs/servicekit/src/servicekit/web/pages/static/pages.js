@@ -19,6 +19,16 @@
   document.addEventListener("htmx:sendError", function () {
     say("The service cannot be reached. Check your connection and try again.");
   });
+  // A live view the server refused (429 past a cap on open live views, or the page's session
+  // gone): the browser closes such a stream for good, and htmx's sse extension would open it
+  // again and again. Stop there and say so; a dropped connection (readyState CONNECTING) is
+  // left to the browser, which reconnects by itself.
+  document.addEventListener("htmx:sseError", function (event) {
+    var source = event.detail && event.detail.source;
+    if (!source || source.readyState !== EventSource.CLOSED) return;
+    event.target.removeAttribute("sse-connect");
+    say("Live updates are paused (too many live views are open, or the page has expired). Close other tabs of this site, then reload this page.");
+  });
   // <button data-copy="ID"> copies the value (or text) of element ID and says so.
   document.addEventListener("click", function (event) {
     var button = event.target.closest && event.target.closest("button[data-copy]");
