@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from servicekit.live import LiveAnnouncer, LiveHub, LiveStream, StreamCaps, TooManyLiveStreams
+from servicekit.live.hub import recheck_due
 from servicekit.runtime import NatsConnection
 from servicekit.settings import ServiceSettings
 
@@ -185,3 +186,28 @@ async def test_a_notice_published_on_nats_reaches_the_streams_of_its_key(
     finally:
         following.cancel()
         await asyncio.gather(following, return_exceptions=True)
+
+
+def test_a_streams_session_is_checked_again_only_after_the_recheck_interval() -> None:
+    assert not recheck_due(checked_at=100.0, now=109.9, every=10.0)
+    assert recheck_due(checked_at=100.0, now=110.0, every=10.0)
+    assert recheck_due(checked_at=100.0, now=100.0, every=0.0)
+
+
+async def test_a_stream_whose_session_no_longer_holds_ends_before_its_next_look() -> None:
+    hub = LiveHub(StreamCaps(per_session=5, per_owner=5, per_process=5), recheck_seconds=0)
+    stream = hub.open("session", "owner", "key")
+    holds = [True, False]
+    looks = 0
+
+    async def session_holds() -> bool:
+        return holds.pop(0)
+
+    async def watch() -> None:
+        nonlocal looks
+        async for _ in stream.changes(session_holds):
+            looks += 1
+            stream.wake()
+
+    await asyncio.wait_for(watch(), 5)
+    assert looks == 1

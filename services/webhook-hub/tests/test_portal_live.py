@@ -181,6 +181,26 @@ async def test_a_delivery_the_worker_records_reaches_every_open_stream_of_its_en
             assert all("succeeded" in html for html in rows)
 
 
+async def test_signing_out_ends_the_open_live_views_of_the_session(
+    service_settings: Settings, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    settings = tagged(service_settings, live_session_recheck_seconds=0)
+    async with served(settings) as server, server.client() as client:
+        endpoint = await endpoint_of(client, consumer, http_receiver)
+        token = await signed_in(client, consumer)
+        async with contextlib.AsyncExitStack() as streams:
+            feed = await open_feed(streams, client, live_url(endpoint))
+            signed_out = await client.post("/portal/logout", data={"csrf_token": token})
+            assert signed_out.status_code == 303
+            await set_deliveries(db_engine, endpoint, [("failed", timedelta(0))])
+            await server.announce(endpoint)
+            # The change is not shown: the stream ends, its slot given back.
+            with pytest.raises(EOFError):
+                await asyncio.wait_for(feed.next_event(), 30)
+        await until_open_streams(server.hub, 0)
+
+
 async def test_another_owners_endpoint_has_no_live_view(
     service_settings: Settings, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:

@@ -42,6 +42,9 @@ class LiveStreamSettings(ServiceSettings):
     live_stream_reads: int = Field(default=4, ge=1)
     # A key's streams look at most this often, however many changes it has.
     live_min_interval_seconds: float = Field(default=1.0, ge=0, le=60)
+    # An open stream checks its session again (signed out? key revoked?) at most this often,
+    # before it shows more.
+    live_session_recheck_seconds: float = Field(default=10.0, ge=0, le=300)
 
     @property
     def live_stream_caps(self) -> StreamCaps:

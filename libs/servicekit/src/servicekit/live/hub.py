@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
@@ -39,6 +40,8 @@ T = TypeVar("T")
 
 DEFAULT_CONCURRENT_READS = 4
 DEFAULT_MIN_INTERVAL_SECONDS = 1.0
+# An open stream's session is checked again at most this often (before a look).
+DEFAULT_RECHECK_SECONDS = 10.0
 # How often the source's connection is looked at: notices sent while it was down are lost, so
 # every stream looks again once it is back.
 CONNECTION_CHECK_SECONDS = 1.0
@@ -81,6 +84,8 @@ class LiveStream:
         self._topic = topic
         self.session_id = session_id
         self.owner = owner
+        # Its session was checked as it opened.
+        self._checked_at = time.monotonic()
         self._woken = asyncio.Event()
         self._woken.set()
         self._ended = False
@@ -106,12 +111,24 @@ class LiveStream:
         self._ended = True
         self._woken.set()
 
-    async def changes(self) -> AsyncIterator[None]:
+    async def changes(
+        self, session_holds: Callable[[], Awaitable[bool]] | None = None
+    ) -> AsyncIterator[None]:
+        """Once at once, then once after each change, until the process shuts down. Before
+        a look, at most every `recheck_seconds`, `session_holds()` is asked whether the
+        stream's session still holds: signing out, a revoked key or a changed level end the
+        stream instead of letting it show more."""
         while True:
             await self._woken.wait()
             if self._ended:
                 return
             self._woken.clear()
+            if session_holds is not None:
+                now = time.monotonic()
+                if recheck_due(self._checked_at, now, self._hub.recheck_seconds):
+                    self._checked_at = now
+                    if not await session_holds():
+                        return
             yield None
 
     async def read(self, view: Hashable, load: Callable[[], Awaitable[T]]) -> T:
@@ -125,6 +142,13 @@ class LiveStream:
             self._hub._leave(self)
 
 
+def recheck_due(checked_at: float, now: float, every: float) -> bool:
+    """Whether a stream's session, last checked at `checked_at`, is due to be checked again
+    (a look at most every `every` seconds: a look per change of a busy key would be a query
+    per change and stream)."""
+    return now - checked_at >= every
+
+
 class LiveHub:
     def __init__(
         self,
@@ -132,8 +156,10 @@ class LiveHub:
         *,
         concurrent_reads: int = DEFAULT_CONCURRENT_READS,
         min_interval: float = DEFAULT_MIN_INTERVAL_SECONDS,
+        recheck_seconds: float = DEFAULT_RECHECK_SECONDS,
     ) -> None:
         self._counts = StreamCounts(caps)
+        self.recheck_seconds = recheck_seconds
         self._topics: dict[str, _Topic] = {}
         self._reads = asyncio.Semaphore(concurrent_reads)
         self._min_interval = min_interval

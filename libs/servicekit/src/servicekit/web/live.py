@@ -27,6 +27,7 @@ def live_streams(subject: str) -> AppResource:
             settings.live_stream_caps,
             concurrent_reads=settings.live_stream_reads,
             min_interval=settings.live_min_interval_seconds,
+            recheck_seconds=settings.live_session_recheck_seconds,
         )
         app.state.live_hub = hub
         following = asyncio.create_task(hub.follow(runtime.nats, subject), name="live notices")

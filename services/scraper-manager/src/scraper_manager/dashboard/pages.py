@@ -466,7 +466,7 @@ def router(pages: Pages) -> APIRouter:
         async def events() -> AsyncIterator[PageEvent]:
             last = after
             meter = RateMeter()
-            async for _ in stream.changes():
+            async for _ in stream.changes(lambda: pages.session_holds(request)):
                 # Pages at the same point of the log share each look (the caught-up ones all).
                 position = last
                 current, lines = await stream.read((level, position), partial(look, position))

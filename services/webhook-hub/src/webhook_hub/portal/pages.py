@@ -443,7 +443,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
 
         async def events() -> AsyncIterator[PageEvent]:
             shown = ""
-            async for _ in stream.changes():
+            async for _ in stream.changes(lambda: pages.session_holds(request)):
                 html = await stream.read(view, rows_html)
                 if html != shown:
                     shown = html

@@ -271,6 +271,16 @@ class Pages:
         request.scope[_SESSION_KEY] = (session, state)
         return session, state
 
+    async def session_holds(self, request: Request) -> bool:
+        """Whether the request's session still holds now, read again in a transaction of its
+        own: a long-lived response (a live stream) asks before it shows more, so sign-out, a
+        revoked key or a changed level end it too."""
+        request.scope.pop(_SESSION_KEY, None)
+        factory = request.app.state.session_factory
+        async with factory() as db, db.begin():
+            session, _ = await self.load_session(request, db)
+        return session is not None
+
     async def load_session_for_error_page(self, request: Request) -> None:
         """An error page shows who is signed in too: the session is read in a transaction of
         its own when the page's dependency did not get to it (an unknown path, say)."""
