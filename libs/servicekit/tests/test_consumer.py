@@ -296,8 +296,55 @@ async def test_a_poison_event_is_terminated_at_its_last_delivery_not_retried_for
             if any("given up" in line["event"] for line in lines):
                 break
     given_up = [line for line in lines if "given up" in line["event"]]
-    assert [(line["event_id"], line["deliveries"]) for line in given_up] == [(str(poison.id), 2)]
+    assert [(line["event_id"], line["failures"]) for line in given_up] == [(str(poison.id), 2)]
     assert await consumer.poll_once() == 0  # terminated: never handed out again
+
+
+class OutagesThenOneFailure(Recorder):
+    """Fails its first `outages` batches as a lost database connection would, then one as a
+    bad event does, then handles them."""
+
+    def __init__(self, outages: int) -> None:
+        super().__init__()
+        self.outages = outages
+        self.failed = False
+
+    async def __call__(self, session: AsyncSession, events: Sequence[CloudEvent]) -> None:
+        if self.outages:
+            self.outages -= 1
+            raise ConnectionRefusedError("database away")
+        if not self.failed:
+            self.failed = True
+            raise ValueError("a passing failure")
+        await super().__call__(session, events)
+
+
+async def test_redeliveries_after_an_outage_do_not_count_toward_giving_an_event_up(
+    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+) -> None:
+    event_type = unique_event_type()
+    handler = OutagesThenOneFailure(outages=3)
+    feed = EventFeed(
+        nats_client,
+        decode=CloudEvent.from_json,
+        durable=f"test-{uuid.uuid4().hex[:8]}",
+        subject=f"events.{event_type}",
+        fetch_timeout=0.5,
+    )
+    consumer = EventConsumer(
+        feed, create_session_factory(db_engine), handler=handler, nak_delay=0.05, max_deliveries=2
+    )
+    await consumer.subscribe()
+    event = CloudEvent(source="test", type=event_type, data={})
+    await publish(js, event)
+    with capture_logs() as lines:
+        for _ in range(12):
+            await consumer.poll_once()
+            if handler.seen:
+                break
+    # Its fifth delivery was its first failure of its own: tried again, then handled.
+    assert handler.seen == [event.id]
+    assert not [line for line in lines if "given up" in line["event"]]
 
 
 async def test_a_batch_failing_for_a_database_outage_comes_back_whole(

@@ -14,6 +14,7 @@ from servicekit.web.input_guard import (
     document_input_limits,
     json_depth_exceeds,
     load_finite_json,
+    may_hold_non_finite,
 )
 
 
@@ -176,3 +177,10 @@ def test_finite_json_is_read_as_json_loads_reads_it() -> None:
 def test_non_finite_numbers_in_other_json_are_named_below_the_place_given() -> None:
     with pytest.raises(InvalidNumber, match=r"^variables\.first is a number"):
         load_finite_json('{"first": 1e400}', "variables")
+
+
+def test_json_without_an_exponent_or_python_literal_is_not_parsed_for_numbers() -> None:
+    # The `e` of `true` and `false` once sent nearly every body through a second parse.
+    assert not may_hold_non_finite(b'{"active": true, "deleted": false, "events": ["*"]}')
+    assert may_hold_non_finite(b'{"limit": 1e400}')
+    assert may_hold_non_finite(b'{"limit": -Infinity}')

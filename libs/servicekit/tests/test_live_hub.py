@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from servicekit.live import LiveAnnouncer, LiveHub, LiveStream, StreamCaps, TooManyLiveStreams
-from servicekit.live.hub import recheck_due
+from servicekit.live.hub import MAX_KEPT_READS, recheck_due
 from servicekit.runtime import NatsConnection
 from servicekit.settings import ServiceSettings
 
@@ -211,3 +211,16 @@ async def test_a_stream_whose_session_no_longer_holds_ends_before_its_next_look(
 
     await asyncio.wait_for(watch(), 5)
     assert looks == 1
+
+
+async def test_a_quiet_key_keeps_a_bounded_number_of_finished_reads() -> None:
+    hub = LiveHub(WIDE, min_interval=0)
+    [stream] = opened(hub, "k1", 1)
+
+    async def load() -> str:
+        return "rows"
+
+    # Ever new filters on a key that does not change: each a view of its own.
+    for n in range(200):
+        await stream.read(("filter", n), load)
+    assert len(hub._topics["k1"].reads) <= MAX_KEPT_READS

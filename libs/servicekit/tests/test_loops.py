@@ -32,9 +32,13 @@ def test_a_value_the_database_refuses_is_the_items_failure() -> None:
 
 def test_a_statement_wrong_for_every_row_is_an_outage_not_the_items_failure() -> None:
     # A migration not applied yet: setting each item aside for it would set them all aside.
-    missing = sqlalchemy.exc.ProgrammingError("INSERT", {}, psycopg.errors.UndefinedColumn())
-    assert is_outage(missing)
+    missing = psycopg.errors.UndefinedColumn()
+    assert is_outage(sqlalchemy.exc.ProgrammingError("INSERT", {}, missing))
     assert is_outage(psycopg.errors.InsufficientPrivilege())
+
+
+def test_a_triggers_refusal_of_one_row_is_the_items_failure() -> None:
+    assert not is_outage(psycopg.errors.RaiseException())
 
 
 def test_an_item_that_cannot_be_built_or_sent_is_the_items_failure() -> None:

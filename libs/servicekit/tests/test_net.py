@@ -184,6 +184,8 @@ def test_the_development_policy_allows_loopback_private_and_public_addresses(
         "fe80::a9fe:a9fe",
         "::ffff:169.254.169.254",
         "2002:a9fe:a9fe::",
+        "64:ff9b:1:a9fe:a9:fe00::",  # behind a local-use NAT64 /48 (RFC 6052's layout)
+        "64:ff9b:1::a9fe:a9fe",  # and a /96 inside it
     ],
 )
 def test_the_development_policy_still_refuses_metadata_and_link_local(address: str) -> None:

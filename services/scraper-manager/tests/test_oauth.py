@@ -191,3 +191,17 @@ async def test_tokens_from_the_external_issuer_are_verified_against_its_jwks(
         assert ok.json()["level"] == "read"
         refused = await http.get("/api/v1/scrapers", headers={"Authorization": f"Bearer {foreign}"})
         assert refused.status_code == 401
+
+
+async def test_an_oauth_token_gets_no_dashboard_link_it_could_outlive(
+    client: httpx.AsyncClient, service_settings: Settings
+) -> None:
+    client_id, secret = register_client(service_settings, "corp-c", "write")
+    token = await client.post(
+        TOKEN_URL,
+        data={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret},
+    )
+    headers = {"Authorization": f"Bearer {token.json()['access_token']}"}
+    response = await client.post("/api/v1/dashboard-links", headers=headers)
+    assert response.status_code == 403
+    assert response.json()["code"] == "link_needs_api_key"

@@ -9,7 +9,8 @@ from contextlib import asynccontextmanager
 
 import httpx
 import nats
-from scraper_manager.crawler.queue import RUNS_STREAM, WORKERS_CONSUMER
+import pytest
+from scraper_manager.crawler.queue import RUNS_STREAM, WORKERS_CONSUMER, run_id_of
 from scraper_manager.settings import Settings
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -81,3 +82,25 @@ async def test_a_queue_message_whose_claim_raises_is_terminated_and_the_runs_beh
         f"/api/v1/scrapers/{poison_scraper}/runs/{poison_run}", headers=who.headers
     )
     assert poison.json()["status"] == "pending"  # the database stays the truth
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"run_id": 1e400}',
+        b'{"run_id": true}',
+        b'{"run_id": 3.5}',
+        b'{"run_id": -4}',
+        b"[" * 100_000,
+        b'"run_id"',
+        b"\xff\xfe",
+    ],
+)
+def test_a_queue_message_that_names_no_run_is_read_as_none_never_an_exception(
+    data: bytes,
+) -> None:
+    assert run_id_of(data) is None
+
+
+def test_a_queue_message_names_its_run() -> None:
+    assert run_id_of(b'{"run_id": 42}') == 42

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from servicekit.db.engine import create_session_factory
+from servicekit.db.engine import create_engine, create_session_factory
 from servicekit.testing import HttpReceiver
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -27,7 +27,7 @@ from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
 
-from tests.recording_factories import first_attempt, rows_of
+from tests.recording_factories import first_attempt, make_subscription, rows_of
 from tests.scripted_server import Reply, always, answer, start_scripted
 
 
@@ -237,43 +237,44 @@ class UnreadableRowEngine(DeliveryEngine):
 
 
 async def test_a_claimed_row_that_cannot_be_read_is_failed_and_the_others_are_sent(
-    db_engine: AsyncEngine,
-    service_settings: Settings,
-    http_receiver: HttpReceiver,
-    committed_subscription: Subscription,
+    own_database: Settings, http_receiver: HttpReceiver
 ) -> None:
-    async with AsyncSession(db_engine) as session, session.begin():
-        subscription = await session.get(Subscription, committed_subscription.id)
-        assert subscription is not None
-        subscription.endpoint_url = http_receiver.url
-        deliveries = [
-            await DeliveryRepository(session).add(
-                subscription.id,
-                event_id=uuid.uuid4(),
-                event_type="order.paid",
-                payload={"id": n},
-                event_time=datetime.now(UTC),
-            )
-            for n in range(3)
-        ]
-        ids = [delivery.id for delivery in deliveries]
-    sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
-    engine = UnreadableRowEngine(create_session_factory(db_engine), service_settings, sender)
-    engine.unreadable = {ids[1]}
+    # A database of its own: a claim takes whatever is due, and other tests leave some.
+    db_engine = create_engine(own_database)
     try:
-        with capture_logs() as logs:
-            jobs = await engine.claim()
-        assert sorted(job.delivery_id for job in jobs) == sorted([ids[0], ids[2]])
+        async with AsyncSession(db_engine) as session, session.begin():
+            subscription = await make_subscription(session)
+            subscription.endpoint_url = http_receiver.url
+            deliveries = [
+                await DeliveryRepository(session).add(
+                    subscription.id,
+                    event_id=uuid.uuid4(),
+                    event_type="order.paid",
+                    payload={"id": n},
+                    event_time=datetime.now(UTC),
+                )
+                for n in range(3)
+            ]
+            ids = [delivery.id for delivery in deliveries]
+        sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
+        engine = UnreadableRowEngine(create_session_factory(db_engine), own_database, sender)
+        engine.unreadable = {ids[1]}
+        try:
+            with capture_logs() as logs:
+                jobs = await engine.claim()
+            assert sorted(job.delivery_id for job in jobs) == sorted([ids[0], ids[2]])
+        finally:
+            await sender.close()
+        async with AsyncSession(db_engine) as session:
+            connection = await session.connection()
+            row = (
+                await connection.execute(
+                    text("SELECT status, lease_until, last_error FROM deliveries WHERE id = :id"),
+                    {"id": ids[1]},
+                )
+            ).one()
     finally:
-        await sender.close()
-    async with AsyncSession(db_engine) as session:
-        connection = await session.connection()
-        row = (
-            await connection.execute(
-                text("SELECT status, lease_until, last_error FROM deliveries WHERE id = :id"),
-                {"id": ids[1]},
-            )
-        ).one()
+        await db_engine.dispose()
     assert tuple(row) == ("failed", None, "the stored delivery could not be read (ValueError)")
     [line] = [line for line in logs if line["log_level"] == "error"]
     assert line["delivery_id"] == str(ids[1])

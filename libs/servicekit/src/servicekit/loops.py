@@ -24,10 +24,10 @@ import psycopg
 import sqlalchemy.exc
 
 # Failures of the connection or of the server, not of what was sent over it. The database's
-# refusals of a value (a constraint, a value it cannot store: DataError, IntegrityError) are
-# the item's; a lost connection, a timeout, a serialization failure are the moment's, and a
-# statement wrong for every row (ProgrammingError: a migration not applied yet, a privilege
-# missing; InternalError) is the deployment's: setting every item aside for it would lose them.
+# refusals of a value (a constraint, a value it cannot store, a trigger's RAISE: DataError,
+# IntegrityError, SQLSTATE P0) are the item's; a lost connection, a timeout, a serialization
+# failure are the moment's, and a statement wrong for every row is the deployment's
+# (`_DEPLOYMENT_SQLSTATES`): setting every item aside for it would set them all aside.
 _OUTAGES: tuple[type[BaseException], ...] = (
     TimeoutError,
     ConnectionError,
@@ -35,14 +35,8 @@ _OUTAGES: tuple[type[BaseException], ...] = (
     sqlalchemy.exc.OperationalError,
     sqlalchemy.exc.InterfaceError,
     sqlalchemy.exc.TimeoutError,  # the pool's: no connection to be had
-    sqlalchemy.exc.ProgrammingError,
-    sqlalchemy.exc.InternalError,
-    sqlalchemy.exc.NotSupportedError,
     psycopg.OperationalError,
     psycopg.InterfaceError,
-    psycopg.ProgrammingError,
-    psycopg.InternalError,
-    psycopg.NotSupportedError,
     nats.errors.ConnectionClosedError,
     nats.errors.ConnectionDrainingError,
     nats.errors.ConnectionReconnectingError,
@@ -58,6 +52,11 @@ _OUTAGES: tuple[type[BaseException], ...] = (
 )
 
 
+# SQLSTATE classes of a statement that fails whatever its values: 42 (an undefined column or
+# table: a migration not applied yet; a privilege missing), 58 (system error), XX (internal).
+_DEPLOYMENT_SQLSTATES = ("42", "58", "XX")
+
+
 def is_outage(exc: BaseException) -> bool:
     """Whether `exc` says the database or NATS could not be reached (the batch waits and is
     tried again) rather than that this item cannot be handled (it is set aside)."""
@@ -68,6 +67,11 @@ def is_outage(exc: BaseException) -> bool:
         if isinstance(current, sqlalchemy.exc.DBAPIError) and current.connection_invalidated:
             return True
         if isinstance(current, _OUTAGES):
+            return True
+        # SQLAlchemy's error holds the driver's as `orig` (and as its cause).
+        driver_error = getattr(current, "orig", None) or current
+        sqlstate = getattr(driver_error, "sqlstate", None)
+        if isinstance(sqlstate, str) and sqlstate[:2] in _DEPLOYMENT_SQLSTATES:
             return True
         if isinstance(current, nats.js.errors.APIError) and (current.code or 500) >= 500:
             return True

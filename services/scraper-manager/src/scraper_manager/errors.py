@@ -15,6 +15,14 @@ from servicekit.errors import (
 from servicekit.web.errors import flat_error_responses
 
 
+class LinkNeedsApiKey(Forbidden):
+    code = "link_needs_api_key"
+    default_message = (
+        "Dashboard links are issued to API keys: a page session must end with the key that "
+        "opened it, and an OAuth token has no key to end with. Ask with an API key."
+    )
+
+
 class ScraperNotFound(NotFound):
     default_message = "Scraper not found"
 

@@ -306,12 +306,17 @@ async def delete_expired_sessions(
             return total
 
 
+# The clean-up loop as the worker's `/readyz` names it when it makes no progress.
+SESSION_CLEANUP_LOOP = "page-session-cleanup"
+
+
 def session_cleanup_loop(
     table: type[SQLModel], every_seconds: float
 ) -> Callable[[ServiceRuntime, asyncio.Event], Coroutine[Any, Any, None]]:
     """The worker's loop deleting expired page sessions of `table` every `every_seconds`."""
 
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        runtime.progress.beat(SESSION_CLEANUP_LOOP, every_seconds)
         while not stop.is_set():
             try:
                 deleted = await delete_expired_sessions(
@@ -319,6 +324,7 @@ def session_cleanup_loop(
                 )
                 if deleted:
                     logger.info("expired page sessions deleted", sessions=deleted)
+                runtime.progress.beat(SESSION_CLEANUP_LOOP, every_seconds)
             except Exception as exc:
                 logger.warning("page session clean-up failed", error=repr(exc))
             with contextlib.suppress(TimeoutError):

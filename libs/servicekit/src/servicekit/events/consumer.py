@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -156,6 +157,30 @@ def _sequence_of(msg: Msg) -> int | None:
         return None
 
 
+class FailureCounts:
+    """How often each event raised on its own in this process (its last `limit` events).
+
+    Not JetStream's delivery count: that one also counts the redeliveries of an outage or a
+    restart, and would give up an event at its first real failure after one. Kept in memory:
+    another worker, or this one restarted, starts again from nothing, so an event is given up
+    later, never sooner."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._limit = limit
+        self._counts: OrderedDict[uuid.UUID, int] = OrderedDict()
+
+    def add(self, event_id: uuid.UUID) -> int:
+        """One more failure of `event_id`; how many it has had."""
+        count = self._counts.pop(event_id, 0) + 1
+        self._counts[event_id] = count
+        if len(self._counts) > self._limit:
+            self._counts.popitem(last=False)
+        return count
+
+    def forget(self, event_id: uuid.UUID) -> None:
+        self._counts.pop(event_id, None)
+
+
 async def refuse_message(
     msg: Msg,
     *,
@@ -165,36 +190,35 @@ async def refuse_message(
     error: BaseException,
     first_delay: float,
     max_deliveries: int,
+    failures: FailureCounts,
     loop: str | None = None,
 ) -> None:
     """An event that raised on its own (a poison event): logged at error level with its id,
-    back after a delay that doubles with each delivery, and terminated at its
-    `max_deliveries`-th (it stays in the stream, named in the log) so that it is never
-    retried forever."""
-    try:
-        delivered = int(msg.metadata.num_delivered or 1)
-    except Exception:  # not a JetStream message: nothing says how often it came
-        delivered = 1
-    if delivered >= max_deliveries:
+    back after a delay that doubles with each failure, and terminated at its
+    `max_deliveries`-th failure (it stays in the stream, named in the log) so that it is
+    never retried forever."""
+    failed = failures.add(event_id)
+    if failed >= max_deliveries:
+        failures.forget(event_id)
         logger.error(
             "event given up: it failed at every delivery; terminated",
             loop=loop or consumer,
             consumer=consumer,
             event_id=str(event_id),
             event_type=event_type,
-            deliveries=delivered,
+            failures=failed,
             error=describe(error),
         )
         await msg.term()
         return
-    delay = first_delay * 2 ** min(delivered - 1, 16)
+    delay = first_delay * 2 ** min(failed - 1, 16)
     logger.error(
         "event failed; redelivering later",
         loop=loop or consumer,
         consumer=consumer,
         event_id=str(event_id),
         event_type=event_type,
-        deliveries=delivered,
+        failures=failed,
         retry_in_seconds=delay,
         error=describe(error),
     )
@@ -231,6 +255,7 @@ class EventConsumer:
         self._handler = handler
         self._nak_delay = nak_delay
         self._max_deliveries = max_deliveries
+        self._failures = FailureCounts()
 
     async def subscribe(self) -> None:
         await self.feed.subscribe()
@@ -302,6 +327,7 @@ class EventConsumer:
             error=exc,
             first_delay=self._nak_delay,
             max_deliveries=self._max_deliveries,
+            failures=self._failures,
         )
 
     async def _fresh(self, session: AsyncSession, events: list[CloudEvent]) -> list[CloudEvent]:

@@ -40,6 +40,8 @@ T = TypeVar("T")
 
 DEFAULT_CONCURRENT_READS = 4
 DEFAULT_MIN_INTERVAL_SECONDS = 1.0
+# Finished reads one key keeps for its streams (one per view: filters, position).
+MAX_KEPT_READS = 16
 # An open stream's session is checked again at most this often (before a look).
 DEFAULT_RECHECK_SECONDS = 10.0
 # How often the source's connection is looked at: notices sent while it was down are lost, so
@@ -251,6 +253,13 @@ class LiveHub:
     ) -> T:
         task = topic.reads.get(view)
         if task is None:
+            if len(topic.reads) >= MAX_KEPT_READS:
+                # Finished reads are kept for the streams of this wake-up still to look, until
+                # the key's next change; a stream opened and closed with ever new filters
+                # would otherwise grow them without end on a quiet key.
+                for kept, done in list(topic.reads.items()):
+                    if done.done():
+                        del topic.reads[kept]
             task = asyncio.create_task(self._bounded(load))
             topic.reads[view] = task
             task.add_done_callback(lambda done: _forget_failed(topic, view, done))

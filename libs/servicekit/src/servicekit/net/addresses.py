@@ -35,7 +35,19 @@ METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(
 _IPV4_MAPPED = ipaddress.ip_network("::ffff:0:0/96")
 _IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL_USE = ipaddress.ip_network("64:ff9b:1::/48")
+# RFC 6052 §2.2: where the IPv4 address's bytes sit for each prefix length (byte 8, the "u"
+# octet, is skipped). A local-use prefix may be any of these lengths inside its /48, so every
+# layout is read, and a destination is refused when any reading is.
+_RFC6052_LAYOUTS = (
+    (4, 5, 6, 7),
+    (5, 6, 7, 9),
+    (6, 7, 9, 10),
+    (7, 9, 10, 11),
+    (9, 10, 11, 12),
+    (12, 13, 14, 15),
+)
 
 
 class AddressRefused(OSError):
@@ -56,8 +68,13 @@ def embedded_ipv4(address: IPAddress) -> list[ipaddress.IPv4Address]:
     found: list[ipaddress.IPv4Address] = []
     if address.ipv4_mapped is not None:
         found.append(address.ipv4_mapped)
-    if address in _IPV4_TRANSLATED or any(address in net for net in _NAT64):
+    if address in _IPV4_TRANSLATED or address in _NAT64_WELL_KNOWN:
         found.append(_low_ipv4(address))
+    if address in _NAT64_LOCAL_USE:
+        packed = address.packed
+        found += [
+            ipaddress.IPv4Address(bytes(packed[i] for i in layout)) for layout in _RFC6052_LAYOUTS
+        ]
     if address in _IPV4_COMPATIBLE and int(address) > 1:
         found.append(_low_ipv4(address))
     if address.sixtofour is not None:

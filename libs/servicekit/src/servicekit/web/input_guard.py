@@ -35,9 +35,10 @@ _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _ALL_BYTES = bytes(range(256))
 _NOT_BRACKETS = bytes(b for b in _ALL_BYTES if b not in b"[]{}")
 _SURROGATES = re.compile("[\ud800-\udfff]")
-# Outside strings, what may hide a number no float holds: an exponent, a run of digits near
-# float's 309, or the capitals of Python's `NaN` / `Infinity` (JSON's literals are lowercase).
-_MAYBE_NON_FINITE = re.compile(rb"[eEIN]|[0-9]{300}")
+# Outside strings, what may hide a number no float holds: an exponent (after a digit: the `e`
+# of `true` and `false` is none), a run of digits near float's 309, or Python's `NaN` /
+# `Infinity`, which its parser takes although JSON has neither.
+_MAYBE_NON_FINITE = re.compile(rb"[0-9][eE]|NaN|Infinity|[0-9]{300}")
 
 
 class InvalidText(UnprocessableEntity):

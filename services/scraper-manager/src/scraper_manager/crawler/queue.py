@@ -61,7 +61,13 @@ async def pull_subscription(js: JetStreamContext) -> Any:
 
 
 def run_id_of(data: bytes) -> int | None:
+    """The run a queue message names, or None when it names none: total, any bytes in (a
+    number no int holds, `1e400`, or JSON nested past the parser's depth once escaped the
+    queue's loop)."""
     try:
-        return int(json.loads(data)["run_id"])
-    except (ValueError, KeyError, TypeError):
+        message = json.loads(data)
+    except (ValueError, RecursionError):
         return None
+    run_id = message.get("run_id") if isinstance(message, dict) else None
+    # Exactly an int: `True` is one to Python, and a float such as 3.5 names no run.
+    return run_id if type(run_id) is int and run_id > 0 else None

@@ -499,7 +499,7 @@ async def take_message(executor: RunExecutor, message: Any) -> int | None:
     raises on its own (a run id PostgreSQL cannot hold, say) is terminated with an error line
     naming it, so that it holds up neither its batch nor, redelivered, later ones: the
     database stays the truth, and the sweeper enqueues again any run left pending."""
-    run_id = run_id_of(message.data)
+    run_id = run_id_of(message.data)  # total: None for a message that names no run
     try:
         claimed = await executor.claim(run_id) if run_id else None
     except Exception as exc:

@@ -13,7 +13,7 @@ from servicekit.web.session import SessionDep
 
 from scraper_manager.dashboard.links import dashboard_links, link_ttl
 from scraper_manager.dependencies import SettingsDep
-from scraper_manager.errors import AUTH, RequestInvalid, declared
+from scraper_manager.errors import AUTH, LinkNeedsApiKey, RequestInvalid, declared
 
 router = APIRouter(tags=["dashboard"])
 
@@ -60,7 +60,7 @@ class DashboardLinkOut(BaseModel):
         "`DASHBOARD_LINK_MINUTES` (default 15 min). Any key may ask. The link, and the "
         "session it opens, end when the key is revoked or given another level."
     ),
-    responses=declared(*AUTH, RequestInvalid),
+    responses=declared(*AUTH, RequestInvalid, LinkNeedsApiKey),
 )
 async def create_dashboard_link(
     principal: ReadPrincipal,
@@ -69,6 +69,8 @@ async def create_dashboard_link(
     request: Request,
     body: DashboardLinkCreate | None = None,
 ) -> DashboardLinkOut:
+    if principal.key_id is None:
+        raise LinkNeedsApiKey()
     base = settings.public_url or str(request.base_url)
     link = await dashboard_links(session).issue(
         principal.owner,

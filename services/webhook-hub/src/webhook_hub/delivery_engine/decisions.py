@@ -8,7 +8,6 @@ decides whether to disable it.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import uuid
 from collections.abc import Sequence
@@ -118,17 +117,12 @@ def attempt_that_raised(job: DeliveryJob, at: datetime, exc: BaseException) -> A
 
 def unrecordable(result: AttemptResult, exc: BaseException) -> AttemptResult:
     """What is recorded of an attempt whose answer could not be (the database refused a
-    value of it, or reading it raised): a failed attempt with no answer, so the delivery
-    follows its retry schedule instead of being lost, and the error says why. A 2xx answer
-    is thereby sent again: at least once, never silently dropped."""
-    return dataclasses.replace(
-        result,
-        status_code=None,
-        response_body=None,
-        retry_after=None,
-        failure=Failure.NETWORK,
-        error=f"the answer could not be recorded ({type(exc).__name__})",
-    )
+    value of it, or reading it raised): `attempt_that_raised`'s failed attempt, at the same
+    time and duration. A 2xx answer is thereby sent again: at least once, never dropped."""
+    replacement = attempt_that_raised(result.job, result.attempted_at, exc)
+    replacement.duration_ms = result.duration_ms
+    replacement.error = f"the answer could not be recorded ({type(exc).__name__})"
+    return replacement
 
 
 @dataclass

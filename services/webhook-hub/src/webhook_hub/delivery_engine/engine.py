@@ -335,7 +335,11 @@ class DeliveryEngine:
                     f"the stored delivery could not be read ({type(exc).__name__})"
                 )
         if unreadable:
-            await self._fail_unreadable(unreadable)
+            try:
+                await self._fail_unreadable(unreadable)
+            except Exception as exc:
+                # They are claimed again when their leases end; the others go out now.
+                logger.warning("could not fail unreadable deliveries", error=repr(exc))
         return jobs
 
     async def _fail_unreadable(self, reasons: dict[str, str]) -> None:

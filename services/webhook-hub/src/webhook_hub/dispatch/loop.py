@@ -10,7 +10,7 @@ from collections.abc import Callable
 import structlog
 from nats.aio.msg import Msg
 from servicekit.events import RawCloudEvent
-from servicekit.events.consumer import EventFeed, refuse_message
+from servicekit.events.consumer import EventFeed, FailureCounts, refuse_message
 from servicekit.loops import is_outage
 from servicekit.tracing import (
     TRACEPARENT,
@@ -55,6 +55,7 @@ class DispatchLoop:
         self._reads = reads
         self._dispatcher = dispatcher
         self._engine = engine
+        self._failures = FailureCounts()  # how often each event raised here
         # Decided once, as the sender does: the worker sets tracing up before building this.
         self._traced = _tracing_enabled()
         # An event whose producer did not sample its trace: under a parent-based sampler its
@@ -94,6 +95,7 @@ class DispatchLoop:
                     error=exc,
                     first_delay=RETRY_DELAY_SECONDS,
                     max_deliveries=MAX_DELIVERIES,
+                    failures=self._failures,
                     loop=LOOP,
                 )
         return len(batch)
