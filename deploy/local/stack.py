@@ -10,6 +10,11 @@ only this launcher, which stops them in order. Each is recorded in a pid file un
 `<data>/pids/`; a launcher that was SIGKILLed leaves them running, and the next start stops
 them (when the pid still belongs to the recorded command) before it starts anew.
 Data lives under `--data-dir` (default `.data/`) and survives restarts.
+
+`--nats-cluster` starts NATS as a 3-node JetStream cluster on loopback instead (as the
+Kubernetes manifests run it): `NATS_URL` lists the three nodes and the `EVENTS` stream has 3
+replicas unless `<PREFIX>EVENTS_STREAM_REPLICAS` says otherwise. `--services` starts only the
+services named.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any
 
 import psycopg
 from servicekit.db.admin import database_url_for
-from servicekit.embedded.nats import EmbeddedNats
+from servicekit.embedded.nats import EmbeddedNats, EmbeddedNatsCluster
 from servicekit.embedded.network import free_port, port_open
 from servicekit.embedded.pidfile import (
     read_pid_file,
@@ -132,6 +137,12 @@ class Stack:
         self.processes: list[Child] = []
         self.postgres: EmbeddedPostgres | None = None
         self.nats: EmbeddedNats | None = None
+        self.nats_cluster: EmbeddedNatsCluster | None = None
+        self.services = [
+            service
+            for service in SERVICES
+            if args.services is None or service.name in args.services
+        ]
         self.smtp: SmtpServer | None = None
         self.keys_lock = threading.Lock()
         self.ports = {
@@ -190,7 +201,14 @@ class Stack:
             self.record("postgres", self.postgres.pid, port, signal.SIGINT)
             postgres_url = self.postgres.url
         nats_url = os.environ.get("NATS_URL")
-        if nats_url is None:
+        if nats_url is None and self.args.nats_cluster:
+            self.nats_cluster = EmbeddedNatsCluster(self.data / "nats-cluster", name="local")
+            log(f"starting a {len(self.nats_cluster.nodes)}-node NATS JetStream cluster")
+            self.nats_cluster.start()
+            for node in self.nats_cluster.nodes:
+                self.record(node.server_name, node.pid, node.port)
+            nats_url = self.nats_cluster.url
+        elif nats_url is None:
             port = self.port_for(self.args.nats_port, 14222)
             if port_open("127.0.0.1", port):
                 raise SystemExit(f"port {port} is taken; set --nats-port or NATS_URL")
@@ -216,6 +234,8 @@ class Stack:
             f"{service.prefix}DATABASE_URL", database_url_for(postgres_url, service.database)
         )
         env.setdefault(f"{service.prefix}NATS_URL", nats_url)
+        if self.args.nats_cluster:
+            env.setdefault(f"{service.prefix}EVENTS_STREAM_REPLICAS", "3")
         env.setdefault(f"{service.prefix}SMTP_URL", smtp_url)
         env[f"{service.prefix}PORT"] = str(self.ports[service.name])
         if service.name == "commerce-content":
@@ -370,7 +390,7 @@ class Stack:
 
     def wait_healthy(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
-        pending = dict(self.ports)
+        pending = {service.name: self.ports[service.name] for service in self.services}
         while pending and time.monotonic() < deadline:
             self.check_children()
             for name, port in list(pending.items()):
@@ -409,21 +429,24 @@ class Stack:
             "services": {},
             "postgres_url": servers[0],
             "nats_url": servers[1],
+            # Each node's server name (JetStream's, as stream info names a leader) and pid.
+            "nats_nodes": [
+                {"name": node.server_name, "url": node.url, "pid": node.pid}
+                for node in (self.nats_cluster.nodes if self.nats_cluster else [])
+            ],
             "smtp_url": servers[2],
             "mail_dir": str(self.data / "mail"),
             "data_dir": str(self.data),
             "pid": os.getpid(),
         }
-        envs = {service.name: self.service_env(service, servers) for service in SERVICES}
-        with ThreadPoolExecutor(max_workers=len(SERVICES)) as pool:
+        envs = {service.name: self.service_env(service, servers) for service in self.services}
+        with ThreadPoolExecutor(max_workers=len(self.services)) as pool:
             prepared = {
                 service.name: pool.submit(self.prepare, service, envs[service.name])
-                for service in SERVICES
+                for service in self.services
             }
             keys = {name: future.result() for name, future in prepared.items()}
-        content = envs["commerce-content"]
-        tokens = self.dev_tokens(content)
-        for service in SERVICES:
+        for service in self.services:
             env, key = envs[service.name], keys[service.name]
             self.spawn(f"{service.name}-api", [str(BIN / service.name), "serve"], env)
             workers = []
@@ -443,10 +466,12 @@ class Stack:
                 "database_url": env[f"{service.prefix}DATABASE_URL"],
                 "workers": workers,
             }
-        summary["services"]["commerce-content"]["content_api_key"] = content[
-            "COMMERCE_CONTENT_CONTENT_API_KEY"
-        ]
-        summary["services"]["commerce-content"]["tokens"] = tokens
+        if "commerce-content" in envs:
+            content = envs["commerce-content"]
+            summary["services"]["commerce-content"]["content_api_key"] = content[
+                "COMMERCE_CONTENT_CONTENT_API_KEY"
+            ]
+            summary["services"]["commerce-content"]["tokens"] = self.dev_tokens(content)
         self.wait_healthy()
         if self.args.ready_file:
             Path(self.args.ready_file).write_text(json.dumps(summary, indent=2))
@@ -492,6 +517,10 @@ class Stack:
         steps = [
             ("the SMTP sink", self.smtp.stop if self.smtp else None, None),
             ("NATS", self.nats.stop if self.nats else None, "nats"),
+            *(
+                (f"NATS node {node.server_name}", node.stop, node.server_name)
+                for node in (self.nats_cluster.nodes if self.nats_cluster else [])
+            ),
             ("PostgreSQL", self.postgres.stop if self.postgres else None, "postgres"),
         ]
         for what, stop, label in steps:
@@ -518,7 +547,10 @@ class StepFailed(Exception):
 
 
 def _stop_order(path: Path) -> int:
-    return {"postgres": 2, "nats": 1}.get(path.stem, 0)
+    """Services first, then NATS (a single server, or a cluster's nodes), then PostgreSQL."""
+    if path.stem == "nats" or path.stem.startswith("local-"):
+        return 1
+    return {"postgres": 2}.get(path.stem, 0)
 
 
 def _content_api_key_default() -> str:
@@ -550,6 +582,17 @@ def main(argv: list[str] | None = None) -> int:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="each worker serves /healthz, /readyz and /metrics on a port of its own (default)",
+    )
+    parser.add_argument(
+        "--nats-cluster",
+        action="store_true",
+        help="NATS as a 3-node JetStream cluster on loopback, EVENTS on 3 replicas",
+    )
+    parser.add_argument(
+        "--services",
+        nargs="+",
+        choices=[service.name for service in SERVICES],
+        help="start only these services (default: all three)",
     )
     args = parser.parse_args(argv)
     if args.data_dir is None:

@@ -175,7 +175,7 @@ class ServiceCLI:
         return 2
 
     async def _ensure_streams(self, settings: ServiceSettings) -> int:
-        client = await nats.connect(servers=[settings.nats_url], connect_timeout=5)
+        client = await nats.connect(servers=settings.nats_servers, connect_timeout=5)
         try:
             await ensure_events_stream(client.jetstream(), settings)
         finally:

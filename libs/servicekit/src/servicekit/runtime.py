@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 from nats.aio.client import Client as NatsClient
@@ -22,6 +23,22 @@ from servicekit.loops import LoopProgress
 from servicekit.settings import ServiceSettings
 
 logger = structlog.get_logger(__name__)
+
+
+def nats_options(settings: ServiceSettings) -> dict[str, Any]:
+    """How every process connects (nats-py's `connect` options): to each server `NATS_URL`
+    lists, in a random order (clients spread over a cluster's nodes), reconnecting forever,
+    each server tried again at most every half second. nats-py also adds the servers a
+    cluster announces (INFO `connect_urls`), so a client given one node still finds the
+    others once connected; listing them all lets it start while that one node is down."""
+    return {
+        "servers": settings.nats_servers,
+        "name": type(settings).service_name,
+        "connect_timeout": 2,
+        "allow_reconnect": True,
+        "max_reconnect_attempts": -1,
+        "reconnect_time_wait": 0.5,
+    }
 
 
 class NatsConnection:
@@ -42,14 +59,7 @@ class NatsConnection:
         delay = 0.2
         while True:
             try:
-                client = await connect_nats(
-                    servers=[self._settings.nats_url],
-                    name=type(self._settings).service_name,
-                    connect_timeout=2,
-                    allow_reconnect=True,
-                    max_reconnect_attempts=-1,
-                    reconnect_time_wait=0.5,
-                )
+                client = await connect_nats(**nats_options(self._settings))
                 js = client.jetstream()
                 if self._settings.manage_events_stream:
                     await ensure_events_stream(js, self._settings)
@@ -63,7 +73,9 @@ class NatsConnection:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.info("waiting for NATS", url=self._settings.nats_url, error=repr(exc))
+                logger.info(
+                    "waiting for NATS", servers=self._settings.nats_servers, error=repr(exc)
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 

@@ -6,7 +6,7 @@ import os
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from pydantic import SecretStr, model_validator
+from pydantic import SecretStr, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -69,6 +69,8 @@ class ServiceSettings(BaseSettings):
     database_url: str = "postgresql://postgres@127.0.0.1:15432/postgres"
     db_pool_size: int = 10
     db_max_overflow: int = 10
+    # One server, or several separated by commas (the nodes of a cluster): a client tries
+    # them in turn at its start and reconnects to another when its server goes away.
     nats_url: str = "nats://127.0.0.1:14222"
     smtp_url: str = "smtp://127.0.0.1:10025"
     smtp_from: str = "platform@localhost"
@@ -122,6 +124,18 @@ class ServiceSettings(BaseSettings):
     def is_production(self) -> bool:
         return self.env == Environment.PRODUCTION
 
+    @property
+    def nats_servers(self) -> list[str]:
+        """`nats_url`'s servers, each as given (nats-py's `servers=`)."""
+        return split_server_urls(self.nats_url)
+
+    @field_validator("nats_url")
+    @classmethod
+    def _name_a_nats_server(cls, value: str) -> str:
+        if not split_server_urls(value):
+            raise ValueError("NATS_URL names no server (e.g. nats://127.0.0.1:4222)")
+        return value
+
     @model_validator(mode="after")
     def _refuse_insecure_production(self) -> ServiceSettings:
         if not self.is_production:
@@ -145,6 +159,12 @@ class ServiceSettings(BaseSettings):
                 "refusing to start in production mode: " + "; ".join(sorted(problems))
             )
         return self
+
+
+def split_server_urls(value: str) -> list[str]:
+    """The servers of a comma-separated list (`nats://a:4222,nats://b:4222`), blanks and
+    spaces around each left out; empty when it names none."""
+    return [part.strip() for part in value.split(",") if part.strip()]
 
 
 def _default_secret(field: FieldInfo) -> str | None:

@@ -1,0 +1,232 @@
+"""webhook-hub on a 3-node NATS JetStream cluster (as Kubernetes runs it), the `EVENTS` stream
+on 3 replicas: the node leading the stream is SIGKILLed in the middle of 2,000 deliveries, and
+every event still reaches its subscriber, signed, under one `webhook-id`, with the API, the
+workers' relay and dispatch reconnecting to the other nodes by themselves.
+
+The stack here is `deploy/local/stack.py --nats-cluster --services webhook-hub` (its own
+PostgreSQL, the cluster, webhook-hub's API and two workers): the hub alone, since events
+submitted through its producer API take the whole path (outbox, relay, `EVENTS`, dispatch,
+delivery) and the other services' relays are the same servicekit code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import nats
+import pytest
+from conftest import ROOT, ServiceInfo
+from figures import record
+from flows import bearer, register_event_type, subscribe
+from nats.js.api import StreamInfo
+from processes import workers
+from receivers import Received, Receiver, eventually
+
+EVENTS = 2000
+# The leader is killed once this many have arrived: production is still under way, so the
+# relay publishes through the leader change as dispatch and delivery go on.
+KILL_AFTER = 400
+STACK_START_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class ClusterStack:
+    hub: ServiceInfo
+    nats_url: str
+    nodes: dict[str, int]  # JetStream server name -> pid
+    pid: int
+    log: Path
+
+
+@pytest.fixture
+def cluster_stack(tmp_path: Path) -> Iterator[ClusterStack]:
+    ready = tmp_path / "ready.json"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("WEBHOOK_HUB_", "SCRAPER_MANAGER_", "COMMERCE_CONTENT_", "OTEL_"))
+        and key not in {"DATABASE_URL", "NATS_URL", "SMTP_URL"}
+    }
+    env.update(
+        {
+            "WEBHOOK_HUB_EVENTS_STREAM_REPLICAS": "3",
+            "WEBHOOK_HUB_RETRY_SCHEDULE_SECONDS": "[1, 2, 4, 8, 15, 30]",
+            "WEBHOOK_HUB_RETRY_JITTER": "0",
+        }
+    )
+    log = tmp_path / "stack.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "deploy" / "local" / "stack.py"),
+                "--ephemeral",
+                "--free-ports",
+                "--ready-file",
+                str(ready),
+                "--workers",
+                "2",
+                "--supervise",
+                "--worker-probes",
+                "--nats-cluster",
+                "--services",
+                "webhook-hub",
+            ],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    try:
+        deadline = time.monotonic() + STACK_START_SECONDS
+        while not ready.exists():
+            if process.poll() is not None:
+                raise RuntimeError(f"the stack exited; see {log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the stack was not ready in time; see {log}")
+            time.sleep(0.3)
+        summary: dict[str, Any] = json.loads(ready.read_text())
+        info = summary["services"]["webhook-hub"]
+        hub = ServiceInfo(
+            "webhook-hub", info["url"], info["admin_key"], info["database_url"], info["workers"]
+        )
+        nodes = {node["name"]: node["pid"] for node in summary["nats_nodes"]}
+        yield ClusterStack(hub, summary["nats_url"], nodes, process.pid, log)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+async def events_stream(cluster_stack: ClusterStack) -> AsyncIterator[Any]:
+    """A JetStream context on the cluster (any node), to read the stream's state."""
+    client = await nats.connect(
+        servers=cluster_stack.nats_url.split(","),
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+    )
+    yield client.jetstream(timeout=2)
+    await client.close()
+
+
+async def stream_info(js: Any, timeout: float = 30) -> StreamInfo:
+    """`EVENTS`' info once it has a leader (none while one is elected)."""
+    found: list[StreamInfo] = []
+
+    async def led() -> bool:
+        try:
+            info = await js.stream_info("EVENTS")
+        except Exception:  # a request the killed node took, or no leader yet
+            return False
+        if info.cluster is not None and info.cluster.leader:
+            found.append(info)
+            return True
+        return False
+
+    deadline = time.monotonic() + timeout
+    while not await led():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"EVENTS has no leader after {timeout} s")
+        await asyncio.sleep(0.2)
+    return found[-1]
+
+
+async def produce(http: httpx.AsyncClient, hub: ServiceInfo, event_type: str, count: int) -> None:
+    """`count` producer events through the hub's API, 20 at a time (the API never needs
+    NATS to accept one: its outbox holds it)."""
+    gate = asyncio.Semaphore(20)
+
+    async def one(n: int) -> None:
+        async with gate:
+            response = await http.post(
+                f"{hub.url}/webhooks/events",
+                json={"type": event_type, "data": {"seq": n}},
+                headers=bearer(hub.admin_key),
+            )
+            assert response.status_code == 202, response.text
+
+    await asyncio.gather(*(one(n) for n in range(count)))
+
+
+async def test_killing_the_events_stream_leader_loses_no_event_and_sends_each_under_one_id(
+    cluster_stack: ClusterStack, events_stream: Any, http: httpx.AsyncClient, receiver: Receiver
+) -> None:
+    hub = cluster_stack.hub
+    event_type = f"cluster{uuid.uuid4().hex[:6]}.sent"
+    await register_event_type(http, hub, event_type)
+    subscription = await subscribe(http, hub, receiver.url, [event_type])
+    before = await stream_info(events_stream)
+    assert before.config.num_replicas == 3
+    workers_before = {p.pid for p in workers(cluster_stack.pid, "webhook-hub")}
+    assert len(workers_before) == 2
+
+    def ours() -> list[Received]:
+        """The deliveries of the test's events (the subscription's test event aside)."""
+        return [r for r in receiver.received if r.json().get("type") == event_type]
+
+    production = asyncio.create_task(produce(http, hub, event_type, EVENTS))
+    await eventually(lambda: len(ours()) >= KILL_AFTER, 60, what=f"{KILL_AFTER} deliveries made")
+    leading = await stream_info(events_stream)
+    assert leading.cluster is not None
+    leader = leading.cluster.leader
+    assert leader in cluster_stack.nodes
+    os.kill(cluster_stack.nodes[leader], signal.SIGKILL)
+    killed_at = time.monotonic()
+    delivered_before_kill = len(ours())
+    accepting_at_kill = not production.done()
+    await production
+
+    after = await stream_info(events_stream)
+    assert after.cluster is not None
+    assert after.cluster.leader != leader
+    elected_after = time.monotonic() - killed_at
+
+    def distinct_events() -> int:
+        return len({r.json()["data"]["seq"] for r in ours()})
+
+    await eventually(
+        lambda: distinct_events() == EVENTS, 90, interval=0.5, what="every event delivered"
+    )
+    all_delivered_after = time.monotonic() - killed_at
+    ids_by_seq: dict[int, set[str]] = {}
+    for request, payload in zip(
+        receiver.received, receiver.verified(subscription["secret"]), strict=True
+    ):  # verified: raises on a bad signature
+        if payload["type"] == event_type:
+            ids_by_seq.setdefault(payload["data"]["seq"], set()).add(request.id)
+    assert set(ids_by_seq) == set(range(EVENTS))
+    assert all(len(ids) == 1 for ids in ids_by_seq.values())  # one webhook-id per event
+    requests = Counter(r.id for r in ours())
+    assert len(requests) == EVENTS
+    # Reconnected by themselves: the same worker processes, none restarted.
+    assert {p.pid for p in workers(cluster_stack.pid, "webhook-hub")} == workers_before
+    assert delivered_before_kill < EVENTS  # killed in the middle
+    record(
+        "NATS cluster, EVENTS stream leader SIGKILLed during 2000 deliveries",
+        sent=EVENTS,
+        delivered=len(ids_by_seq),
+        distinct_webhook_ids=len(requests),
+        duplicates=sum(requests.values()) - len(requests),
+        delivered_before_kill=delivered_before_kill,
+        api_still_accepting_at_kill=accepting_at_kill,
+        killed=leader,
+        new_leader=after.cluster.leader,
+        new_leader_seen_s=round(elected_after, 1),
+        all_delivered_s_after_kill=round(all_delivered_after, 1),
+    )
