@@ -318,3 +318,38 @@ async def test_an_event_set_aside_is_not_tried_again_and_is_counted_apart_from_t
             text("SELECT failed_at IS NOT NULL FROM outbox_events WHERE id = :id"), {"id": poison}
         )
     assert failed is True
+
+
+async def test_a_relay_that_cannot_publish_waits_its_backoff_out_whatever_commits_notify(
+    committing_session: AsyncSession,
+    db_engine: AsyncEngine,
+    restartable_nats: EmbeddedNats,
+    kit_settings: ServiceSettings,
+) -> None:
+    # A server with no EVENTS stream: every publish has no responder, refused at once (as
+    # while a cluster elects the stream's leader).
+    client = await nats.connect(restartable_nats.url)
+    relay = OutboxRelay(
+        db_engine,
+        client.jetstream(),
+        source="servicekit-tests",
+        database_url=kit_settings.database_url,
+        poll_seconds=0.2,
+    )
+    stop = asyncio.Event()
+    event_type = unique_event_type()
+    try:
+        with capture_logs() as logs:
+            task = asyncio.create_task(relay.run(stop))
+            # 40 commits, each notifying the relay, over 2 s: backing off from 0.2 s
+            # (0.4, 0.8, 1.6), it tries at most 3 times meanwhile, plus one as it stops.
+            for n in range(40):
+                async with committing_session.begin():
+                    await record_event(committing_session, event_type, {"n": n})
+                await asyncio.sleep(0.05)
+            stop.set()
+            await asyncio.wait_for(task, 10)
+    finally:
+        await client.close()
+    attempts = [e for e in logs if e["event"] == "outbox relay could not publish"]
+    assert 1 <= len(attempts) <= 4, [e["error"] for e in attempts]

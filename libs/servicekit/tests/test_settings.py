@@ -100,3 +100,20 @@ def test_production_refuses_any_secret_left_at_its_declared_default(
     monkeypatch.setenv("ENCODED_SVC_ENV", "production")
     with pytest.raises(ValidationError, match="signing_secret has a development default"):
         EncodedDefaultSettings()
+
+
+def test_nats_url_may_list_several_servers_separated_by_commas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NATS_URL", "nats://a:4222, nats://b:4222,,nats://c:4222 ")
+    settings = ExampleSettings()
+    assert settings.nats_servers == ["nats://a:4222", "nats://b:4222", "nats://c:4222"]
+
+
+def test_a_single_nats_server_is_a_list_of_one() -> None:
+    assert ExampleSettings(nats_url="nats://a:4222").nats_servers == ["nats://a:4222"]
+
+
+def test_a_nats_url_naming_no_server_is_refused() -> None:
+    with pytest.raises(ValidationError, match="names no server"):
+        ExampleSettings(nats_url=" , ")

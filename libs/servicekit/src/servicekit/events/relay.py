@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -164,4 +165,10 @@ class OutboxRelay:
                 except Exception as exc:
                     logger.warning("outbox relay could not publish", error=repr(exc))
                     backoff = min(backoff * 2, 30.0)
+                    # Waited out whatever commits notify meanwhile: woken by each, the relay
+                    # retried as fast as the API committed (30 times a second per worker
+                    # while a NATS cluster elected the stream's leader).
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), backoff)
+                    continue
                 await listener.wait(backoff, stop=stop)
