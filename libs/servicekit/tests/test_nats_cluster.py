@@ -15,6 +15,7 @@ from servicekit.embedded.nats import EmbeddedNatsCluster
 from servicekit.embedded.network import free_port
 from servicekit.runtime import NatsConnection
 from servicekit.settings import ServiceSettings
+from structlog.testing import capture_logs
 
 
 @pytest.fixture
@@ -89,14 +90,19 @@ async def test_a_process_moves_to_another_node_when_its_node_is_killed(
         url = connection.client.connected_url
         assert url is not None
         own = next(node for node in cluster.nodes if node.port == url.port)
-        own.kill()
-        # Reconnected by itself (same client: its subscriptions carry on), on another node.
-        for _ in range(100):
-            now = connection.client.connected_url
-            if connection.is_connected and now is not None and now.port != own.port:
-                break
-            await asyncio.sleep(0.1)
+        with capture_logs() as logs:
+            own.kill()
+            # Reconnected by itself (same client: its subscriptions carry on), elsewhere.
+            for _ in range(100):
+                now = connection.client.connected_url
+                if connection.is_connected and now is not None and now.port != own.port:
+                    break
+                await asyncio.sleep(0.1)
         assert connection.is_connected
+        said = [(e["event"], e.get("server")) for e in logs if e["event"].startswith("NATS")]
+        assert ("NATS disconnected; reconnecting", None) in said
+        assert said[-1][0] == "NATS reconnected"
+        assert said[-1][1] != f"127.0.0.1:{own.port}"
         info = await leader_elected(connection, settings.events_stream)
         assert info.cluster is not None
         assert info.cluster.leader != own.server_name

@@ -59,7 +59,12 @@ class NatsConnection:
         delay = 0.2
         while True:
             try:
-                client = await connect_nats(**nats_options(self._settings))
+                client = await connect_nats(
+                    **nats_options(self._settings),
+                    error_cb=self._on_error,
+                    disconnected_cb=self._on_disconnected,
+                    reconnected_cb=self._on_reconnected,
+                )
                 js = client.jetstream()
                 if self._settings.manage_events_stream:
                     await ensure_events_stream(js, self._settings)
@@ -78,6 +83,19 @@ class NatsConnection:
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+    # One line each, where nats-py's own error callback logged a traceback per attempt.
+    async def _on_error(self, exc: Exception) -> None:
+        logger.warning("NATS connection error", error=repr(exc))
+
+    async def _on_disconnected(self) -> None:
+        if self._client is not None and self._client.is_closed:
+            return  # closed on purpose: the process stops
+        logger.warning("NATS disconnected; reconnecting", servers=self._settings.nats_servers)
+
+    async def _on_reconnected(self) -> None:
+        url = None if self._client is None else self._client.connected_url
+        logger.info("NATS reconnected", server=None if url is None else url.netloc)
 
     async def wait_ready(self, timeout: float | None = None) -> None:
         await asyncio.wait_for(self._ready.wait(), timeout)
