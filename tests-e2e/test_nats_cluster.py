@@ -11,6 +11,7 @@ delivery) and the other services' relays are the same servicekit code."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -30,6 +31,7 @@ import pytest
 from conftest import ROOT, ServiceInfo
 from figures import record
 from flows import bearer, register_event_type, subscribe
+from nats.aio.client import Client as NatsClient
 from nats.js.api import StreamInfo
 from processes import workers
 from receivers import Received, Receiver, eventually
@@ -39,6 +41,7 @@ EVENTS = 2000
 # relay publishes through the leader change as dispatch and delivery go on.
 KILL_AFTER = 400
 STACK_START_SECONDS = 60
+DISPATCH_CONSUMER = "webhook-hub-dispatch"
 
 
 @dataclass(frozen=True)
@@ -125,37 +128,52 @@ def cluster_stack(tmp_path: Path) -> Iterator[ClusterStack]:
 
 
 @pytest.fixture
-async def events_stream(cluster_stack: ClusterStack) -> AsyncIterator[Any]:
-    """A JetStream context on the cluster (any node), to read the stream's state."""
+async def operator(cluster_stack: ClusterStack) -> AsyncIterator[NatsClient]:
+    """A client of the cluster (any node), to read and move its leaders as an operator would."""
     client = await nats.connect(
         servers=cluster_stack.nats_url.split(","),
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,
     )
-    yield client.jetstream(timeout=2)
+    yield client
     await client.close()
 
 
-async def stream_info(js: Any, timeout: float = 30) -> StreamInfo:
-    """`EVENTS`' info once it has a leader (none while one is elected)."""
-    found: list[StreamInfo] = []
-
-    async def led() -> bool:
-        try:
-            info = await js.stream_info("EVENTS")
-        except Exception:  # a request the killed node took, or no leader yet
-            return False
-        if info.cluster is not None and info.cluster.leader:
-            found.append(info)
-            return True
-        return False
-
+async def stream_info(client: NatsClient, timeout: float = 30) -> tuple[StreamInfo, str]:
+    """`EVENTS`' info and leader, once it has one (none while one is elected)."""
     deadline = time.monotonic() + timeout
-    while not await led():
+    while True:
+        with contextlib.suppress(Exception):  # a request the killed node took, no leader yet
+            info = await client.jetstream(timeout=2).stream_info("EVENTS")
+            if info.cluster is not None and info.cluster.leader:
+                return info, info.cluster.leader
         if time.monotonic() > deadline:
             raise AssertionError(f"EVENTS has no leader after {timeout} s")
         await asyncio.sleep(0.2)
-    return found[-1]
+
+
+async def consumer_leader(client: NatsClient) -> str | None:
+    """The node leading dispatch's durable consumer (None while one is elected)."""
+    with contextlib.suppress(Exception):
+        info = await client.jetstream(timeout=2).consumer_info("EVENTS", DISPATCH_CONSUMER)
+        return info.cluster.leader if info.cluster is not None else None
+    return None
+
+
+async def lead_dispatch_from(client: NatsClient, node: str, timeout: float = 30) -> None:
+    """Move the leadership of dispatch's durable consumer (a leader of its own) to `node`,
+    as `nats consumer cluster step-down --preferred` does, so killing `node` takes both."""
+    subject = f"$JS.API.CONSUMER.LEADER.STEPDOWN.EVENTS.{DISPATCH_CONSUMER}"
+    request = json.dumps({"placement": {"preferred": node}}).encode()
+    deadline = time.monotonic() + timeout
+    while True:
+        if await consumer_leader(client) == node:
+            return
+        with contextlib.suppress(Exception):  # while one is elected
+            await client.request(subject, request, timeout=5)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"dispatch's consumer not led from {node} after {timeout} s")
+        await asyncio.sleep(0.5)
 
 
 async def produce(http: httpx.AsyncClient, hub: ServiceInfo, event_type: str, count: int) -> None:
@@ -176,14 +194,16 @@ async def produce(http: httpx.AsyncClient, hub: ServiceInfo, event_type: str, co
 
 
 async def test_killing_the_events_stream_leader_loses_no_event_and_sends_each_under_one_id(
-    cluster_stack: ClusterStack, events_stream: Any, http: httpx.AsyncClient, receiver: Receiver
+    cluster_stack: ClusterStack, operator: NatsClient, http: httpx.AsyncClient, receiver: Receiver
 ) -> None:
     hub = cluster_stack.hub
     event_type = f"cluster{uuid.uuid4().hex[:6]}.sent"
     await register_event_type(http, hub, event_type)
     subscription = await subscribe(http, hub, receiver.url, [event_type])
-    before = await stream_info(events_stream)
-    assert before.config.num_replicas == 3
+    stream, leader = await stream_info(operator)
+    assert stream.config.num_replicas == 3
+    assert leader in cluster_stack.nodes
+    await lead_dispatch_from(operator, leader)
     workers_before = {p.pid for p in workers(cluster_stack.pid, "webhook-hub")}
     assert len(workers_before) == 2
 
@@ -193,10 +213,8 @@ async def test_killing_the_events_stream_leader_loses_no_event_and_sends_each_un
 
     production = asyncio.create_task(produce(http, hub, event_type, EVENTS))
     await eventually(lambda: len(ours()) >= KILL_AFTER, 60, what=f"{KILL_AFTER} deliveries made")
-    leading = await stream_info(events_stream)
-    assert leading.cluster is not None
-    leader = leading.cluster.leader
-    assert leader in cluster_stack.nodes
+    _, leader = await stream_info(operator)  # found again as the kill comes
+    dispatch_led_from = await consumer_leader(operator)
     os.kill(cluster_stack.nodes[leader], signal.SIGKILL)
     killed_at = time.monotonic()
     delivered_before_kill = len(ours())
@@ -204,9 +222,8 @@ async def test_killing_the_events_stream_leader_loses_no_event_and_sends_each_un
 
     async def new_leader() -> tuple[str, float]:
         while True:
-            info = await stream_info(events_stream)
-            now = info.cluster.leader if info.cluster is not None else None
-            if now is not None and now != leader:
+            _, now = await stream_info(operator)
+            if now != leader:
                 return now, time.monotonic() - killed_at
             await asyncio.sleep(0.2)
 
@@ -245,6 +262,7 @@ async def test_killing_the_events_stream_leader_loses_no_event_and_sends_each_un
         api_still_accepting_at_kill=accepting_at_kill,
         killed=leader,
         new_leader=elected,
+        dispatch_consumer_leader_killed_too=dispatch_led_from == leader,
         new_leader_seen_s=round(elected_after, 1),
         all_delivered_s_after_kill=round(all_delivered_after, 1),
         # Clients spread over the nodes at random: those on the killed one moved.
