@@ -34,6 +34,10 @@ _MARK_SENT = text("UPDATE outbox_events SET published_at = now() WHERE id = ANY(
 _SET_ASIDE = text("UPDATE outbox_events SET failed_at = now(), last_error = :error WHERE id = :id")
 _PURGE = text("DELETE FROM outbox_events WHERE published_at < :before")
 LOOP = "outbox-relay"
+# After a failed attempt the relay waits its poll interval, doubling up to this. Short: a
+# NATS cluster elects a stream's leader in 4 to 9 s, and every second waited past that is a
+# second added to every event's latency.
+RETRY_MAX_SECONDS = 5.0
 
 
 class OutboxRelay:
@@ -164,7 +168,7 @@ class OutboxRelay:
                         progress(backoff)
                 except Exception as exc:
                     logger.warning("outbox relay could not publish", error=repr(exc))
-                    backoff = min(backoff * 2, 30.0)
+                    backoff = min(backoff * 2, RETRY_MAX_SECONDS)
                     # Waited out whatever commits notify meanwhile: woken by each, the relay
                     # retried as fast as the API committed (30 times a second per worker
                     # while a NATS cluster elected the stream's leader).
