@@ -130,10 +130,15 @@ def cluster_stack(tmp_path: Path) -> Iterator[ClusterStack]:
 @pytest.fixture
 async def operator(cluster_stack: ClusterStack) -> AsyncIterator[NatsClient]:
     """A client of the cluster (any node), to read and move its leaders as an operator would."""
+
+    async def expected(exc: Exception) -> None:
+        """Its node may be the one killed: reconnecting is expected, not an error to print."""
+
     client = await nats.connect(
         servers=cluster_stack.nats_url.split(","),
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,
+        error_cb=expected,
     )
     yield client
     await client.close()
