@@ -234,8 +234,10 @@ class Stack:
             f"{service.prefix}DATABASE_URL", database_url_for(postgres_url, service.database)
         )
         env.setdefault(f"{service.prefix}NATS_URL", nats_url)
-        if self.args.nats_cluster:
-            env.setdefault(f"{service.prefix}EVENTS_STREAM_REPLICAS", "3")
+        if self.nats_cluster is not None:  # not when NATS_URL names servers of one's own
+            env.setdefault(
+                f"{service.prefix}EVENTS_STREAM_REPLICAS", str(len(self.nats_cluster.nodes))
+            )
         env.setdefault(f"{service.prefix}SMTP_URL", smtp_url)
         env[f"{service.prefix}PORT"] = str(self.ports[service.name])
         if service.name == "commerce-content":
