@@ -18,6 +18,7 @@ from servicekit.retention import prune_links
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.dashboard import DASH, sign_in
 from tests.factories import make_client, make_scraper, scraper_body
 
 NOW = datetime(2001, 1, 1, 12, tzinfo=UTC)
@@ -275,3 +276,21 @@ async def test_dashboard_links_expired_longer_than_the_retention_are_deleted(
             {"hashes": [old, recent]},
         )
         assert list(kept) == [recent]
+
+
+# -- the dashboard ------------------------------------------------------------------------------
+
+
+async def test_a_scrapers_dashboard_page_says_which_runs_it_keeps(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    counted = await make_scraper(db_engine, who.owner, keep_runs=25)
+    by_age = await make_scraper(db_engine, who.owner)
+    await sign_in(client, who)
+
+    counted_page = (await client.get(f"{DASH}/scrapers/{counted.id}")).text
+    by_age_page = (await client.get(f"{DASH}/scrapers/{by_age.id}")).text
+
+    assert "<dt>Runs kept</dt><dd>the latest 25 finished, for up to 30 days" in counted_page
+    assert "<dt>Runs kept</dt><dd>30 days after they finish" in by_age_page
