@@ -133,9 +133,12 @@ async def prune_runs(
             async with engine.connect() as connection:
                 chosen = await connection.execute(choose, {**parameters, "runs": run_batch})
                 run_ids = [int(row[0]) for row in chosen]
-            if run_ids:
-                total += await delete_runs(engine, run_ids, batch=batch, progress=progress)
-            if len(run_ids) < run_batch:
+            if not run_ids:
+                break
+            deleted = await delete_runs(engine, run_ids, batch=batch, progress=progress)
+            total += deleted
+            # A short choice was the last; none of a full one deleted would be chosen again.
+            if len(run_ids) < run_batch or deleted.runs == 0:
                 break
     return total
 
