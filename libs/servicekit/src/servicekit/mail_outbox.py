@@ -5,7 +5,8 @@ that doubles from `MAIL_RETRY_FIRST_SECONDS` up to `MAIL_RETRY_MAX_SECONDS` (an 
 `MAIL_MAX_AGE_HOURS` (a week). Only then, or at once when no retry can help (a message that
 cannot be built, a 5xx for its recipients or content), is it dead-lettered: kept with
 `dead_at` and its last error, logged at error level and counted (`mail_dead_lettered_total`,
-`mail_outbox_dead`), never deleted. Each message is tried on its own: one that raises is
+`mail_outbox_dead`), and deleted only `MAIL_RETENTION_DAYS` later, as sent mail is
+(servicekit.retention). Each message is tried on its own: one that raises is
 retried or dead-lettered and the rest of its batch goes on.
 """
 

@@ -6,7 +6,7 @@ import os
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from pydantic import SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -80,6 +80,8 @@ class ServiceSettings(BaseSettings):
     mail_retry_first_seconds: float = 2.0
     mail_retry_max_seconds: float = 3600.0
     mail_max_age_hours: float = 168.0
+    # Mail sent or dead-lettered this long ago is deleted (servicekit.retention).
+    mail_retention_days: float = Field(default=30.0, gt=0)
     log_level: str = "INFO"
     log_json: bool = True
     events_stream: str = "EVENTS"
@@ -97,7 +99,12 @@ class ServiceSettings(BaseSettings):
     manage_events_stream: bool = True
     outbox_batch_size: int = 500
     outbox_poll_seconds: float = 1.0
-    outbox_retention_hours: float = 24.0
+    # Published outbox rows are deleted this long after publication; rows set aside are
+    # kept until an operator deals with them (servicekit.retention).
+    outbox_retention_hours: float = Field(default=24.0, gt=0)
+    # How often each retention loop runs, and the rows it deletes per statement.
+    retention_prune_seconds: float = Field(default=300.0, gt=0)
+    retention_batch_size: int = Field(default=5000, ge=1, le=100_000)
     api_key_prefix: str = "key"
     # Larger request bodies get 413, larger request heads (request line and headers) 431.
     max_request_body_bytes: int = 1024 * 1024

@@ -1,4 +1,5 @@
-"""The long-running worker process: the outbox relay plus whatever loops a service adds."""
+"""The long-running worker process: the outbox relay, its backlog gauge and its retention,
+plus whatever loops a service adds."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -15,6 +15,7 @@ from servicekit.events.backlog import outbox_backlog_loop
 from servicekit.events.registry import EventTypeRegistry
 from servicekit.events.relay import LOOP as RELAY_LOOP
 from servicekit.events.relay import OutboxRelay
+from servicekit.retention import outbox_retention_loop
 from servicekit.runtime import ServiceRuntime
 from servicekit.settings import ServiceSettings
 from servicekit.tracing.setup import configure_tracing, shutdown_tracing
@@ -36,7 +37,6 @@ def outbox_relay_loop(source: str) -> WorkerLoop:
             database_url=settings.database_url,
             batch_size=settings.outbox_batch_size,
             poll_seconds=settings.outbox_poll_seconds,
-            retention=timedelta(hours=settings.outbox_retention_hours),
         )
         runtime.progress.beat(RELAY_LOOP, settings.outbox_poll_seconds)
         await relay.run(stop, lambda wait: runtime.progress.beat(RELAY_LOOP, wait))
@@ -84,7 +84,12 @@ async def _run_loops(
     logger.info("worker started", service=source)
     tasks = [
         asyncio.create_task(each(runtime, stop), name=each.__qualname__)
-        for each in (outbox_relay_loop(source), outbox_backlog_loop, *loops)
+        for each in (
+            outbox_relay_loop(source),
+            outbox_backlog_loop,
+            outbox_retention_loop(runtime.settings),
+            *loops,
+        )
     ]
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait({stopper, *tasks}, return_when=asyncio.FIRST_COMPLETED)

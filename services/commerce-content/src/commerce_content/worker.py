@@ -1,8 +1,10 @@
-"""`commerce-content worker`: the outbox relay, mail, and the expiry of unpaid orders."""
+"""`commerce-content worker`: the outbox relay, mail and its retention, and the expiry of
+unpaid orders."""
 
 import asyncio
 
 from servicekit.mail_outbox import mail_loop
+from servicekit.retention import mail_retention_loop
 from servicekit.worker import run_worker
 
 from commerce_content.events import registry
@@ -15,6 +17,6 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         settings,
         source="commerce-content",
         registry=registry,
-        loops=[mail_loop(settings), order_expiry_loop(settings)],
+        loops=[mail_loop(settings), mail_retention_loop(settings), order_expiry_loop(settings)],
         stop=stop,
     )

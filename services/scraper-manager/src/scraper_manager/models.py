@@ -74,6 +74,8 @@ class Scraper(SQLModel, table=True):
     obey_robots: bool = True
     concurrency: int = 4
     timeout_seconds: int = 30
+    # Keep only this many latest finished runs (with results and logs); None: by age only.
+    keep_runs: int | None = None
     next_fire_at: datetime | None = _tz(default=None)
     created_at: datetime = _tz(default_factory=utcnow)
     updated_at: datetime = _tz(default_factory=utcnow)

@@ -40,6 +40,10 @@ class Settings(PageSettings, LiveStreamSettings):
     # ... for this many days; the worker prunes older lines every `run_log_prune_seconds`.
     run_log_retention_days: int = 30
     run_log_prune_seconds: float = 3600.0
+    # Finished runs are deleted with their results and logs this long after they finished,
+    # or sooner past a scraper's `keep_runs` (scraper_manager.runs.retention), every
+    # `retention_prune_seconds`.
+    result_retention_days: float = Field(default=30.0, gt=0)
     runs_per_worker: int = 4
     run_poll_seconds: float = 1.0
     heartbeat_seconds: float = 1.0

@@ -1,5 +1,5 @@
-"""`webhook-hub worker`: the outbox relay, dispatch and delivery, event-type sync, mail, and the
-NATS request/reply service for other services."""
+"""`webhook-hub worker`: the outbox relay, dispatch and delivery, event-type sync, mail, the
+NATS request/reply service for other services, and the retention of mail and portal links."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from servicekit.events import RawCloudEvent
 from servicekit.events.consumer import EventFeed
 from servicekit.live import LiveAnnouncer
 from servicekit.mail_outbox import mail_loop
+from servicekit.retention import link_retention_loop, mail_retention_loop
 from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop, run_worker
 
@@ -25,7 +26,7 @@ from webhook_hub.dispatch.loop import (
 )
 from webhook_hub.event_types.sync import event_type_sync_loop
 from webhook_hub.events import registry
-from webhook_hub.models import PortalSession
+from webhook_hub.models import PortalLink, PortalSession
 from webhook_hub.nats_service.handlers import subscription_requests_loop
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
@@ -89,6 +90,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             mail_loop(settings),
             subscription_requests_loop(settings),
             session_cleanup_loop(PortalSession, settings.session_cleanup_seconds),
+            mail_retention_loop(settings),
+            link_retention_loop(PortalLink, settings, settings.link_retention_hours),
         ],
         stop=stop,
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -32,7 +31,6 @@ _CLAIM = text(
 )
 _MARK_SENT = text("UPDATE outbox_events SET published_at = now() WHERE id = ANY(:ids)")
 _SET_ASIDE = text("UPDATE outbox_events SET failed_at = now(), last_error = :error WHERE id = :id")
-_PURGE = text("DELETE FROM outbox_events WHERE published_at < :before")
 LOOP = "outbox-relay"
 # After a failed attempt the relay waits its poll interval, doubling up to this. Short: a
 # NATS cluster elects a stream's leader in 4 to 9 s, and every second waited past that is a
@@ -44,11 +42,13 @@ class OutboxRelay:
     """Claims pending rows with SKIP LOCKED (so several workers share the work), publishes them
     with `Nats-Msg-Id` = event id (so a row published twice is one stream message) and marks them
     sent in the same transaction. Woken by LISTEN/NOTIFY, with polling as the fall-back.
+    Published rows are deleted later by their own loop (servicekit.retention).
 
     A row that cannot be published (its envelope cannot be made, NATS refuses that message:
     past its size limit, say) is set aside with its error (`failed_at`, `last_error`; kept,
-    never purged) and the rest of its batch goes on. NATS or the database being away is not
-    the row's fault: the whole batch stays and is tried again (`servicekit.loops.is_outage`).
+    retention too leaves it to an operator) and the rest of its batch goes on. NATS or the
+    database being away is not the row's fault: the whole batch stays and is tried again
+    (`servicekit.loops.is_outage`).
     """
 
     def __init__(
@@ -60,7 +60,6 @@ class OutboxRelay:
         database_url: str,
         batch_size: int = 500,
         poll_seconds: float = 1.0,
-        retention: timedelta = timedelta(hours=24),
         publish_timeout: float = 5.0,
     ) -> None:
         self._engine = engine
@@ -69,7 +68,6 @@ class OutboxRelay:
         self._database_url = database_url
         self._batch_size = batch_size
         self._poll_seconds = poll_seconds
-        self._retention = retention
         self._publish_timeout = publish_timeout
 
     async def publish_pending(self) -> int:
@@ -137,18 +135,11 @@ class OutboxRelay:
                 headers={"Nats-Msg-Id": str(event.id), **trace_headers},
             )
 
-    async def purge_published(self) -> int:
-        async with self._engine.begin() as conn:
-            before = datetime.now(UTC) - self._retention
-            result = await conn.execute(_PURGE, {"before": before})
-            return int(getattr(result, "rowcount", 0) or 0)
-
     async def run(
         self, stop: asyncio.Event, progress: Callable[[float], None] | None = None
     ) -> None:
         """Until `stop`; `progress(wait)` after each completed iteration (servicekit.loops)."""
         backoff = self._poll_seconds
-        last_purge = datetime.min.replace(tzinfo=UTC)
         async with NotifyListener(
             self._database_url, OUTBOX_CHANNEL, poll_seconds=self._poll_seconds
         ) as listener:
@@ -161,9 +152,6 @@ class OutboxRelay:
                         if progress is not None:
                             progress(0.0)  # a long backlog drains batch by batch
                     backoff = self._poll_seconds
-                    if datetime.now(UTC) - last_purge > timedelta(minutes=10):
-                        await self.purge_published()
-                        last_purge = datetime.now(UTC)
                     if progress is not None:
                         progress(backoff)
                 except Exception as exc:

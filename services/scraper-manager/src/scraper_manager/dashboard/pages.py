@@ -313,6 +313,7 @@ def router(pages: Pages) -> APIRouter:
         user: PageSessionDep,
         service: ScraperServiceDep,
         runs: RunServiceDep,
+        settings: SettingsDep,
         cursor: Annotated[str | None, Query(max_length=20)] = None,
     ) -> HTMLResponse:
         scraper = await service.get(user.owner, scraper_id)
@@ -334,6 +335,7 @@ def router(pages: Pages) -> APIRouter:
                 ),
                 "next_cursor": history.next_cursor,
                 "duration": duration,
+                "retention_days": f"{settings.result_retention_days:g}",
                 "can_write": user.can(AccessLevel.WRITE),
                 "can_delete": user.can(AccessLevel.ADMIN),
             },

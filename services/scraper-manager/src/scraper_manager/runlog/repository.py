@@ -150,6 +150,15 @@ class RunLogRepository:
                 return
             after = rows[-1].id
 
-    async def prune(self, before: datetime) -> int:
-        result = await self.session.exec(delete(RunLogLine).where(col(RunLogLine.at) < before))
+    async def prune(self, before: datetime, limit: int) -> int:
+        """Up to `limit` lines written before `before`, oldest first (`ix_run_log_lines_at`):
+        one short statement of a batched deletion, never the whole backlog at once."""
+        chosen = (
+            select(RunLogLine.id)
+            .where(col(RunLogLine.at) < before)
+            .order_by(col(RunLogLine.at))
+            .limit(limit)
+        )
+        statement = delete(RunLogLine).where(col(RunLogLine.id).in_(chosen.scalar_subquery()))
+        result = await self.session.exec(statement)
         return int(result.rowcount or 0)

@@ -15,6 +15,9 @@ from scraper_manager.models import LogLevel, Run, RunLogLine
 from scraper_manager.runlog.repository import RunLogRepository
 from scraper_manager.runs.service import RunService
 
+# Log lines deleted per transaction by retention.
+PRUNE_BATCH = 5000
+
 
 def text_line(line: RunLogLine) -> str:
     """`<time> <LEVEL> <message> key=value ...`, values as JSON (so spaces stay unambiguous)."""
@@ -69,8 +72,19 @@ class RunLogService:
 
 
 async def prune_run_logs(
-    session_factory: async_sessionmaker[AsyncSession], *, now: datetime, retention_days: int
+    session_factory: async_sessionmaker[AsyncSession],
+    *,
+    now: datetime,
+    retention_days: int,
+    batch: int = PRUNE_BATCH,
 ) -> int:
-    """Delete the log lines older than the retention; `now` is the caller's clock."""
-    async with session_factory() as session, session.begin():
-        return await RunLogRepository(session).prune(retention_cutoff(now, retention_days))
+    """Delete the log lines older than the retention, `batch` lines per transaction; how many.
+    `now` is the caller's clock."""
+    before = retention_cutoff(now, retention_days)
+    total = 0
+    while True:
+        async with session_factory() as session, session.begin():
+            deleted = await RunLogRepository(session).prune(before, batch)
+        total += deleted
+        if deleted < batch:
+            return total

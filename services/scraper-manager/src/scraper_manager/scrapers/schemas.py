@@ -121,6 +121,7 @@ SCRAPER_EXAMPLE: dict[str, Any] = {
     "obey_robots": True,
     "concurrency": 4,
     "timeout_seconds": 30,
+    "keep_runs": None,
     "status": "completed",
     "next_run_at": "2026-11-23T05:00:00Z",
     "created_at": "2026-11-22T09:00:00Z",
@@ -151,6 +152,15 @@ class ScraperFields(BaseModel):
     obey_robots: bool = True
     concurrency: int = Field(default=4, ge=1, le=32)
     timeout_seconds: int = Field(default=30, ge=1, le=120)
+    keep_runs: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000,
+        description=(
+            "Keep only this many latest finished runs, with their results and logs (the "
+            "latest run is always kept); null: runs are kept for the service's retention days"
+        ),
+    )
 
 
 class ScraperConfig(ScraperFields):
@@ -193,6 +203,7 @@ class ScraperPatch(BaseModel):
     obey_robots: bool | None = None
     concurrency: int | None = Field(default=None, ge=1, le=32)
     timeout_seconds: int | None = Field(default=None, ge=1, le=120)
+    keep_runs: int | None = Field(default=None, ge=1, le=10_000)
 
     @field_validator("url")
     @classmethod

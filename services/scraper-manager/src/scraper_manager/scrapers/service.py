@@ -96,7 +96,7 @@ class ScraperService:
             self._check_pool(changes["proxy_pool"])
         if changes.get("url") is not None:
             await self._check_address(changes["url"])
-        nullable = {"schedule", "proxy_pool", "max_depth", "follow", "item_selector"}
+        nullable = {"schedule", "proxy_pool", "max_depth", "follow", "item_selector", "keep_runs"}
         for field, value in changes.items():
             if value is not None or field in nullable:
                 setattr(scraper, field, value)
