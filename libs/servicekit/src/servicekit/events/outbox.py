@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,3 +54,61 @@ async def record_event(
         connection = await session.connection()
         await connection.execute(text(f"NOTIFY {OUTBOX_CHANNEL}"))
     return event.id
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """One event for `record_events`: its data already a JSON object's text."""
+
+    id: uuid.UUID
+    type: str
+    data_json: str
+    tenant: str | None = None
+
+
+# Every row in one statement, in the order given (their `seq`, hence publication order), and
+# the relay woken once; unnest keeps the statement the same whatever the number of rows, so it
+# is prepared once. The channel is OUTBOX_CHANNEL's.
+_INSERT_MANY = text(
+    """
+    WITH inserted AS (
+        INSERT INTO outbox_events (id, type, tenant, data, traceparent, tracestate, occurred_at)
+        SELECT id, type, tenant, CAST(data AS jsonb), traceparent, tracestate, now()
+        FROM unnest(
+            CAST(:ids AS uuid[]), CAST(:types AS text[]), CAST(:tenants AS text[]),
+            CAST(:data AS text[]), CAST(:traceparents AS text[]), CAST(:tracestates AS text[])
+        ) AS e(id, type, tenant, data, traceparent, tracestate)
+        RETURNING 1
+    )
+    SELECT pg_notify('outbox_events', '') FROM (SELECT 1 FROM inserted LIMIT 1) AS written
+    """
+)
+
+
+async def record_events(session: AsyncSession, events: Sequence[NewEvent]) -> None:
+    """`record_event` for many events at once: one statement in the session's transaction,
+    rather than a flush and a NOTIFY each (what an HTTP batch of 500 would otherwise cost).
+    Each event still gets its own outbox record span when tracing is on."""
+    if not events:
+        return
+    for event in events:
+        if not _TYPE_RE.match(event.type):
+            raise ValueError(f"event type {event.type!r} is not of the form <resource>.<action>")
+    parents: list[str | None] = []
+    states: list[str | None] = []
+    for event in events:
+        with outbox_record_span(event.type, str(event.id)) as trace_headers:
+            parents.append(trace_headers.get(TRACEPARENT))
+            states.append(trace_headers.get(TRACESTATE))
+    connection = await session.connection()
+    await connection.execute(
+        _INSERT_MANY,
+        {
+            "ids": [event.id for event in events],
+            "types": [event.type for event in events],
+            "tenants": [event.tenant for event in events],
+            "data": [event.data_json for event in events],
+            "traceparents": parents,
+            "tracestates": states,
+        },
+    )
