@@ -140,6 +140,37 @@ class BatchEventResult(BaseModel):
 
 
 class EventBatchResults(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [
+                        {
+                            "result": "accepted",
+                            "status": 202,
+                            "id": "5d6e7f80-9a1b-4c2d-8e3f-4a5b6c7d8e9f",
+                        },
+                        {
+                            "result": "duplicate",
+                            "status": 202,
+                            "id": "0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f",
+                        },
+                        {
+                            "result": "refused",
+                            "status": 403,
+                            "code": "event_type_not_owned",
+                            "error": "Event type 'order.paid' is not a type you registered "
+                            "(POST /webhooks/event-types); services' types need an operator key",
+                        },
+                    ],
+                    "accepted": 1,
+                    "duplicates": 1,
+                    "refused": 1,
+                }
+            ]
+        }
+    )
+
     results: list[BatchEventResult]
     accepted: int = Field(description="events recorded by this batch")
     duplicates: int = Field(description="events whose key was held: the first event's id")
