@@ -352,3 +352,23 @@ async def test_a_body_that_is_not_a_batch_is_422_for_the_whole(
 def test_a_repeated_key_points_at_its_first_occurrence() -> None:
     assert first_of_each_key(["a", None, "b", "a", None, "b", "a"]) == {3: 0, 5: 2, 6: 0}
     assert first_of_each_key([None, None]) == {}
+
+
+async def test_a_number_no_float_holds_refuses_the_whole_batch(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    """The input guard reads the whole body before any event is parsed (see the README)."""
+    producer = await make_consumer(db_engine, "admin")
+    kind = await schema_type(client, producer)
+    before = await outbox_count(db_engine)
+    response = await client.post(
+        BATCH,
+        content=(
+            f'{{"events": [{{"type": "{kind}", "data": {{"total": 1}}}},'
+            f' {{"type": "{kind}", "data": {{"total": 1e400}}}}]}}'
+        ),
+        headers={**producer.headers, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert response.json()["code"] == "validation_error"
+    assert await outbox_count(db_engine) == before
