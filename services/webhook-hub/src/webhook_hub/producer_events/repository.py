@@ -3,6 +3,7 @@ already held, and pruning keys past their window. Every statement takes a batch 
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -13,12 +14,13 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 # A key is claimed when it is new or its holder is older than the window (then the key starts
 # a new event). Inserted in key order, so two batches sharing keys lock them in the same order
-# and cannot deadlock each other.
+# and cannot deadlock each other. The pairs travel as one JSON array (psycopg dumps a list
+# as an array element by element, in Python).
 _CLAIM = text(
     """
     INSERT INTO idempotency_keys (owner, key, event_id, created_at)
     SELECT :owner, k.key, k.event_id, now()
-    FROM unnest(CAST(:keys AS text[]), CAST(:event_ids AS uuid[])) AS k(key, event_id)
+    FROM jsonb_to_recordset(CAST(:claims AS jsonb)) AS k(key text, event_id uuid)
     ORDER BY k.key
     ON CONFLICT (owner, key) DO UPDATE
         SET event_id = EXCLUDED.event_id, created_at = EXCLUDED.created_at
@@ -55,8 +57,12 @@ class IdempotencyKeyRepository:
             _CLAIM,
             {
                 "owner": owner,
-                "keys": list(candidates),
-                "event_ids": list(candidates.values()),
+                "claims": json.dumps(
+                    [
+                        {"key": key, "event_id": str(event_id)}
+                        for key, event_id in candidates.items()
+                    ]
+                ),
                 "expired_before": expired_before,
             },
         )

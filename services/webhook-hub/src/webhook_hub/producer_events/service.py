@@ -14,7 +14,6 @@ claimed at once, the outbox rows inserted at once).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -151,9 +150,7 @@ class ProducerEventService:
                 event_id, fresh = held[key], key in fresh_keys
             outcomes[position] = Accepted(event_id, fresh)
             if fresh:
-                written.append(
-                    NewEvent(event_id, item.event.type, _data_json(item.event), tenant=tenant)
-                )
+                written.append(NewEvent(event_id, item.event.type, item.event.data, tenant=tenant))
         for index, first in repeats.items():
             first_outcome = outcomes[passed[first][0]]
             assert isinstance(first_outcome, Accepted)
@@ -184,8 +181,3 @@ class ProducerEventService:
             if not pending:
                 return ids, fresh
         raise RuntimeError(f"idempotency keys neither claimed nor held: {sorted(pending)}")
-
-
-def _data_json(event: EventSubmission) -> str:
-    # Non-finite numbers never get here (the input guard refuses them, as JSON has none).
-    return json.dumps(event.data, separators=(",", ":"), allow_nan=False)
