@@ -372,3 +372,24 @@ async def test_a_number_no_float_holds_refuses_the_whole_batch(
     assert response.status_code == 422
     assert response.json()["code"] == "validation_error"
     assert await outbox_count(db_engine) == before
+
+
+async def test_events_are_checked_against_the_types_schema_as_changed_since_the_last_event(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    """Validators are cached by the schema's text: a changed schema is never checked stale."""
+    producer = await make_consumer(db_engine, "admin")
+    kind = await schema_type(client, producer)
+    event = {"type": kind, "data": {"total": 1}}
+    assert (
+        await client.post("/webhooks/events", json=event, headers=producer.headers)
+    ).status_code == 202
+    stricter = {**SCHEMA, "required": ["total", "currency"]}
+    patched = await client.patch(
+        f"/webhooks/event-types/{kind}",
+        json={"schema": stricter, "example_payload": {"total": 1, "currency": "EUR"}},
+        headers=producer.headers,
+    )
+    assert patched.status_code == 200, patched.text
+    (result,) = await batch(client, producer, [event])
+    assert (result["status"], result["code"]) == (422, "event_data_invalid")
