@@ -13,7 +13,7 @@ PYTEST := $(RUN) pytest -p no:cacheprovider
 # `make test`'s suites, longest first (see `test`).
 SUITES := suite-e2e $(addprefix suite-,$(SERVICES)) suite-servicekit
 
-.PHONY: help install run test test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench fuzz browser
+.PHONY: help install run test test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench fuzz browser wrk
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
@@ -24,7 +24,7 @@ help:
 	@echo "make fmt      format and auto-fix"
 	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
 	@echo "make fuzz     schemathesis with NUL and lone surrogates, FUZZ_EXAMPLES per operation (default 100), new inputs each run"
-	@echo "make bench    benchmarks that print their figures (webhook delivery, crawling vs Scrapy, GraphQL vs REST, tracing overhead)"
+	@echo "make bench    benchmarks that print their figures (webhook delivery and HTTP ingest, crawling vs Scrapy, GraphQL vs REST, tracing overhead)"
 	@echo "make clean    remove the dev data (.data/) and caches"
 
 $(CURDIR)/.tools/bin/uv:
@@ -123,8 +123,14 @@ fuzz: install
 		$(PYTEST) tests/test_graphql_fuzz.py) || status=1; exit $$status
 
 # Figures, not pass/fail: each benchmark starts its own servers on loopback and stops itself.
-bench: install
+# wrk (Debian's package) drives the HTTP front door's benchmark: installed here when missing.
+wrk:
+	@command -v wrk > /dev/null || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq wrk; }
+
+bench: install wrk
 	$(RUN) python services/webhook-hub/bench/run.py --workers 2
+	$(RUN) python services/webhook-hub/bench/ingest.py --processes 2
 	$(RUN) python services/webhook-hub/bench/live_streams.py
 	UV=$(UV) $(RUN) python services/scraper-manager/bench/run.py
 	$(RUN) python services/commerce-content/bench/run.py

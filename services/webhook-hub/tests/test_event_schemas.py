@@ -7,7 +7,9 @@ from webhook_hub.event_types.schema_check import (
     MAX_REPORTED,
     SchemaProblem,
     check_schema,
+    compiled_schema,
     payload_errors,
+    validator_errors,
 )
 
 ORDER = {
@@ -76,3 +78,12 @@ def test_a_ref_inside_the_schema_resolves() -> None:
     assert payload_errors(schema, {"total": "x"}, "data") == [
         "data.total: 'x' is not of type 'number'"
     ]
+
+
+def test_a_schema_text_is_compiled_once_and_a_changed_text_gets_its_own_validator() -> None:
+    first = compiled_schema('{"type": "object", "required": ["x"]}')
+    assert compiled_schema('{"type": "object", "required": ["x"]}') is first
+    changed = compiled_schema('{"type": "object", "required": ["y"]}')
+    assert validator_errors(first, {"y": 1}, "data") == ["data: 'x' is a required property"]
+    assert validator_errors(changed, {"y": 1}, "data") == []
+    assert compiled_schema("{}") is None

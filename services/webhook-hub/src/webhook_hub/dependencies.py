@@ -42,7 +42,9 @@ async def http_resources(app: FastAPI, runtime: ServiceRuntime) -> AsyncIterator
         yield
 
 
-def get_settings(request: Request) -> Settings:
+# Every dependency here is `async def`: FastAPI runs a plain `def` one in its thread pool, a
+# hand-off per request that cost the single-event endpoint more than the dependency itself.
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
@@ -50,34 +52,36 @@ def get_settings(request: Request) -> Settings:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
-def get_prober(request: Request) -> EndpointProber:
+async def get_prober(request: Request) -> EndpointProber:
     prober: EndpointProber = request.app.state.prober
     return prober
 
 
-def get_subscription_service(
+async def get_subscription_service(
     session: SessionDep, settings: SettingsDep, request: Request
 ) -> SubscriptionService:
     return SubscriptionService(session, settings, request.app.state.endpoint_guard)
 
 
-def get_delivery_service(session: SessionDep) -> DeliveryService:
+async def get_delivery_service(session: SessionDep) -> DeliveryService:
     return DeliveryService(session)
 
 
-def get_event_type_service(session: SessionDep) -> EventTypeService:
+async def get_event_type_service(session: SessionDep) -> EventTypeService:
     return EventTypeService(session)
 
 
-def get_producer_event_service(session: SessionDep, settings: SettingsDep) -> ProducerEventService:
+async def get_producer_event_service(
+    session: SessionDep, settings: SettingsDep
+) -> ProducerEventService:
     return ProducerEventService(session, timedelta(hours=settings.idempotency_window_hours))
 
 
-def get_consumer_service(session: SessionDep) -> ConsumerService:
+async def get_consumer_service(session: SessionDep) -> ConsumerService:
     return ConsumerService(session)
 
 
-def get_portal_link_service(session: SessionDep) -> SignInLinks[PortalLink]:
+async def get_portal_link_service(session: SessionDep) -> SignInLinks[PortalLink]:
     return portal_links(session)
 
 

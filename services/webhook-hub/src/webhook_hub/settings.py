@@ -65,6 +65,8 @@ class Settings(PageSettings, LiveStreamSettings):
     # metadata and link-local addresses stay refused in every environment.
     ssrf_protection: bool | None = None
     idempotency_window_hours: float = 24.0
+    # The worker deletes keys past the window this often (in batches: producer_events/pruning).
+    idempotency_prune_seconds: float = Field(default=300.0, gt=0)
     # Where people reach this service (portal links are built on it); empty: the address of
     # the request that asks for a link, or http://127.0.0.1:<port> from the CLI.
     public_url: str = ""

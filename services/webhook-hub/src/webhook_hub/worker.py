@@ -28,6 +28,7 @@ from webhook_hub.event_types.sync import event_type_sync_loop
 from webhook_hub.events import registry
 from webhook_hub.models import PortalLink, PortalSession
 from webhook_hub.nats_service.handlers import subscription_requests_loop
+from webhook_hub.producer_events.pruning import idempotency_pruning_loop
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 
@@ -92,6 +93,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             session_cleanup_loop(PortalSession, settings.session_cleanup_seconds),
             mail_retention_loop(settings),
             link_retention_loop(PortalLink, settings, settings.link_retention_hours),
+            idempotency_pruning_loop(settings),
         ],
         stop=stop,
     )

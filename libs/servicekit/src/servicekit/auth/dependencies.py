@@ -34,7 +34,7 @@ class Principal:
 
 
 async def principal_from_api_key(session: SessionDep, token: str) -> Principal | None:
-    record = await ApiKeyRepository(session).find_active(token)
+    record = await ApiKeyRepository(session).find_active_key(token)
     if record is None:
         return None
     return Principal(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +30,21 @@ _REGISTER = text(
 ).bindparams(
     bindparam("example", type_=postgresql.JSONB), bindparam("schema", type_=postgresql.JSONB)
 )
+
+
+# What submitting an event needs of its type, one row per name asked; the schema as the text
+# PostgreSQL writes it, which is also the key of its compiled validator (schema_check).
+_SUBMITTABLE = text(
+    "SELECT name, owner, is_active, schema::text FROM event_types WHERE name = ANY(:names)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SubmittableType:
+    name: str
+    owner: str | None
+    is_active: bool
+    schema_json: str
 
 
 class EventTypeRepository:
@@ -61,6 +77,12 @@ class EventTypeRepository:
 
     async def get(self, name: str) -> EventType | None:
         return await self.session.get(EventType, name)
+
+    async def submittable(self, names: Iterable[str]) -> dict[str, SubmittableType]:
+        """The types of these names that exist, by name (one statement for a whole batch)."""
+        connection = await self.session.connection()
+        rows = await connection.execute(_SUBMITTABLE, {"names": list(set(names))})
+        return {row[0]: SubmittableType(*row) for row in rows}
 
     async def get_for_update(self, name: str) -> EventType | None:
         statement = select(EventType).where(EventType.name == name).with_for_update()

@@ -4,6 +4,8 @@ schema itself (an empty registry), so a schema cannot make the hub fetch a URL."
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any, cast
 
 from jsonschema import Draft202012Validator, validators
@@ -55,7 +57,25 @@ def payload_errors(schema: dict[str, Any], payload: Any, prefix: str) -> list[st
     everything. Raises SchemaProblem when a `$ref` the payload reaches does not resolve."""
     if not schema:
         return []
-    validator = _validator_class(schema)(schema, registry=Registry())
+    return validator_errors(_validator_class(schema)(schema, registry=Registry()), payload, prefix)
+
+
+@lru_cache(maxsize=256)
+def compiled_schema(schema_json: str) -> Validator | None:
+    """The validator of a schema given as JSON text (as the database reads it out), built once
+    per distinct text: building one cost more than checking a small event with it. Keyed by
+    the text itself, so a changed schema is a new entry and never a stale validator. None for
+    an empty schema (everything passes). Raises SchemaProblem as `payload_errors` does."""
+    schema = json.loads(schema_json)
+    if not schema:
+        return None
+    return _validator_class(schema)(schema, registry=Registry())
+
+
+def validator_errors(validator: Validator | None, payload: Any, prefix: str) -> list[str]:
+    """`payload_errors` with a validator built beforehand (`compiled_schema`)."""
+    if validator is None:
+        return []
     try:
         errors = sorted(validator.iter_errors(payload), key=lambda e: list(map(str, e.path)))
     except Unresolvable as exc:

@@ -27,8 +27,14 @@ from webhook_hub.errors import (
     ExampleDoesNotMatchSchema,
     InvalidEventSchema,
 )
-from webhook_hub.event_types.repository import EventTypeRepository
-from webhook_hub.event_types.schema_check import SchemaProblem, check_schema, payload_errors
+from webhook_hub.event_types.repository import EventTypeRepository, SubmittableType
+from webhook_hub.event_types.schema_check import (
+    SchemaProblem,
+    check_schema,
+    compiled_schema,
+    payload_errors,
+    validator_errors,
+)
 from webhook_hub.event_types.schemas import EventTypeRegistration, EventTypeUpdate
 from webhook_hub.events import TEST_EVENT_TYPE, registry
 from webhook_hub.models import EventType
@@ -45,14 +51,14 @@ def checked_schema(schema: dict[str, Any], example: dict[str, Any]) -> None:
         raise ExampleDoesNotMatchSchema("; ".join(problems), extra={"errors": problems})
 
 
-def checked_event_data(event_type: EventType, data: dict[str, Any]) -> None:
+def checked_event_data(event_type: SubmittableType, data: dict[str, Any]) -> None:
     """422 when the type is deactivated, or `data` breaks its schema (naming where)."""
     if not event_type.is_active:
         raise EventTypeInactive(
             f"Event type {event_type.name!r} is deactivated: events of it are refused"
         )
     try:
-        problems = payload_errors(event_type.schema_, data, "data")
+        problems = validator_errors(compiled_schema(event_type.schema_json), data, "data")
     except SchemaProblem as exc:
         raise EventDataInvalid(
             f"{event_type.name!r} has a schema that cannot apply: {exc}"

@@ -17,7 +17,15 @@ from webhook_hub.errors import (
     TenantNotAllowed,
     declared,
 )
-from webhook_hub.producer_events.schemas import EventAccepted, EventSubmission
+from webhook_hub.producer_events.schemas import (
+    BatchEventResult,
+    EventAccepted,
+    EventBatch,
+    EventBatchResults,
+    EventSubmission,
+    parse_batched_event,
+)
+from webhook_hub.producer_events.service import Accepted, Submission
 
 router = APIRouter(prefix="/events", tags=["events"])
 
@@ -49,3 +57,57 @@ async def submit_event(
     if not fresh:
         response.headers["Idempotent-Replayed"] = "true"
     return EventAccepted(id=event_id)
+
+
+@router.post(
+    "/batch",
+    response_model=EventBatchResults,
+    status_code=status.HTTP_200_OK,
+    responses=declared(*AUTH, *BODY),
+    summary="Submit events in a batch",
+)
+async def submit_events(
+    body: EventBatch, principal: AdminPrincipal, service: ProducerEventServiceDep
+) -> EventBatchResults:
+    """Up to 500 events, each `{type, data, tenant?, idempotency_key?}` as the
+    single form's body with its `Idempotency-Key` inside, judged exactly as the single form
+    judges it, one by one. The answer has one result per event, in order: `accepted` (202,
+    its id), `duplicate` (202, the id of the key's first event, within the window or earlier
+    in this batch; nothing recorded) or `refused` (the single form's status, `code` and
+    `error` for that event, e.g. 403 `event_type_not_owned` or 422 `event_data_invalid`), so
+    a bad event refuses only itself. Every accepted event is recorded in one transaction. A
+    body that is not such a batch (not an object, no `events`, more than 500 or none) is a
+    422 for the whole (`MAX_BATCH_EVENTS`)."""
+    outcomes = await service.submit_batch(
+        principal,
+        [
+            Submission(parsed, parsed.idempotency_key)
+            if not isinstance(parsed := parse_batched_event(raw), Exception)
+            else parsed
+            for raw in body.events
+        ],
+    )
+    results: list[BatchEventResult] = []
+    counts = {"accepted": 0, "duplicate": 0, "refused": 0}
+    for outcome in outcomes:
+        if isinstance(outcome, Accepted):
+            kind = "accepted" if outcome.fresh else "duplicate"
+            result = BatchEventResult(result=kind, status=202, id=outcome.id)
+        else:
+            error = outcome.error
+            kind = "refused"
+            result = BatchEventResult(
+                result=kind,
+                status=error.status_code,
+                code=error.code,
+                error=error.message,
+                **error.extra,
+            )
+        counts[kind] += 1
+        results.append(result)
+    return EventBatchResults(
+        results=results,
+        accepted=counts["accepted"],
+        duplicates=counts["duplicate"],
+        refused=counts["refused"],
+    )

@@ -6,35 +6,93 @@ only) submits any type for any tenant, or for everyone. Whoever submits it, an e
 registered type is refused while the type is deactivated and must match its schema (422,
 nothing recorded); an operator's event of a type nobody registered is accepted as it is and
 reaches `*` subscriptions only (nobody can subscribe to the name).
+
+A single event is a batch of one: both forms go through `submit_batch`, so they are judged
+by the same rules and written by the same statements (the types read at once, the keys
+claimed at once, the outbox rows inserted at once).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import Principal
-from servicekit.events import new_event_id, record_event
-from sqlalchemy import text
+from servicekit.errors import ServiceError
+from servicekit.events import new_event_id
+from servicekit.events.outbox import NewEvent, record_events
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.errors import EventTypeNotOwned, TenantNotAllowed
-from webhook_hub.event_types.repository import EventTypeRepository
+from webhook_hub.event_types.repository import EventTypeRepository, SubmittableType
 from webhook_hub.event_types.service import checked_event_data
+from webhook_hub.producer_events.repository import IdempotencyKeyRepository
 from webhook_hub.producer_events.schemas import EventSubmission
 
-_CLAIM_KEY = text(
-    """
-    INSERT INTO idempotency_keys (owner, key, event_id, created_at)
-    VALUES (:owner, :key, :event_id, now())
-    ON CONFLICT (owner, key) DO UPDATE
-        SET event_id = EXCLUDED.event_id, created_at = EXCLUDED.created_at
-        WHERE idempotency_keys.created_at < :expired_before
-    RETURNING event_id
-    """
-)
-_EXISTING = text("SELECT event_id FROM idempotency_keys WHERE owner = :owner AND key = :key")
+# A key read as held but gone when read (pruned between the two statements, at the window's
+# very edge) is claimed again; more rounds than this would mean something else is wrong.
+_CLAIM_ROUNDS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    id: uuid.UUID
+    # False: the key was held inside the window, and `id` is its first event's.
+    fresh: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    error: ServiceError
+
+
+Outcome = Accepted | Refused
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    event: EventSubmission
+    idempotency_key: str | None
+
+
+def event_tenant(
+    principal: Principal, submission: EventSubmission, event_type: SubmittableType | None
+) -> str | None:
+    """The tenant the event is recorded for; 403 when the caller may not send it, 422 when
+    its type is deactivated or its data breaks the type's schema."""
+    if principal.level is AccessLevel.OPERATOR:
+        if event_type is not None:
+            checked_event_data(event_type, submission.data)
+        return submission.tenant
+    if submission.tenant is not None and submission.tenant != principal.owner:
+        raise TenantNotAllowed()
+    # The same answer whether the name is unknown, a service's or another owner's: no oracle
+    # for other owners' type names.
+    if event_type is None or event_type.owner != principal.owner:
+        raise EventTypeNotOwned(
+            f"Event type {submission.type!r} is not a type you registered "
+            "(POST /webhooks/event-types); services' types need an operator key"
+        )
+    checked_event_data(event_type, submission.data)
+    return principal.owner
+
+
+def first_of_each_key(keys: Sequence[str | None]) -> dict[int, int]:
+    """For each position holding a key seen earlier in the batch, the position of its first
+    occurrence: later ones are duplicates of the first, whatever becomes of it."""
+    first: dict[str, int] = {}
+    repeats: dict[int, int] = {}
+    for position, key in enumerate(keys):
+        if key is None:
+            continue
+        if key in first:
+            repeats[position] = first[key]
+        else:
+            first[key] = position
+    return repeats
 
 
 class ProducerEventService:
@@ -42,54 +100,84 @@ class ProducerEventService:
         self.session = session
         self.window = window
 
-    async def authorize(self, principal: Principal, submission: EventSubmission) -> str | None:
-        """The tenant the event is recorded for; 403 when the caller may not send it, 422
-        when its type is deactivated or its data breaks the type's schema."""
-        event_type = await EventTypeRepository(self.session).get(submission.type)
-        if principal.level is AccessLevel.OPERATOR:
-            if event_type is not None:
-                checked_event_data(event_type, submission.data)
-            return submission.tenant
-        if submission.tenant is not None and submission.tenant != principal.owner:
-            raise TenantNotAllowed()
-        # The same answer whether the name is unknown, a service's or another owner's: no
-        # oracle for other owners' type names.
-        if event_type is None or event_type.owner != principal.owner:
-            raise EventTypeNotOwned(
-                f"Event type {submission.type!r} is not a type you registered "
-                "(POST /webhooks/event-types); services' types need an operator key"
-            )
-        checked_event_data(event_type, submission.data)
-        return principal.owner
-
     async def submit(
         self, principal: Principal, submission: EventSubmission, idempotency_key: str | None
     ) -> tuple[uuid.UUID, bool]:
-        """The event's id, and whether it is new (False: the key was seen inside the window)."""
-        tenant = await self.authorize(principal, submission)
-        owner = principal.owner
-        if idempotency_key is None:
-            return await self._record(submission, tenant), True
-        connection = await self.session.connection()
-        candidate = new_event_id()
-        claimed = await connection.scalar(
-            _CLAIM_KEY,
-            {
-                "owner": owner,
-                "key": idempotency_key,
-                "event_id": candidate,
-                "expired_before": datetime.now(UTC) - self.window,
-            },
-        )
-        if claimed is None:
-            existing = await connection.scalar(_EXISTING, {"owner": owner, "key": idempotency_key})
-            assert isinstance(existing, uuid.UUID)
-            return existing, False
-        return await self._record(submission, tenant, claimed), True
+        """The event's id, and whether it is new (False: the key was seen inside the window);
+        the error of a refused event raised."""
+        (outcome,) = await self.submit_batch(principal, [Submission(submission, idempotency_key)])
+        if isinstance(outcome, Refused):
+            raise outcome.error
+        return outcome.id, outcome.fresh
 
-    async def _record(
-        self, submission: EventSubmission, tenant: str | None, event_id: uuid.UUID | None = None
-    ) -> uuid.UUID:
-        return await record_event(
-            self.session, submission.type, submission.data, tenant=tenant, event_id=event_id
-        )
+    async def submit_batch(
+        self, principal: Principal, items: Sequence[Submission | ServiceError]
+    ) -> list[Outcome]:
+        """One outcome per item, in order. An item that is already an error (its body did not
+        parse) is refused with it; the others are authorized and checked one by one, and
+        every accepted one is written in the session's transaction."""
+        outcomes: list[Outcome | None] = [None] * len(items)
+        names = {item.event.type for item in items if isinstance(item, Submission)}
+        types = await EventTypeRepository(self.session).submittable(names) if names else {}
+        # Accepted so far: position, event, tenant.
+        passed: list[tuple[int, Submission, str | None]] = []
+        for position, item in enumerate(items):
+            if isinstance(item, ServiceError):
+                outcomes[position] = Refused(item)
+                continue
+            try:
+                tenant = event_tenant(principal, item.event, types.get(item.event.type))
+            except ServiceError as error:
+                outcomes[position] = Refused(error)
+                continue
+            passed.append((position, item, tenant))
+        # A refused event does not use its key up: keys are matched among accepted ones only.
+        repeats = first_of_each_key([item.idempotency_key for _, item, _ in passed])
+        candidates = {
+            item.idempotency_key: new_event_id()
+            for index, (_, item, _) in enumerate(passed)
+            if item.idempotency_key is not None and index not in repeats
+        }
+        held, fresh_keys = await self._claim(principal.owner, candidates)
+        written: list[NewEvent] = []
+        for index, (position, item, tenant) in enumerate(passed):
+            key = item.idempotency_key
+            if index in repeats:
+                continue  # resolved below, once its first occurrence is
+            if key is None:
+                event_id, fresh = new_event_id(), True
+            else:
+                event_id, fresh = held[key], key in fresh_keys
+            outcomes[position] = Accepted(event_id, fresh)
+            if fresh:
+                written.append(NewEvent(event_id, item.event.type, item.event.data, tenant=tenant))
+        for index, first in repeats.items():
+            first_outcome = outcomes[passed[first][0]]
+            assert isinstance(first_outcome, Accepted)
+            outcomes[passed[index][0]] = Accepted(first_outcome.id, fresh=False)
+        await record_events(self.session, written)
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    async def _claim(
+        self, owner: str, candidates: dict[str, uuid.UUID]
+    ) -> tuple[dict[str, uuid.UUID], set[str]]:
+        """Each key's event id, and the keys claimed now (their events are new)."""
+        if not candidates:
+            return {}, set()
+        keys = IdempotencyKeyRepository(self.session)
+        ids: dict[str, uuid.UUID] = {}
+        fresh: set[str] = set()
+        pending = dict(candidates)
+        for _ in range(_CLAIM_ROUNDS):
+            claimed = await keys.claim(owner, pending, datetime.now(UTC) - self.window)
+            ids.update(claimed)
+            fresh.update(claimed)
+            unclaimed = [key for key in pending if key not in claimed]
+            if not unclaimed:
+                return ids, fresh
+            existing = await keys.held(owner, unclaimed)
+            ids.update(existing)
+            pending = {key: pending[key] for key in unclaimed if key not in existing}
+            if not pending:
+                return ids, fresh
+        raise RuntimeError(f"idempotency keys neither claimed nor held: {sorted(pending)}")
