@@ -1,6 +1,6 @@
 """`deliveries.payload` as `json` (migration 0013) against `jsonb` (before): what the delivery
-path pays per row to write a payload (COPY, as `record_outcomes` does) and to read it back as
-text (as the claim does), and the bytes each row takes.
+path pays per row to write a payload (COPY, as the delivery store records outcomes) and to
+read it back as text (as the claim does), and the bytes each row takes.
 
 Starts an embedded PostgreSQL in a temporary folder, COPYs ROWS rows of an order-sized
 payload into a table of each kind, reads them back, twice each in turn; stops by itself.

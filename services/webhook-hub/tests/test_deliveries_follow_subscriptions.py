@@ -13,8 +13,7 @@ from servicekit.testing.conformance import run_cli
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
-from webhook_hub.deliveries.repository import DeliveryRepository
-from webhook_hub.delivery_engine.outcomes import record_outcomes
+from webhook_hub.delivery_engine.store import DeliveryWrites
 from webhook_hub.errors import SubscriptionNotFound
 from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
@@ -45,9 +44,9 @@ async def test_deleting_a_subscription_deletes_its_deliveries_and_their_attempts
 ) -> None:
     subscription = await make_subscription(db_session)
     failed = first_attempt(subscription, 500)
-    await record_outcomes(db_session, [failed], service_settings)
+    await DeliveryWrites(db_session).record_outcomes([failed], service_settings)
     failed.job.stored, failed.job.attempts = True, 1  # its retry, in the attempt log
-    await record_outcomes(db_session, [failed], service_settings)
+    await DeliveryWrites(db_session).record_outcomes([failed], service_settings)
     assert await attempts_logged(db_session, subscription.id) == 1
     connection = await db_session.connection()
     await connection.execute(DELETE_SUBSCRIPTION, {"id": subscription.id})
@@ -66,7 +65,7 @@ async def test_deliveries_set_aside_for_a_deleted_subscription_are_not_stored(
     waiting = [first_attempt(gone).job, first_attempt(kept).job]
     await db_session.delete(gone)
     await db_session.flush()
-    await record_outcomes(db_session, [], service_settings, set_aside=waiting)
+    await DeliveryWrites(db_session).record_outcomes([], service_settings, set_aside=waiting)
     assert await rows_of(db_session, gone.id) == []
     assert [(s, a) for s, a, _, _ in await rows_of(db_session, kept.id)] == [("pending", 0)]
 
@@ -78,7 +77,7 @@ async def test_a_delivery_added_for_a_deleted_subscription_is_refused(
     await db_session.delete(subscription)
     await db_session.flush()
     with pytest.raises(SubscriptionNotFound):
-        await DeliveryRepository(db_session).add(
+        await DeliveryWrites(db_session).add(
             subscription.id,
             event_id=uuid.uuid4(),
             event_type="order.paid",
@@ -94,7 +93,7 @@ async def test_a_deletion_that_waits_for_a_batch_deletes_what_the_batch_wrote(
     The batch holds the subscription's row; the deletion waits, then takes the rows too."""
     subscription = committed_subscription
     async with AsyncSession(db_engine) as batch:
-        await record_outcomes(batch, [first_attempt(subscription)], service_settings)
+        await DeliveryWrites(batch).record_outcomes([first_attempt(subscription)], service_settings)
 
         async def delete() -> None:
             async with db_engine.begin() as connection:
@@ -123,7 +122,9 @@ async def test_a_batch_that_waits_for_a_deletion_writes_nothing_for_it(
 
         async def write() -> None:
             async with AsyncSession(db_engine) as batch:
-                await record_outcomes(batch, [first_attempt(subscription)], service_settings)
+                await DeliveryWrites(batch).record_outcomes(
+                    [first_attempt(subscription)], service_settings
+                )
                 await batch.commit()
 
         writing = asyncio.create_task(write())

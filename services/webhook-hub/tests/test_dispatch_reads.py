@@ -13,7 +13,7 @@ import httpx
 from servicekit.testing import HttpReceiver
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
-from webhook_hub.dispatch.handler import MATCHING
+from webhook_hub.delivery_engine.store import MATCHING
 
 from tests.factories import make_consumer, subscribe
 

@@ -20,10 +20,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from structlog.testing import capture_logs
-from webhook_hub.deliveries.repository import DeliveryRepository
 from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
 from webhook_hub.delivery_engine.sender import WebhookSender
+from webhook_hub.delivery_engine.store import DeliveryStore, DeliveryWrites
 from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
 
@@ -39,7 +39,9 @@ async def test_an_outcome_the_database_refuses_is_left_out_and_the_others_are_re
 ) -> None:
     subscription = committed_subscription
     sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
-    engine = DeliveryEngine(create_session_factory(db_engine), service_settings, sender)
+    engine = DeliveryEngine(
+        DeliveryStore(create_session_factory(db_engine), service_settings), service_settings, sender
+    )
     jobs = [
         dataclasses.replace(first_attempt(subscription).job, endpoint_url=http_receiver.url)
         for _ in range(3)
@@ -84,7 +86,9 @@ async def test_a_hostile_retry_after_does_not_stop_another_owners_outcomes(
 ) -> None:
     hostile, server = await start_scripted(always(Reply(hostile_answer)))
     sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
-    engine = DeliveryEngine(create_session_factory(db_engine), service_settings, sender)
+    engine = DeliveryEngine(
+        DeliveryStore(create_session_factory(db_engine), service_settings), service_settings, sender
+    )
     hostile_job = dataclasses.replace(
         first_attempt(committed_subscription).job,
         endpoint_url=f"http://127.0.0.1:{hostile.port}/hook",
@@ -142,7 +146,9 @@ async def test_a_result_that_cannot_be_read_is_recorded_as_a_failed_attempt_and_
         for _ in range(3)
     ]
     sender = AnswerSpoilingSender({jobs[1].delivery_id})
-    engine = DeliveryEngine(create_session_factory(db_engine), service_settings, sender)
+    engine = DeliveryEngine(
+        DeliveryStore(create_session_factory(db_engine), service_settings), service_settings, sender
+    )
     try:
         for job in jobs:
             engine.offer(job, time.monotonic())
@@ -201,7 +207,9 @@ async def test_an_attempt_that_raises_is_recorded_as_failed_and_its_slot_goes_on
         for _ in range(3)
     ]
     sender = RaisingSender({jobs[0].delivery_id})
-    engine = DeliveryEngine(create_session_factory(db_engine), service_settings, sender)
+    engine = DeliveryEngine(
+        DeliveryStore(create_session_factory(db_engine), service_settings), service_settings, sender
+    )
     try:
         for job in jobs:
             engine.offer(job, time.monotonic())
@@ -246,7 +254,7 @@ async def test_a_claimed_row_that_cannot_be_read_is_failed_and_the_others_are_se
             subscription = await make_subscription(session)
             subscription.endpoint_url = http_receiver.url
             deliveries = [
-                await DeliveryRepository(session).add(
+                await DeliveryWrites(session).add(
                     subscription.id,
                     event_id=uuid.uuid4(),
                     event_type="order.paid",
@@ -257,7 +265,9 @@ async def test_a_claimed_row_that_cannot_be_read_is_failed_and_the_others_are_se
             ]
             ids = [delivery.id for delivery in deliveries]
         sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
-        engine = UnreadableRowEngine(create_session_factory(db_engine), own_database, sender)
+        engine = UnreadableRowEngine(
+            DeliveryStore(create_session_factory(db_engine), own_database), own_database, sender
+        )
         engine.unreadable = {ids[1]}
         try:
             with capture_logs() as logs:
@@ -284,7 +294,9 @@ async def test_the_engines_claim_and_recording_loops_report_each_iteration(
     db_engine: AsyncEngine, fast_settings: Settings
 ) -> None:
     sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
-    engine = DeliveryEngine(create_session_factory(db_engine), fast_settings, sender)
+    engine = DeliveryEngine(
+        DeliveryStore(create_session_factory(db_engine), fast_settings), fast_settings, sender
+    )
     beats: list[str] = []
     stop = asyncio.Event()
     running = asyncio.create_task(engine.run(stop, lambda loop, _wait: beats.append(loop)))

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
-from webhook_hub.delivery_engine.outcomes import (
+from webhook_hub.delivery_engine.store import (
     ATTEMPT_COLUMNS,
     ATTEMPT_COPY_TYPES,
     DELIVERY_COLUMNS,
     DELIVERY_COPY_TYPES,
-    record_outcomes,
+    DeliveryWrites,
 )
 from webhook_hub.settings import Settings
 
@@ -26,7 +26,7 @@ async def test_a_first_attempt_writes_its_delivery_in_its_final_state_with_one_a
 ) -> None:
     subscription = await make_subscription(db_session)
     succeeded, failed = first_attempt(subscription), first_attempt(subscription, None)
-    await record_outcomes(db_session, [succeeded, failed], service_settings)
+    await DeliveryWrites(db_session).record_outcomes([succeeded, failed], service_settings)
     rows = await rows_of(db_session, subscription.id)
     assert sorted((status, attempts, n) for status, attempts, _, n in rows) == [
         ("pending", 1, 1),  # the failure waits for its retry
@@ -41,10 +41,12 @@ async def test_a_delivery_stored_before_keeps_its_row_and_gains_the_attempt(
 ) -> None:
     subscription = await make_subscription(db_session)
     first = first_attempt(subscription, 500)
-    await record_outcomes(db_session, [first], service_settings)
+    await DeliveryWrites(db_session).record_outcomes([first], service_settings)
     # The same event's delivery again (republished), with a success this time.
     again = dataclasses.replace(first, status_code=200, error=None)
-    await record_outcomes(db_session, [again, first_attempt(subscription)], service_settings)
+    await DeliveryWrites(db_session).record_outcomes(
+        [again, first_attempt(subscription)], service_settings
+    )
     rows = await rows_of(db_session, subscription.id)
     assert [(status, attempts, n) for status, attempts, _, n in rows] == [
         ("pending", 1, 2),  # the first row stays; the second attempt is in its log
@@ -59,7 +61,7 @@ async def test_a_deleted_subscription_leaves_no_delivery_and_the_batch_is_still_
     results = [first_attempt(gone), first_attempt(kept)]
     await db_session.delete(gone)
     await db_session.flush()
-    await record_outcomes(db_session, results, service_settings)
+    await DeliveryWrites(db_session).record_outcomes(results, service_settings)
     assert await rows_of(db_session, gone.id) == []
     assert [(s, n) for s, _, _, n in await rows_of(db_session, kept.id)] == [("succeeded", 1)]
 
@@ -69,7 +71,7 @@ async def test_deliveries_set_aside_are_stored_pending_and_unattempted(
 ) -> None:
     subscription = await make_subscription(db_session)
     waiting = first_attempt(subscription).job
-    await record_outcomes(db_session, [], service_settings, set_aside=[waiting])
+    await DeliveryWrites(db_session).record_outcomes([], service_settings, set_aside=[waiting])
     assert [(s, a, n) for s, a, _, n in await rows_of(db_session, subscription.id)] == [
         ("pending", 0, 0)
     ]
@@ -118,7 +120,7 @@ async def test_every_recorded_value_reads_back_as_it_was_and_a_time_without_offs
     result.job.event_time = datetime(2026, 11, 26, 10, 30, 15, 123456)  # no offset
     result.job.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     result.response_body = "busy: ünïcode"
-    await record_outcomes(db_session, [result], service_settings)
+    await DeliveryWrites(db_session).record_outcomes([result], service_settings)
     connection = await db_session.connection()
     delivery = (
         await connection.execute(
@@ -159,7 +161,7 @@ async def test_a_first_attempt_is_held_by_its_delivery_row_and_adds_no_attempt_r
 ) -> None:
     subscription = await make_subscription(db_session)
     result = first_attempt(subscription, None)
-    await record_outcomes(db_session, [result], service_settings)
+    await DeliveryWrites(db_session).record_outcomes([result], service_settings)
     connection = await db_session.connection()
     logged = await connection.execute(
         text("SELECT count(*) FROM delivery_attempts WHERE delivery_id = :id"),
@@ -178,12 +180,12 @@ async def test_a_retry_of_a_stored_delivery_is_a_row_of_the_attempt_log(
 ) -> None:
     subscription = await make_subscription(db_session)
     first = first_attempt(subscription, 500)
-    await record_outcomes(db_session, [first], service_settings)
+    await DeliveryWrites(db_session).record_outcomes([first], service_settings)
     retry_job = dataclasses.replace(first.job, stored=True, attempts=1)
     retry = dataclasses.replace(
         first, job=retry_job, attempted_at=datetime.now(UTC), status_code=200, duration_ms=9
     )
-    await record_outcomes(db_session, [retry], service_settings)
+    await DeliveryWrites(db_session).record_outcomes([retry], service_settings)
     connection = await db_session.connection()
     logged = await connection.execute(
         text("SELECT status_code, duration_ms FROM delivery_attempts WHERE delivery_id = :id"),

@@ -17,8 +17,9 @@ from servicekit.worker import WorkerLoop, run_worker
 from webhook_hub.deliveries.live import LIVE_SUBJECT
 from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.sender import WebhookSender
+from webhook_hub.delivery_engine.store import DeliveryStore
 from webhook_hub.dispatch.handler import LOOP as DISPATCH_LOOP
-from webhook_hub.dispatch.handler import Dispatcher, MatchingReads
+from webhook_hub.dispatch.handler import Dispatcher
 from webhook_hub.dispatch.loop import (
     DISPATCH_CONSUMER,
     FETCH_INTERVAL_SECONDS,
@@ -54,10 +55,11 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
 
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         sender = delivery_sender(settings)
-        reads = MatchingReads(settings.database_url)
+        # The one store of deliveries, shared by dispatch (its reads) and the engine.
+        store = DeliveryStore(runtime.session_factory, settings)
         try:
             live = LiveAnnouncer(runtime.nats, LIVE_SUBJECT)
-            engine = DeliveryEngine(runtime.session_factory, settings, sender, live.changed)
+            engine = DeliveryEngine(store, settings, sender, live.changed)
             feed = EventFeed(
                 runtime.nats.client,
                 decode=RawCloudEvent.from_json,
@@ -67,7 +69,7 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
                 ack_wait=settings.dispatch_ack_wait_seconds,
                 min_fetch_interval=FETCH_INTERVAL_SECONDS,
             )
-            dispatch = DispatchLoop(feed, reads, Dispatcher(settings), engine)
+            dispatch = DispatchLoop(feed, store, Dispatcher(settings), engine)
             runtime.progress.beat(DISPATCH_LOOP)
             await asyncio.gather(
                 engine.run(stop, runtime.progress.beat),
@@ -75,7 +77,7 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
             )
         finally:
             await sender.close()
-            await reads.close()
+            await store.close()
 
     return run
 

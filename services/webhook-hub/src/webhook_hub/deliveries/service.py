@@ -10,6 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.as_sent import RequestsAsSent, requests_as_sent
 from webhook_hub.deliveries.repository import DeliveryRepository
+from webhook_hub.delivery_engine.store import DeliveryWrites
 from webhook_hub.errors import DeliveryNotFound, SubscriptionNotFound
 from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus, Subscription
 from webhook_hub.portal.charts import truncate
@@ -21,6 +22,8 @@ from webhook_hub.subscriptions.repository import SubscriptionRepository
 class DeliveryService:
     def __init__(self, session: AsyncSession) -> None:
         self.deliveries = DeliveryRepository(session)
+        # Writes of deliveries go through the delivery store, as the engine's do.
+        self.writes = DeliveryWrites(session)
         self.subscriptions = SubscriptionRepository(session)
         self.rollup = HourStatsRepository(session)
 
@@ -87,13 +90,13 @@ class DeliveryService:
         # A settled delivery turns pending only here and in `recover`: its hour leaves the
         # portal's rollup in the same transaction (`portal.stats`).
         await self.rollup.lock_for_change(delivery.subscription_id)
-        await self.deliveries.schedule_now(delivery)
+        await self.writes.schedule_now(delivery)
         await self.rollup.forget(delivery.subscription_id, [truncate(delivery.created_at, "hour")])
         return delivery
 
     async def recover(self, owner: str, subscription_id: uuid.UUID, since: datetime) -> int:
         await self._owned_subscription(owner, subscription_id)
         await self.rollup.lock_for_change(subscription_id)
-        moved = await self.deliveries.reschedule_failed_since(subscription_id, since)
+        moved = await self.writes.reschedule_failed_since(subscription_id, since)
         await self.rollup.forget(subscription_id, list(moved))
         return sum(moved.values())

@@ -24,15 +24,10 @@ from typing import Any
 
 import structlog
 from prometheus_client import Counter, Gauge
-from servicekit.db.notify import NotifyListener
 from servicekit.events.nats_adapter import ack_all
 from servicekit.histograms import BatchHistogram
 from servicekit.loops import is_outage
-from sqlalchemy import BindParameter, bindparam, text
-from sqlalchemy.ext.asyncio import async_sessionmaker
-from sqlmodel.ext.asyncio.session import AsyncSession
 
-from webhook_hub.deliveries.repository import DELIVERIES_CHANNEL, wake_delivery_workers
 from webhook_hub.delivery_engine.activity import DeliveryActivity
 from webhook_hub.delivery_engine.decisions import (
     Outcome,
@@ -42,11 +37,11 @@ from webhook_hub.delivery_engine.decisions import (
     unrecordable,
 )
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, EventTicket
-from webhook_hub.delivery_engine.outcomes import record_outcomes
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.delivery_engine.scheduling import Scheduler, wake_claims_on_free_slot
 from webhook_hub.delivery_engine.sender import WebhookSender
-from webhook_hub.models import AttemptOutcome, DeliveryStatus
+from webhook_hub.delivery_engine.store import DeliveryStore
+from webhook_hub.models import AttemptOutcome
 from webhook_hub.settings import Settings
 
 logger = structlog.get_logger(__name__)
@@ -81,71 +76,6 @@ QUEUE_DEPTH = Gauge(
 _SUCCEEDED = ATTEMPTS.labels(AttemptOutcome.SUCCEEDED.value)
 _FAILED = ATTEMPTS.labels(AttemptOutcome.FAILED.value)
 
-# The status reaches the server as a literal (rendered from the enum), not a bound parameter:
-# the due index is partial on `status = 'pending'`, and only a literal lets every plan use it.
-_PENDING: BindParameter[str] = bindparam(
-    "pending", DeliveryStatus.PENDING.value, literal_execute=True
-)
-_CLAIM = text(
-    """
-    WITH candidates AS (
-        -- Bounded scan of the due index, so a deep backlog does not make every claim slower.
-        SELECT d.id, d.subscription_id, d.next_attempt_at, s.owner
-        FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id
-        WHERE d.status = :pending AND d.next_attempt_at <= now()
-          AND (d.lease_until IS NULL OR d.lease_until < now())
-          AND s.is_active
-          AND NOT (d.subscription_id = ANY(CAST(:saturated AS uuid[])))
-          AND NOT (s.owner = ANY(CAST(:saturated_owners AS varchar[])))
-        ORDER BY d.next_attempt_at
-        LIMIT :scan
-    ), due AS (
-        SELECT id, next_attempt_at,
-               row_number() OVER (PARTITION BY subscription_id ORDER BY next_attempt_at) AS rank,
-               row_number() OVER (PARTITION BY owner ORDER BY next_attempt_at) AS owner_rank
-        FROM candidates
-    ), picked AS (
-        SELECT id FROM due WHERE rank <= :per_subscription AND owner_rank <= :per_owner
-        ORDER BY next_attempt_at LIMIT :limit
-    )
-    UPDATE deliveries d
-    SET lease_until = now() + make_interval(secs => s.timeout_seconds * 2 + :lease_extra)
-    FROM picked, subscriptions s
-    WHERE d.id = picked.id AND s.id = d.subscription_id AND d.status = :pending
-      AND (d.lease_until IS NULL OR d.lease_until < now())
-    RETURNING d.id, d.subscription_id, d.event_type, d.event_time,
-              d.payload::text AS payload_json, d.attempts,
-              s.endpoint_url, s.secret, s.secret_old, s.secret_rotated_at, s.headers,
-              s.timeout_seconds, s.owner, d.traceparent, d.tracestate, s.send_trace_context
-    """
-).bindparams(_PENDING)
-# After a claim that excluded subscriptions or owners at their cap: whether any of their
-# deliveries are due (then a finished attempt should wake the claim loop).
-_EXCLUDED_DUE = text(
-    """
-    SELECT EXISTS (
-        SELECT 1 FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id
-        WHERE d.status = :pending AND d.next_attempt_at <= now()
-          AND (d.lease_until IS NULL OR d.lease_until < now())
-          AND s.is_active
-          AND (d.subscription_id = ANY(CAST(:saturated AS uuid[]))
-               OR s.owner = ANY(CAST(:saturated_owners AS varchar[])))
-    )
-    """
-).bindparams(_PENDING)
-_FAIL_UNREADABLE = text(
-    """
-    UPDATE deliveries d SET status = 'failed', lease_until = NULL, next_attempt_at = NULL,
-        completed_at = now(), last_error = u.error
-    FROM unnest(CAST(:ids AS uuid[]), CAST(:errors AS text[])) AS u(id, error)
-    WHERE d.id = u.id
-    """
-)
-# Claimed deliveries that waited too long for a slot go back to the claim loops at once.
-_RELEASE = text(
-    "UPDATE deliveries SET lease_until = NULL WHERE id = ANY(CAST(:ids AS uuid[]))"
-    " AND status = :pending"
-).bindparams(_PENDING)
 # Outcomes are written (and events acknowledged) at most this often: each write has a fixed
 # cost, and nothing waits on it but the acknowledgement.
 FLUSH_INTERVAL_SECONDS = 0.2
@@ -201,12 +131,13 @@ def show_queue_depths(depths: dict[uuid.UUID, int], shown: set[str]) -> set[str]
 class DeliveryEngine:
     def __init__(
         self,
-        session_factory: async_sessionmaker[AsyncSession],
+        store: DeliveryStore,
         settings: Settings,
         sender: WebhookSender,
         announce: Announce | None = None,
     ) -> None:
-        self._session_factory = session_factory
+        # Every read and write of deliveries (delivery_engine/store.py).
+        self._store = store
         # Tells the portal's live views which subscriptions' deliveries a batch changed.
         self._announce = announce
         self._settings = settings
@@ -226,9 +157,7 @@ class DeliveryEngine:
         self._results_ready = asyncio.Event()
         # Woken by new due deliveries (NOTIFY) and by finished attempts when the last claim
         # left due deliveries for want of a slot (`wake_claims_on_free_slot`).
-        self._wake = NotifyListener(
-            settings.database_url, DELIVERIES_CHANNEL, poll_seconds=settings.delivery_poll_seconds
-        )
+        self._wake = store.due_listener(settings.delivery_poll_seconds)
         # The last claim left due deliveries for want of room: a finished attempt may make some.
         self._claim_held_back = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -292,31 +221,14 @@ class DeliveryEngine:
         if limits.limit <= 0:
             self._claim_held_back = wake_claims_on_free_slot(limits, [], False)
             return []
-        excluded = {
-            "saturated": [str(s) for s in limits.saturated],
-            "saturated_owners": limits.saturated_owners,
-        }
-        async with self._session_factory() as session, session.begin():
-            connection = await session.connection()
-            # A lease lost to a database crash only means the delivery is sent again sooner
-            # (same webhook-id), so claims need not wait for the WAL flush.
-            await connection.execute(text("SET LOCAL synchronous_commit = off"))
-            rows = (
-                await connection.execute(
-                    _CLAIM,
-                    {
-                        **excluded,
-                        "per_subscription": self._settings.per_subscription_concurrency,
-                        "per_owner": limits.per_owner,
-                        "limit": limits.limit,
-                        "scan": limits.limit * 4,
-                        "lease_extra": self._settings.delivery_lease_extra_seconds,
-                    },
-                )
-            ).all()
-            excluded_due = False
-            if len(rows) < limits.limit and (limits.saturated or limits.saturated_owners):
-                excluded_due = bool((await connection.execute(_EXCLUDED_DUE, excluded)).scalar())
+        rows, excluded_due = await self._store.claim(
+            saturated=[str(s) for s in limits.saturated],
+            saturated_owners=limits.saturated_owners,
+            per_subscription=self._settings.per_subscription_concurrency,
+            per_owner=limits.per_owner,
+            limit=limits.limit,
+            lease_extra=self._settings.delivery_lease_extra_seconds,
+        )
         self._claim_held_back = wake_claims_on_free_slot(
             limits, [(row.subscription_id, row.owner) for row in rows], excluded_due
         )
@@ -336,19 +248,11 @@ class DeliveryEngine:
                 )
         if unreadable:
             try:
-                await self._fail_unreadable(unreadable)
+                await self._store.fail_unreadable(unreadable)
             except Exception as exc:
                 # They are claimed again when their leases end; the others go out now.
                 logger.warning("could not fail unreadable deliveries", error=repr(exc))
         return jobs
-
-    async def _fail_unreadable(self, reasons: dict[str, str]) -> None:
-        """Fail claimed deliveries that cannot be made into jobs, each with its reason."""
-        async with self._session_factory() as session, session.begin():
-            connection = await session.connection()
-            await connection.execute(
-                _FAIL_UNREADABLE, {"ids": list(reasons), "errors": list(reasons.values())}
-            )
 
     def _job(self, row: Any, now: datetime) -> DeliveryJob:
         return DeliveryJob(
@@ -460,15 +364,7 @@ class DeliveryEngine:
         return len(batch) + len(aside)
 
     async def _record(self, batch: list[AttemptResult], aside: list[DeliveryJob]) -> None:
-        async with self._session_factory() as session, session.begin():
-            await record_outcomes(
-                session, batch, self._settings, [job for job in aside if not job.stored]
-            )
-            claimed = [str(job.delivery_id) for job in aside if job.stored]
-            if claimed:
-                connection = await session.connection()
-                await connection.execute(_RELEASE, {"ids": claimed})
-                await wake_delivery_workers(session)
+        await self._store.record(batch, aside)
 
     async def _record_one_by_one(
         self, batch: list[AttemptResult], aside: list[DeliveryJob]

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 import structlog
-from servicekit.db.engine import to_libpq_url
 from servicekit.events import RawCloudEvent
 from servicekit.loops import describe
 
@@ -33,36 +31,12 @@ from webhook_hub.settings import Settings
 logger = structlog.get_logger(__name__)
 LOOP = "dispatch"
 
-# With, in the same round trip (init plans, evaluated once): whether each owner may receive
-# personal data, which of the batch's types are personal, and the deliveries of these
-# events stored already (by any worker, at any earlier time) as (subscription, event) pairs.
-# One statement, because dispatch pays it for every fetched batch, however small.
-MATCHING = """
-    SELECT s.id, s.owner, s.events, s.endpoint_url, s.secret, s.secret_old,
-           s.secret_rotated_at, s.headers, s.timeout_seconds, s.send_trace_context,
-           coalesce(c.personal_data_approved, false) AS approved,
-           ARRAY(SELECT name FROM event_types
-                 WHERE visibility = 'personal' AND name = ANY(CAST(%(types)s AS varchar[])))
-               AS personal,
-           -- One index probe per event id, whatever the statistics say: `OFFSET 0` keeps
-           -- the planner from turning this into a join, which it hashed over a sequential
-           -- scan of all deliveries while the table's statistics were older than its rows
-           -- (33 to 250 ms per batch; probed, 3 ms for 500 ids).
-           ARRAY(SELECT ARRAY[d.subscription_id, d.event_id]
-                 FROM unnest(CAST(%(event_ids)s AS uuid[])) AS e(id),
-                      LATERAL (SELECT subscription_id, event_id FROM deliveries
-                               WHERE event_id = e.id OFFSET 0) AS d)
-               AS stored
-    FROM subscriptions s LEFT JOIN consumers c ON c.owner = s.owner
-    WHERE s.is_active AND s.events && CAST(%(types)s AS varchar[])
-"""
-
 
 @dataclass(frozen=True)
 class Matched:
     """What one read found for a batch of events: the active subscriptions to any of their
-    types (rows of `MATCHING`), the (subscription, event) pairs stored before, and which of
-    the types are personal."""
+    types (rows of `delivery_engine.store.MATCHING`), the (subscription, event) pairs stored
+    before, and which of the types are personal."""
 
     subscriptions: Sequence[tuple[Any, ...]]
     stored: frozenset[tuple[uuid.UUID, uuid.UUID]]
@@ -75,46 +49,6 @@ class Matched:
         # The last two columns are the same on every row (init plans).
         stored = frozenset((pair[0], pair[1]) for pair in rows[0][-1])
         return cls(rows, stored, frozenset(rows[0][-2]))
-
-
-class MatchingReads:
-    """Dispatch's own connection, for its one read per fetched batch: psycopg's, in autocommit
-    (no BEGIN and ROLLBACK around the read), the statement prepared. Through SQLAlchemy
-    (session, pool checkout, result rows) the read of 50 events cost 590 µs of the worker's
-    CPU; this way 170 to 500 (the statement alone, then the whole read in runs minutes
-    apart). A failed read (a database restart) fails one batch, which comes back after the
-    dispatch loop's retry delay, and the connection is replaced on the next read."""
-
-    def __init__(self, database_url: str) -> None:
-        self._url = to_libpq_url(database_url)
-        self._connection: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
-
-    async def matching(self, events: Sequence[RawCloudEvent]) -> Matched:
-        types = sorted({event.type for event in events} | {"*"})
-        # One array literal, not a list psycopg would adapt item by item (the hot path); the
-        # ids in hex without hyphens, which PostgreSQL reads as well (`hex` costs a third of
-        # `str`).
-        event_ids = "{" + ",".join(event.id.hex for event in events) + "}"
-        connection = self._connection
-        if connection is None or connection.closed or connection.broken:
-            connection = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
-            self._connection = connection
-        try:
-            cursor = await connection.execute(
-                MATCHING, {"types": types, "event_ids": event_ids}, prepare=True
-            )
-            return Matched.of(await cursor.fetchall())
-        except psycopg.Error:
-            # Any failure starts afresh: not only a lost connection, also a prepared plan a
-            # migration made stale ("cached plan must not change result type").
-            self._connection = None
-            await connection.close()
-            raise
-
-    async def close(self) -> None:
-        if self._connection is not None:
-            await self._connection.close()
-            self._connection = None
 
 
 class _Candidate:

@@ -24,7 +24,8 @@ from servicekit.tracing import tracing_enabled as _tracing_enabled
 
 from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.jobs import DeliveryJob, EventTicket
-from webhook_hub.dispatch.handler import LOOP, Dispatcher, MatchingReads
+from webhook_hub.delivery_engine.store import DeliveryStore
+from webhook_hub.dispatch.handler import LOOP, Dispatcher, Matched
 
 logger = structlog.get_logger(__name__)
 
@@ -47,12 +48,13 @@ class DispatchLoop:
     def __init__(
         self,
         feed: EventFeed[RawCloudEvent],
-        reads: MatchingReads,
+        store: DeliveryStore,
         dispatcher: Dispatcher,
         engine: DeliveryEngine,
     ) -> None:
         self._feed = feed
-        self._reads = reads
+        # Dispatch's one read per fetched batch (`MATCHING`, on the store's own connection).
+        self._store = store
         self._dispatcher = dispatcher
         self._engine = engine
         self._failures = FailureCounts()  # how often each event raised here
@@ -70,7 +72,7 @@ class DispatchLoop:
             return 0
         events = [event for _, event in batch]
         try:
-            matched = await self._reads.matching(events)
+            matched = Matched.of(await self._store.matching_existing(events))
         except Exception:
             for msg, _ in batch:
                 await msg.nak(delay=RETRY_DELAY_SECONDS)

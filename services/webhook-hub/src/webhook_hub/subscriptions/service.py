@@ -13,7 +13,7 @@ from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor
 from servicekit.signing import generate_secret
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from webhook_hub.deliveries.repository import DeliveryRepository
+from webhook_hub.delivery_engine.store import DeliveryWrites
 from webhook_hub.errors import (
     EndpointNotAllowed,
     PersonalDataNotApproved,
@@ -48,7 +48,7 @@ class SubscriptionService:
         self.settings = settings
         self.guard = guard
         self.subscriptions = SubscriptionRepository(session)
-        self.deliveries = DeliveryRepository(session)
+        self.deliveries = DeliveryWrites(session)
         self.event_types = EventTypeRepository(session)
 
     async def commit(self) -> None:
