@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -82,6 +83,24 @@ async def deliveries_of(
         f"/webhooks/subscriptions/{subscription_id}/deliveries?{query}", headers=headers
     )
     return list(response.json()["data"])
+
+
+async def recorded_deliveries(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    subscription_id: str,
+    query: str,
+    count: int,
+    timeout: float = 10.0,
+) -> list[dict[str, Any]]:
+    """`deliveries_of` once it holds `count` deliveries (or after `timeout` seconds): an
+    outcome is recorded a flush after its answer, later than that on a loaded machine."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        found = await deliveries_of(client, headers, subscription_id, query)
+        if len(found) >= count or asyncio.get_running_loop().time() > deadline:
+            return found
+        await asyncio.sleep(0.1)
 
 
 async def delivery_detail(
