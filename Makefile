@@ -13,7 +13,7 @@ PYTEST := $(RUN) pytest -p no:cacheprovider
 # `make test`'s suites, longest first (see `test`).
 SUITES := suite-e2e $(addprefix suite-,$(SERVICES)) suite-servicekit
 
-.PHONY: help install run test test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench fuzz browser wrk
+.PHONY: help install run test test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench fuzz browser wrk nginx
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
@@ -128,7 +128,13 @@ wrk:
 	@command -v wrk > /dev/null || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq wrk; }
 
-bench: install wrk
+# The delivery bench's receiver: nginx answering from memory, so every machine measures the
+# engine, not a Python receiver slower than it (bench/run.py starts its own, on loopback).
+nginx:
+	@test -x /usr/sbin/nginx || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nginx-light; }
+
+bench: install wrk nginx
 	$(RUN) python services/webhook-hub/bench/run.py --workers 2
 	$(RUN) python services/webhook-hub/bench/ingest.py --processes 2
 	$(RUN) python services/webhook-hub/bench/live_streams.py
