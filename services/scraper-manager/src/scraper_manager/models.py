@@ -7,7 +7,7 @@ from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
-from servicekit.db.models import ApiKey, OutboxEvent, ProcessedEvent, utcnow
+from servicekit.db.models import ApiKey, OutboxEvent, PageSessionFields, ProcessedEvent, utcnow
 from sqlalchemy.dialects import postgresql
 from sqlmodel import Field, SQLModel
 
@@ -150,20 +150,10 @@ class DashboardLink(SQLModel, table=True):
     api_key_id: uuid.UUID | None = None
 
 
-class DashboardSession(SQLModel, table=True):
-    """A dashboard page session (servicekit.auth.page_sessions): the cookie's token, hashed,
-    names the row; it stands on `api_key_id` (the key signed in with, or its link's issuer)."""
+class DashboardSession(PageSessionFields, table=True):
+    """A dashboard page session (servicekit.auth.page_sessions)."""
 
     __tablename__ = "dashboard_sessions"
-
-    id_hash: str = Field(primary_key=True, max_length=64)
-    service: str = Field(max_length=64)
-    owner: str = Field(max_length=200)
-    level: str = Field(max_length=16)
-    api_key_id: uuid.UUID | None = None
-    created_at: datetime = _tz()
-    last_seen_at: datetime = _tz()
-    expires_at: datetime = _tz()
 
 
 class WebhookStatus(StrEnum):

@@ -9,7 +9,14 @@ from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
-from servicekit.db.models import ApiKey, MailMessage, OutboxEvent, ProcessedEvent, utcnow
+from servicekit.db.models import (
+    ApiKey,
+    MailMessage,
+    OutboxEvent,
+    PageSessionFields,
+    ProcessedEvent,
+    utcnow,
+)
 from servicekit.events.registry import Visibility
 from sqlalchemy.dialects import postgresql
 from sqlmodel import Field, SQLModel
@@ -192,20 +199,10 @@ class PortalLink(SQLModel, table=True):
     api_key_id: uuid.UUID | None = None
 
 
-class PortalSession(SQLModel, table=True):
-    """A portal page session (servicekit.auth.page_sessions): the cookie's token, hashed,
-    names the row; it stands on `api_key_id` (the key signed in with, or its link's issuer)."""
+class PortalSession(PageSessionFields, table=True):
+    """A portal page session (servicekit.auth.page_sessions)."""
 
     __tablename__ = "portal_sessions"
-
-    id_hash: str = Field(primary_key=True, max_length=64)
-    service: str = Field(max_length=64)
-    owner: str = Field(max_length=200)
-    level: str = Field(max_length=16)
-    api_key_id: uuid.UUID | None = None
-    created_at: datetime = _tz()
-    last_seen_at: datetime = _tz()
-    expires_at: datetime = _tz()
 
 
 class IdempotencyKey(SQLModel, table=True):

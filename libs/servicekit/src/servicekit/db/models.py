@@ -93,3 +93,18 @@ class MailMessage(SQLModel, table=True):
     # When the worker tries it (again): retries back off; a dead letter is never tried.
     next_attempt_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
     dead_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+
+
+class PageSessionFields(SQLModel):
+    """The columns of a service's page-session table (servicekit.auth.page_sessions; DDL in
+    `foundation.py`): the cookie's token, hashed, names the row, which stands on `api_key_id`
+    (the key signed in with, or its link's issuer). Each service names its own table."""
+
+    id_hash: str = Field(primary_key=True, max_length=64)
+    service: str = Field(max_length=64)
+    owner: str = Field(max_length=200)
+    level: str = Field(max_length=16)
+    api_key_id: uuid.UUID | None = None
+    created_at: datetime = Field(sa_type=sa.DateTime(timezone=True))
+    last_seen_at: datetime = Field(sa_type=sa.DateTime(timezone=True))
+    expires_at: datetime = Field(sa_type=sa.DateTime(timezone=True))
