@@ -52,19 +52,6 @@ async def test_keys_older_than_the_cutoff_are_deleted_batch_by_batch_and_younger
     assert await keys_left(db_engine, owner) == ["key-7", "key-8"]
 
 
-async def test_pruning_stops_between_batches_when_asked(db_engine: AsyncEngine) -> None:
-    owner = f"prune-{uuid.uuid4().hex[:8]}"
-    await add_keys(db_engine, owner, [30, 40, 50, 60])
-    passes = iter([True, False])  # one batch, then the worker is stopping
-    deleted = await prune_expired_keys(
-        db_engine,
-        datetime.now(UTC) - timedelta(hours=24),
-        batch=1,
-        keep_going=lambda: next(passes),
-    )
-    assert deleted == 1
-
-
 @pytest.fixture
 async def pruning_worker(fast_settings: Settings) -> AsyncIterator[Settings]:
     settings = fast_settings.model_copy(

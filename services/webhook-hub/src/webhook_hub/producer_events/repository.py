@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 # A key is claimed when it is new or its holder is older than the window (then the key starts
@@ -33,7 +32,8 @@ _CLAIM = text(
 _HELD = text("SELECT key, event_id FROM idempotency_keys WHERE owner = :owner AND key = ANY(:keys)")
 # One batch of expired keys by the index on created_at, deleted by their row addresses. A key
 # claimed again meanwhile (its row updated: a new address and created_at) is left alone.
-_PRUNE = text(
+# At most `:batch` keys created before `:cutoff` (servicekit.retention.delete_in_batches).
+PRUNE_EXPIRED_KEYS = text(
     """
     DELETE FROM idempotency_keys
     WHERE ctid = ANY(ARRAY(
@@ -73,9 +73,3 @@ class IdempotencyKeyRepository:
         connection = await self.session.connection()
         rows = await connection.execute(_HELD, {"owner": owner, "keys": list(keys)})
         return {row[0]: row[1] for row in rows}
-
-
-async def prune_batch(connection: AsyncConnection, cutoff: datetime, batch: int) -> int:
-    """Delete at most `batch` keys created before `cutoff`; how many were deleted."""
-    result = await connection.execute(_PRUNE, {"cutoff": cutoff, "batch": batch})
-    return result.rowcount
