@@ -682,7 +682,8 @@ class Bench:
         await asyncio.sleep(1.5)  # outcomes are recorded a moment after receipt
         stats = self.prefix_stats(prefix)
         first = first_receipts(receiver.records)
-        latencies = [arrived - sent for _, _, sent, arrived in receiver.records]
+        latencies = [arrived - sent for _, _, sent, arrived, _ in receiver.records]
+        answered = [end - sent for _, _, sent, _, end in receiver.records]
         last = max((arrived for _, arrived in first.values()), default=started)
         delivered = len(first)
         row = {
@@ -692,6 +693,8 @@ class Bench:
             "delivered_per_s": round(delivered / max(last - started, 1e-9)),
             "p50_ms": round(percentile(latencies, 0.50) * 1000, 1),
             "p99_ms": round(percentile(latencies, 0.99) * 1000, 1),
+            # To the receiver's answer (its wait included): what the sender waits for.
+            "p99_answer_ms": round(percentile(answered, 0.99) * 1000, 1),
             "lost": events - delivered,
             "dup": len(receiver.records) - delivered,
             "set_aside": stats["set_aside"],
@@ -769,7 +772,7 @@ class Bench:
         received = [victim_first[("/sub0", n)][1] for n in backlog if ("/sub0", n) in victim_first]
         cleared = len(received) == len(backlog)
         windows: dict[str, list[float]] = {"before": [], "during": [], "after": []}
-        for path, _, sent, arrived in others.records:
+        for path, _, sent, arrived, _ in others.records:
             if path == "/sub0":
                 continue
             window = "before" if sent < down_at else "during" if sent < back_at else "after"
@@ -786,6 +789,9 @@ class Bench:
             else f">{budget:.0f}",
             "down_sub_active": bool(active[0]) if active else "-",
             "down_sub_statuses": " ".join(f"{s}={c}" for s, c in statuses),
+            # Its events no delivery was stored for: those that came once it was disabled.
+            "down_sub_not_stored": len(range(0, events, subscriptions))
+            - sum(int(c) for _, c in statuses),
             **{
                 f"others_p99_{name}_ms": round(percentile(values, 0.99) * 1000, 1)
                 for name, values in windows.items()
@@ -808,7 +814,7 @@ class SlowReceivers:
         self.min_ms, self.max_ms = min_ms, max_ms
         self.dump = workdir / f"received-{ports[0]}.json"
         self.process: subprocess.Popen[bytes] | None = None
-        self.records: list[tuple[str, int, float, float]] = []
+        self.records: list[tuple[str, int, float, float, float]] = []
 
     def start(self) -> None:
         cores = os.cpu_count() or 1
@@ -839,7 +845,7 @@ class SlowReceivers:
         except subprocess.TimeoutExpired:
             self.process.kill()
         if self.dump.exists():
-            self.records += [(p, n, s, a) for p, n, s, a in json.loads(self.dump.read_text())]
+            self.records += [(p, n, s, a, e) for p, n, s, a, e in json.loads(self.dump.read_text())]
             self.dump.unlink()
 
     def distinct(self) -> int:
@@ -850,11 +856,11 @@ class SlowReceivers:
 
 
 def first_receipts(
-    records: list[tuple[str, int, float, float]],
+    records: list[tuple[str, int, float, float, float]],
 ) -> dict[tuple[str, int], tuple[float, float]]:
     """Each delivery's (path, event number) -> (sent_at, its first arrival)."""
     first: dict[tuple[str, int], tuple[float, float]] = {}
-    for path, n, sent_at, arrived in records:
+    for path, n, sent_at, arrived, _ in records:
         known = first.get((path, n))
         if known is None or arrived < known[1]:
             first[(path, n)] = (sent_at, arrived)

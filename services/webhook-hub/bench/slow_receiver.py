@@ -2,7 +2,7 @@
 listening on several loopback ports, each request answered 204 after a random wait in
 [min_ms, max_ms] (so a delivery occupies its connection as a real receiver's would), and
 each delivery's receipt recorded (its path, the event's number and `sent_at`, the arrival
-time: receipt is when the request arrives, before the wait). `GET /stats` on any port
+time, when the request arrived, and the answer's, after the wait). `GET /stats` on any port
 answers the count of distinct deliveries so far; on SIGTERM the process writes every record
 to `--dump` (JSON) and exits, so a receiver can be stopped (its port then refuses
 connections) without losing what it received.
@@ -24,8 +24,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-# [path, n, sent_at, arrived_at] per delivery received (duplicates included).
-records: list[tuple[str, int, float, float]] = []
+# [path, n, sent_at, arrived_at, answered_at] per delivery received (duplicates included).
+records: list[tuple[str, int, float, float, float]] = []
 seen: set[tuple[str, int]] = set()
 
 
@@ -34,12 +34,12 @@ def handler(min_ms: float, max_ms: float) -> Callable[[web.Request], Awaitable[w
         body = await request.read()
         now = time.time()
         data = json.loads(body).get("data", {})
-        if "sent_at" in data:
-            n = int(data.get("n", -1))
-            records.append((request.path, n, float(data["sent_at"]), now))
-            seen.add((request.path, n))
         if max_ms > 0:
             await asyncio.sleep(random.uniform(min_ms, max_ms) / 1000)  # noqa: S311
+        if "sent_at" in data:
+            n = int(data.get("n", -1))
+            records.append((request.path, n, float(data["sent_at"]), now, time.time()))
+            seen.add((request.path, n))
         return web.Response(status=204)
 
     return receive
