@@ -766,9 +766,11 @@ class Bench:
             ).fetchall()
         down_at, back_at = times["down"], times["back"]
         # The victim's backlog: its events due before its return (the publisher paces
-        # event n at `started + n / rate`).
+        # event n at `started + n / rate`) that it had not received when it stopped.
         backlog = {n for n in range(0, events, subscriptions) if started + n / rate < back_at}
         victim_first = first_receipts(victim.records)
+        # Less what it had received before it stopped.
+        backlog -= {n for (_, n), (_, at) in victim_first.items() if at < down_at}
         received = [victim_first[("/sub0", n)][1] for n in backlog if ("/sub0", n) in victim_first]
         cleared = len(received) == len(backlog)
         windows: dict[str, list[float]] = {"before": [], "during": [], "after": []}
