@@ -14,7 +14,10 @@ the same drain and 1,000/s rows again with tracing on (OpenTelemetry at 10 % sam
 exported over OTLP/HTTP to a sink in this process), to print what tracing costs; the rows
 above run with no `OTEL_*` variable, as a default install does. Then the bare sign-and-POST
 loops of aiohttp, of pyreqwest (the sender before) and of `http1` (the engine's sender) to
-the same receiver, in the same run. Everything stays on loopback and stops by itself.
+the same receiver, in the same run. Then the slow-receiver scenarios (issue 31, "no
+cliff"): 200 subscriptions whose receivers answer in 50 to 300 ms, the same slow load with
+and without deliveries set aside, and a receiver down for a minute and back; and the issue's
+targets, each printed met or MISSED. Everything stays on loopback and stops by itself.
 """
 
 from __future__ import annotations
