@@ -151,9 +151,10 @@ class Streams:
 
     @staticmethod
     async def _drain(reader: asyncio.StreamReader) -> None:
+        # Read and drop what the server streams, so that its writes never wait on us.
         with contextlib.suppress(Exception):
             while await reader.read(65536):
-                pass
+                continue
 
     async def close(self) -> None:
         for writer in self.writers:
