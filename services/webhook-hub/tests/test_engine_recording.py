@@ -31,6 +31,47 @@ from tests.recording_factories import first_attempt, make_subscription, rows_of
 from tests.scripted_server import Reply, always, answer, start_scripted
 
 
+def engine_of(db_engine: AsyncEngine, settings: Settings, sender: WebhookSender) -> DeliveryEngine:
+    return DeliveryEngine(
+        DeliveryStore(create_session_factory(db_engine), settings), settings, sender
+    )
+
+
+def plain_sender() -> WebhookSender:
+    return WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
+
+
+def first_attempts_to(subscription: Subscription, url: str, count: int = 3) -> list[DeliveryJob]:
+    return [
+        dataclasses.replace(first_attempt(subscription).job, endpoint_url=url) for _ in range(count)
+    ]
+
+
+async def attempted(
+    engine: DeliveryEngine, jobs: list[DeliveryJob], receiver: HttpReceiver
+) -> None:
+    """Each job offered to the engine, and their answers read (not yet recorded)."""
+    for job in jobs:
+        engine.offer(job, time.monotonic())
+    await receiver.wait_for(len(jobs))
+    await asyncio.sleep(0.2)  # the answers are read
+
+
+async def states_of(
+    db_engine: AsyncEngine, subscription_id: uuid.UUID
+) -> dict[uuid.UUID, tuple[str, int, str | None]]:
+    """Each delivery of the subscription: (status, attempts, last_error)."""
+    async with AsyncSession(db_engine) as session:
+        connection = await session.connection()
+        rows = await connection.execute(
+            text(
+                "SELECT id, status, attempts, last_error FROM deliveries WHERE subscription_id = :s"
+            ),
+            {"s": subscription_id},
+        )
+        return {row.id: (row.status, row.attempts, row.last_error) for row in rows}
+
+
 async def test_an_outcome_the_database_refuses_is_left_out_and_the_others_are_recorded(
     db_engine: AsyncEngine,
     service_settings: Settings,
@@ -38,21 +79,13 @@ async def test_an_outcome_the_database_refuses_is_left_out_and_the_others_are_re
     committed_subscription: Subscription,
 ) -> None:
     subscription = committed_subscription
-    sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
-    engine = DeliveryEngine(
-        DeliveryStore(create_session_factory(db_engine), service_settings), service_settings, sender
-    )
-    jobs = [
-        dataclasses.replace(first_attempt(subscription).job, endpoint_url=http_receiver.url)
-        for _ in range(3)
-    ]
+    sender = plain_sender()
+    engine = engine_of(db_engine, service_settings, sender)
+    jobs = first_attempts_to(subscription, http_receiver.url)
     # A value no column of the row can hold (dispatch never lets such a one through).
     jobs[1].traceparent = "00-" + "f" * 60
     try:
-        for job in jobs:
-            engine.offer(job, time.monotonic())
-        await http_receiver.wait_for(3)
-        await asyncio.sleep(0.2)  # the answers are read
+        await attempted(engine, jobs, http_receiver)
         with capture_logs() as logs:
             assert await engine.flush() == 2
         assert await engine.flush() == 0  # nothing kept back to fail again
@@ -85,26 +118,17 @@ async def test_a_hostile_retry_after_does_not_stop_another_owners_outcomes(
     hostile_answer: bytes,
 ) -> None:
     hostile, server = await start_scripted(always(Reply(hostile_answer)))
-    sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
-    engine = DeliveryEngine(
-        DeliveryStore(create_session_factory(db_engine), service_settings), service_settings, sender
+    sender = plain_sender()
+    engine = engine_of(db_engine, service_settings, sender)
+    [hostile_job] = first_attempts_to(
+        committed_subscription, f"http://127.0.0.1:{hostile.port}/hook", 1
     )
-    hostile_job = dataclasses.replace(
-        first_attempt(committed_subscription).job,
-        endpoint_url=f"http://127.0.0.1:{hostile.port}/hook",
-    )
-    healthy_jobs = [
-        dataclasses.replace(
-            first_attempt(other_owners_subscription).job, endpoint_url=http_receiver.url
-        )
-        for _ in range(3)
-    ]
     try:
-        for job in (hostile_job, *healthy_jobs):
-            engine.offer(job, time.monotonic())
-        await http_receiver.wait_for(3)
+        engine.offer(hostile_job, time.monotonic())
+        await attempted(
+            engine, first_attempts_to(other_owners_subscription, http_receiver.url), http_receiver
+        )
         await asyncio.wait_for(hostile.received.wait(), 10)
-        await asyncio.sleep(0.2)  # the answers are read
         assert await engine.flush() == 4
     finally:
         await sender.close()
@@ -118,16 +142,25 @@ async def test_a_hostile_retry_after_does_not_stop_another_owners_outcomes(
         ]
 
 
-class AnswerSpoilingSender(WebhookSender):
-    """A real sender whose results for some deliveries carry a value no parser makes: it
-    stands for any answer the decisions cannot read, a defect not found yet."""
+class DefectiveSender(WebhookSender):
+    """A real sender with a defect for some deliveries: their result carries a value no parser
+    makes (`spoiled`), or the attempt raises instead of answering (`raising`). It stands for
+    any defect not found yet."""
 
-    def __init__(self, spoiled: set[uuid.UUID]) -> None:
+    def __init__(
+        self,
+        *,
+        spoiled: frozenset[uuid.UUID] = frozenset(),
+        raising: frozenset[uuid.UUID] = frozenset(),
+    ) -> None:
         super().__init__(user_agent="tests", response_body_limit=4096, guard=None)
         self.spoiled = spoiled
+        self.raising = raising
 
     async def attempt(self, job: DeliveryJob) -> AttemptResult:
         result = await super().attempt(job)
+        if job.delivery_id in self.raising:
+            raise RuntimeError("a defect in the sender")
         if job.delivery_id in self.spoiled:
             result.status_code = 429
             result.retry_after = 7  # type: ignore[assignment]  # not text: reading it raises
@@ -140,34 +173,17 @@ async def test_a_result_that_cannot_be_read_is_recorded_as_a_failed_attempt_and_
     http_receiver: HttpReceiver,
     committed_subscription: Subscription,
 ) -> None:
-    subscription = committed_subscription
-    jobs = [
-        dataclasses.replace(first_attempt(subscription).job, endpoint_url=http_receiver.url)
-        for _ in range(3)
-    ]
-    sender = AnswerSpoilingSender({jobs[1].delivery_id})
-    engine = DeliveryEngine(
-        DeliveryStore(create_session_factory(db_engine), service_settings), service_settings, sender
-    )
+    jobs = first_attempts_to(committed_subscription, http_receiver.url)
+    sender = DefectiveSender(spoiled=frozenset({jobs[1].delivery_id}))
+    engine = engine_of(db_engine, service_settings, sender)
     try:
-        for job in jobs:
-            engine.offer(job, time.monotonic())
-        await http_receiver.wait_for(3)
-        await asyncio.sleep(0.2)  # the answers are read
+        await attempted(engine, jobs, http_receiver)
         with capture_logs() as logs:
             assert await engine.flush() == 3
         assert await engine.flush() == 0  # nothing kept back to fail again
     finally:
         await sender.close()
-    async with AsyncSession(db_engine) as session:
-        connection = await session.connection()
-        rows = await connection.execute(
-            text(
-                "SELECT id, status, attempts, last_error FROM deliveries WHERE subscription_id = :s"
-            ),
-            {"s": subscription.id},
-        )
-        by_id = {row.id: (row.status, row.attempts, row.last_error) for row in rows}
+    by_id = await states_of(db_engine, committed_subscription.id)
     assert by_id[jobs[0].delivery_id][0] == by_id[jobs[2].delivery_id][0] == "succeeded"
     assert by_id[jobs[1].delivery_id] == (
         "pending",
@@ -180,51 +196,26 @@ async def test_a_result_that_cannot_be_read_is_recorded_as_a_failed_attempt_and_
     assert line["error"].startswith("AttributeError")
 
 
-class RaisingSender(WebhookSender):
-    """A real sender that raises, instead of answering, for some deliveries: it stands for
-    any defect the sender's own error handling does not catch."""
-
-    def __init__(self, raising: set[uuid.UUID]) -> None:
-        super().__init__(user_agent="tests", response_body_limit=4096, guard=None)
-        self.raising = raising
-
-    async def attempt(self, job: DeliveryJob) -> AttemptResult:
-        result = await super().attempt(job)
-        if job.delivery_id in self.raising:
-            raise RuntimeError("a defect in the sender")
-        return result
-
-
 async def test_an_attempt_that_raises_is_recorded_as_failed_and_its_slot_goes_on(
     db_engine: AsyncEngine,
     service_settings: Settings,
     http_receiver: HttpReceiver,
     committed_subscription: Subscription,
 ) -> None:
-    subscription = committed_subscription
-    jobs = [
-        dataclasses.replace(first_attempt(subscription).job, endpoint_url=http_receiver.url)
-        for _ in range(3)
-    ]
-    sender = RaisingSender({jobs[0].delivery_id})
-    engine = DeliveryEngine(
-        DeliveryStore(create_session_factory(db_engine), service_settings), service_settings, sender
-    )
+    jobs = first_attempts_to(committed_subscription, http_receiver.url)
+    sender = DefectiveSender(raising=frozenset({jobs[0].delivery_id}))
+    engine = engine_of(db_engine, service_settings, sender)
     try:
-        for job in jobs:
-            engine.offer(job, time.monotonic())
-        await http_receiver.wait_for(3)
-        await asyncio.sleep(0.2)  # the answers are read
+        await attempted(engine, jobs, http_receiver)
         assert await engine.flush() == 3
     finally:
         await sender.close()
-    async with AsyncSession(db_engine) as session:
-        connection = await session.connection()
-        rows = await connection.execute(
-            text("SELECT id, status, last_error FROM deliveries WHERE subscription_id = :s"),
-            {"s": subscription.id},
-        )
-        by_id = {row.id: (row.status, row.last_error) for row in rows}
+    by_id = {
+        id_: (status, error)
+        for id_, (status, _, error) in (
+            await states_of(db_engine, committed_subscription.id)
+        ).items()
+    }
     assert by_id == {
         jobs[0].delivery_id: ("pending", "RuntimeError in the attempt"),
         jobs[1].delivery_id: ("succeeded", None),
@@ -264,7 +255,7 @@ async def test_a_claimed_row_that_cannot_be_read_is_failed_and_the_others_are_se
                 for n in range(3)
             ]
             ids = [delivery.id for delivery in deliveries]
-        sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
+        sender = plain_sender()
         engine = UnreadableRowEngine(
             DeliveryStore(create_session_factory(db_engine), own_database), own_database, sender
         )
@@ -293,10 +284,8 @@ async def test_a_claimed_row_that_cannot_be_read_is_failed_and_the_others_are_se
 async def test_the_engines_claim_and_recording_loops_report_each_iteration(
     db_engine: AsyncEngine, fast_settings: Settings
 ) -> None:
-    sender = WebhookSender(user_agent="tests", response_body_limit=4096, guard=None)
-    engine = DeliveryEngine(
-        DeliveryStore(create_session_factory(db_engine), fast_settings), fast_settings, sender
-    )
+    sender = plain_sender()
+    engine = engine_of(db_engine, fast_settings, sender)
     beats: list[str] = []
     stop = asyncio.Event()
     running = asyncio.create_task(engine.run(stop, lambda loop, _wait: beats.append(loop)))
