@@ -6,59 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
-import httpx
-from fastapi import FastAPI
 from scraper_manager.app import create_app
 from scraper_manager.crawler.runlog import LogLine
 from scraper_manager.models import LogLevel, RunStatus
 from scraper_manager.runlog.repository import insert_lines
 from scraper_manager.runs.live import LIVE_SUBJECT
 from scraper_manager.settings import Settings
-from servicekit.live import LiveAnnouncer, LiveHub
-from servicekit.testing.app import run_http_server
+from servicekit.testing.live import live_server, until_open_streams
 from servicekit.testing.sse import open_feed
-from sqlalchemy import event, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.dashboard import DASH, sign_in
 from tests.factories import make_client, make_run, make_scraper
-
-
-class Served:
-    def __init__(self, url: str, app: FastAPI) -> None:
-        self.url = url
-        self.app = app
-        self.hub: LiveHub = app.state.live_hub
-        self.checkouts = 0  # connections the app took from its pool
-
-        def count(*_: object) -> None:
-            self.checkouts += 1
-
-        event.listen(app.state.runtime.engine.sync_engine.pool, "checkout", count)
-
-    def client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.url, timeout=httpx.Timeout(30.0))
-
-
-@contextlib.asynccontextmanager
-async def served(settings: Settings) -> AsyncIterator[Served]:
-    app = create_app(settings)
-    async with run_http_server(app) as url:
-        server = Served(url, app)
-        await asyncio.wait_for(server.hub.following.wait(), 30)
-        yield server
-
-
-async def until_open_streams(hub: LiveHub, count: int) -> None:
-    """Until the server has seen the browsers go (a disconnect is noticed, not instant)."""
-    for _ in range(300):
-        if hub.open_streams == count:
-            return
-        await asyncio.sleep(0.05)
-    assert hub.open_streams == count
 
 
 async def test_past_the_session_cap_a_live_run_page_is_429_and_a_closed_one_frees_its_slot(
@@ -70,7 +32,7 @@ async def test_past_the_session_cap_a_live_run_page_is_429_and_a_closed_one_free
     )
     live = f"{DASH}/scrapers/{run.scraper_id}/runs/{run.id}/live"
     settings = service_settings.model_copy(update={"live_streams_per_session": 1})
-    async with served(settings) as server, server.client() as client:
+    async with live_server(create_app(settings)) as server, server.client() as client:
         await sign_in(client, who)
         async with contextlib.AsyncExitStack() as first:
             kept = [await open_feed(first, client, live)]
@@ -91,7 +53,11 @@ async def test_a_heartbeat_reaches_every_open_page_of_the_run_through_one_look(
         db_engine, await make_scraper(db_engine, who.owner), status=RunStatus.RUNNING
     )
     live = f"{DASH}/scrapers/{run.scraper_id}/runs/{run.id}/live"
-    async with served(service_settings) as server, server.client() as one, server.client() as other:
+    async with (
+        live_server(create_app(service_settings)) as server,
+        server.client() as one,
+        server.client() as other,
+    ):
         await sign_in(one, who)
         await sign_in(other, who)  # a second session of the same owner
         async with contextlib.AsyncExitStack() as streams:
@@ -105,7 +71,6 @@ async def test_a_heartbeat_reaches_every_open_page_of_the_run_through_one_look(
                     text("UPDATE runs SET pages_fetched = 7 WHERE id = :id"), {"id": run.id}
                 )
             before = server.checkouts
-            announcer = LiveAnnouncer(server.app.state.runtime.nats, LIVE_SUBJECT)
-            await announcer.changed([run.id])
+            await server.announce(LIVE_SUBJECT, run.id)
             await asyncio.gather(*(feed.until("fetched page seven") for feed in feeds))
             assert server.checkouts - before == 1

@@ -18,14 +18,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from nats.js import JetStreamContext
 from servicekit.embedded.network import free_port
-from servicekit.live import LiveAnnouncer, LiveHub
 from servicekit.testing import HttpReceiver
-from servicekit.testing.app import run_http_server
+from servicekit.testing.live import live_server, until_open_streams
 from servicekit.testing.sse import open_feed
-from sqlalchemy import event, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
 from webhook_hub.deliveries.live import LIVE_SUBJECT
@@ -60,46 +58,8 @@ def tagged(settings: Settings, **caps: int) -> Settings:
     )
 
 
-class Served:
-    def __init__(self, url: str, app: FastAPI) -> None:
-        self.url = url
-        self.app = app
-        self.hub: LiveHub = app.state.live_hub
-        self.checkouts = 0  # connections the app took from its pool
-
-        def count(*_: object) -> None:
-            self.checkouts += 1
-
-        event.listen(app.state.runtime.engine.sync_engine.pool, "checkout", count)
-
-    async def announce(self, subscription_id: str) -> None:
-        """What the worker does after recording a batch of this endpoint's deliveries."""
-        await LiveAnnouncer(self.app.state.runtime.nats, LIVE_SUBJECT).changed([subscription_id])
-
-    def client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.url, timeout=TIMEOUT)
-
-
-@contextlib.asynccontextmanager
-async def served(settings: Settings) -> AsyncIterator[Served]:
-    app = create_app(settings)
-    async with run_http_server(app) as url:
-        served = Served(url, app)
-        await asyncio.wait_for(served.hub.following.wait(), 30)
-        yield served
-
-
 async def endpoint_of(client: httpx.AsyncClient, consumer: Consumer, receiver: HttpReceiver) -> str:
     return str((await subscribe(client, consumer.headers, receiver.url))["id"])
-
-
-async def until_open_streams(hub: LiveHub, count: int) -> None:
-    """Until the server has seen the browsers go (a disconnect is noticed, not instant)."""
-    for _ in range(300):
-        if hub.open_streams == count:
-            return
-        await asyncio.sleep(0.05)
-    assert hub.open_streams == count
 
 
 async def test_past_the_session_cap_a_live_view_is_429_and_a_closed_one_frees_its_slot(
@@ -107,7 +67,7 @@ async def test_past_the_session_cap_a_live_view_is_429_and_a_closed_one_frees_it
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
     settings = tagged(service_settings, live_streams_per_session=2)
-    async with served(settings) as server, server.client() as client:
+    async with live_server(create_app(settings)) as server, server.client() as client:
         endpoint = await endpoint_of(client, consumer, http_receiver)
         await signed_in(client, consumer)
         async with contextlib.AsyncExitStack() as first:
@@ -140,7 +100,7 @@ async def test_fifty_open_streams_hold_no_database_connection_and_share_one_read
             )
         return int(count or 0)
 
-    async with served(settings) as server, server.client() as client:
+    async with live_server(create_app(settings)) as server, server.client() as client:
         endpoint = await endpoint_of(client, consumer, http_receiver)
         await signed_in(client, consumer)
         async with contextlib.AsyncExitStack() as streams:
@@ -152,7 +112,7 @@ async def test_fifty_open_streams_hold_no_database_connection_and_share_one_read
             # A change of the endpoint reaches the 50 streams through one query.
             await set_deliveries(db_engine, endpoint, [("failed", timedelta(0))])
             before = server.checkouts
-            await server.announce(endpoint)
+            await server.announce(LIVE_SUBJECT, endpoint)
             await asyncio.gather(*(feed.until("badge-bad") for feed in feeds))
             assert server.checkouts - before == 1
 
@@ -166,7 +126,7 @@ async def test_a_delivery_the_worker_records_reaches_every_open_stream_of_its_en
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
     async with (
-        served(tagged(service_settings)) as server,
+        live_server(create_app(tagged(service_settings))) as server,
         server.client() as one,
         server.client() as other,
     ):
@@ -186,7 +146,7 @@ async def test_signing_out_ends_the_open_live_views_of_the_session(
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
     settings = tagged(service_settings, live_session_recheck_seconds=0)
-    async with served(settings) as server, server.client() as client:
+    async with live_server(create_app(settings)) as server, server.client() as client:
         endpoint = await endpoint_of(client, consumer, http_receiver)
         token = await signed_in(client, consumer)
         async with contextlib.AsyncExitStack() as streams:
@@ -194,7 +154,7 @@ async def test_signing_out_ends_the_open_live_views_of_the_session(
             signed_out = await client.post("/portal/logout", data={"csrf_token": token})
             assert signed_out.status_code == 303
             await set_deliveries(db_engine, endpoint, [("failed", timedelta(0))])
-            await server.announce(endpoint)
+            await server.announce(LIVE_SUBJECT, endpoint)
             # The change is not shown: the stream ends, its slot given back.
             with pytest.raises(EOFError):
                 await asyncio.wait_for(feed.next_event(), 30)
@@ -205,7 +165,10 @@ async def test_another_owners_endpoint_has_no_live_view(
     service_settings: Settings, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     owner, stranger = await make_consumer(db_engine, "write"), await make_consumer(db_engine)
-    async with served(tagged(service_settings)) as server, server.client() as client:
+    async with (
+        live_server(create_app(tagged(service_settings))) as server,
+        server.client() as client,
+    ):
         endpoint = await endpoint_of(client, owner, http_receiver)
         await signed_in(client, stranger)
         response = await client.get(live_url(endpoint))
