@@ -17,9 +17,10 @@ from scraper_manager.app import create_app
 from scraper_manager.models import ScraperWebhook, WebhookStatus
 from scraper_manager.settings import Settings
 from scraper_manager.webhooks.service import SOURCE, WebhookService
-from servicekit.contracts.webhook_hub import HubSubscriptions
+from servicekit.contracts.webhook_hub import HubSubscriptions, HubUnavailable
 from servicekit.db.engine import create_session_factory
 from servicekit.embedded.nats import EmbeddedNats
+from servicekit.runtime import NatsConnection
 from servicekit.testing import HttpReceiver, serve_app
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -403,3 +404,14 @@ async def test_when_the_hub_does_not_answer_the_webhooks_page_says_so_per_webhoo
     assert page.status_code == 200
     assert "https://client.example/hooks" in page.text
     assert "webhook-hub did not say how the last deliveries went" in page.text
+
+
+async def test_asking_the_hub_before_nats_is_reached_is_the_hub_not_answering(
+    service_settings: Settings,
+) -> None:
+    # A process whose NATS connection has not come up yet (a slow start): the overview tells
+    # "unknown" for HubUnavailable, where a bare 503 had failed the whole page.
+    not_connected = NatsConnection(service_settings, None)
+    hub = HubSubscriptions(not_connected, source=SOURCE, timeout=1)
+    with pytest.raises(HubUnavailable):
+        await hub.list("acme")

@@ -186,12 +186,20 @@ class HubSubscriptions:
 
     async def _ask(self, action: Action, request: TenantRequest, reply: type[Reply]) -> Reply:
         try:
-            message = await self.nats.client.request(
+            # NATS not reached yet is the hub not answering, for the callers as for a timeout
+            # (an overview tells "unknown" for HubUnavailable instead of failing as a 503).
+            client = self.nats.client
+            message = await client.request(
                 subject(action),
                 request.model_dump_json(exclude_unset=True).encode(),
                 timeout=self.timeout,
             )
-        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
+        except (
+            ServiceUnavailable,
+            nats.errors.NoRespondersError,
+            nats.errors.TimeoutError,
+            nats.errors.ConnectionClosedError,
+        ) as exc:
             raise HubUnavailable() from exc
         answer = json.loads(message.data)
         if not answer.get("ok"):
