@@ -153,7 +153,7 @@ async def external_issuer() -> AsyncIterator[tuple[str, RSAKey]]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = getattr(site._server, "sockets", [])[0].getsockname()[1]
+    port = runner.addresses[0][1]
     yield f"http://127.0.0.1:{port}", key
     await runner.cleanup()
 

@@ -64,8 +64,7 @@ class LocalWebsite:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        self.port = int(getattr(server, "sockets", [])[0].getsockname()[1])
+        self.port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -83,7 +82,7 @@ async def serving(
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = getattr(site._server, "sockets", [])[0].getsockname()[1]
+    port = runner.addresses[0][1]
     try:
         yield f"http://127.0.0.1:{port}{path}"
     finally:

@@ -78,9 +78,7 @@ class HttpReceiver:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.port = int(sockets[0].getsockname()[1])
+        self.port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -141,15 +141,24 @@ class MaskUnexpectedErrors(MaskErrors):
     def __init__(self) -> None:
         super().__init__(should_mask_error=is_unexpected, error_message="Unexpected error.")
 
-    def _process_errors(self, errors: list[GraphQLError]) -> list[GraphQLError]:
-        # graphql-core rewraps a scalar's error (e.g. "Variable '$f' has invalid value..."),
-        # losing its extensions: the code is put back on the error the client sees.
-        for error in errors:
-            if caused_by_invalid_input(error) and not (error.extensions or {}).get("code"):
-                error.extensions = {**(error.extensions or {}), "code": BAD_USER_INPUT}
-        return super()._process_errors(errors)
-
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
         masked = super().anonymise_error(error)
         masked.extensions = {"code": INTERNAL_SERVER_ERROR}
         return masked
+
+
+class InvalidInputCodes(SchemaExtension):
+    """graphql-core rewraps a scalar's error (e.g. "Variable '$f' has invalid value..."),
+    losing its extensions: the code is put back on the error the client sees. Such errors are
+    never masked (`is_unexpected`), so this runs before or after `MaskUnexpectedErrors` alike,
+    on strawberry's public extension hook rather than inside its masking."""
+
+    def on_operation(self) -> Iterator[None]:
+        yield
+        result = self.execution_context.result
+        errors = getattr(result, "errors", None)
+        if errors is None:
+            errors = getattr(getattr(result, "initial_result", None), "errors", None)
+        for error in errors or ():
+            if caused_by_invalid_input(error) and not (error.extensions or {}).get("code"):
+                error.extensions = {**(error.extensions or {}), "code": BAD_USER_INPUT}

@@ -23,6 +23,7 @@ from strawberry.types import ExecutionContext
 
 from commerce_content.graphql_api.adapter import core_schema, executor_for
 from commerce_content.graphql_api.extensions import (
+    InvalidInputCodes,
     MaskUnexpectedErrors,
     OperationPolicy,
     OperationSpan,
@@ -76,6 +77,7 @@ def build_schema(settings: Settings) -> CommerceSchema:
         lambda: ParserCache(maxsize=CACHED_DOCUMENTS),
         lambda: ValidationCache(maxsize=CACHED_DOCUMENTS),
         MaskUnexpectedErrors,
+        InvalidInputCodes,
         lambda: OperationPolicy(settings.graphql_max_cost),
     ]
     return CommerceSchema(

@@ -12,7 +12,6 @@ from typing import IO, Any
 from openpyxl import Workbook
 from openpyxl.cell import WriteOnlyCell
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
-from openpyxl.worksheet._write_only import WriteOnlyWorksheet
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -45,7 +44,8 @@ class XlsxRows:
 
     def __init__(self, columns: list[str]) -> None:
         self.book = Workbook(write_only=True)
-        self.sheet: WriteOnlyWorksheet = self.book.create_sheet("results")
+        # openpyxl's write-only sheet: its class is private, and `create_sheet` is typed Any.
+        self.sheet = self.book.create_sheet("results")
         self.columns = columns
         # Names are client text (selector names, crawled keys): typed as values are.
         self.sheet.append([self._cell(c) for c in columns])
