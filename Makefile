@@ -13,11 +13,12 @@ PYTEST := $(RUN) pytest -p no:cacheprovider
 # `make test`'s suites, longest first (see `test`).
 SUITES := suite-e2e $(addprefix suite-,$(SERVICES)) suite-servicekit
 
-.PHONY: help install run test test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench fuzz browser wrk nginx
+.PHONY: help install run test test-fast test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench fuzz browser wrk nginx
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
 	@echo "make test     lint, then every test"
+	@echo "make test-fast every test that needs no server nor browser (pure decisions, parsers, schemas, templates), about a minute"
 	@echo "make test-e2e the end-to-end suite alone (the stack as real processes)"
 	@echo "make lint     ruff, ruff format --check, mypy --strict"
 	@echo "make check-deploy  compose schema, kustomize overlays and ServiceMonitors validated, hadolint, Grafana dashboards, README's Secret and API-key commands"
@@ -97,6 +98,17 @@ suite-servicekit: install browser
 	$(RUN) python -m servicekit.embedded -- $(PYTEST) libs/servicekit/tests
 $(addprefix suite-,$(SERVICES)): suite-%: install browser
 	cd services/$* && $(RUN) python -m servicekit.embedded -- $(PYTEST) tests
+
+# The fast loop: tests whose fixtures reach no server nor browser (servicekit's pytest plugin
+# marks the others `server`), every suite side by side, no embedded server started.
+FAST_SUITES := fast-servicekit $(addprefix fast-,$(SERVICES))
+.PHONY: $(FAST_SUITES)
+test-fast: install
+	$(MAKE) --no-print-directory --keep-going -j4 --output-sync=target $(FAST_SUITES)
+fast-servicekit: install
+	cd libs/servicekit && $(PYTEST) -q -m "not server" tests
+$(addprefix fast-,$(SERVICES)): fast-%: install
+	cd services/$* && $(PYTEST) -q -m "not server" tests
 
 # The whole stack as real processes (it starts its own servers), driven over HTTP and NATS.
 test-e2e: install

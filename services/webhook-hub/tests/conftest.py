@@ -54,7 +54,15 @@ SEEDED_TYPES = [
 ]
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(autouse=True)
+def event_types_seeded(request: pytest.FixtureRequest) -> None:
+    """The seeded types, for every test that reaches the database; the others start no server
+    (`make test-fast` runs them alone)."""
+    if "database_url" in request.fixturenames:
+        request.getfixturevalue("seeded_event_types")
+
+
+@pytest.fixture(scope="session")
 async def seeded_event_types(db_engine: AsyncEngine) -> None:
     async with create_session_factory(db_engine)() as session, session.begin():
         await EventTypeRepository(session).upsert(SEEDED_TYPES)

@@ -31,6 +31,24 @@ from servicekit.testing.tracing import RecordedSpans, recording_spans
 # Browser fixtures (Playwright on Debian's chromium), for every service's tests.
 __all__ = ["browser", "browser_page", "screenshot_dir"]
 
+# A test whose fixtures reach one of these needs a server (PostgreSQL, NATS) or a browser:
+# it is marked `server`, and `make test-fast` runs the others (`-m "not server"`).
+SERVER_FIXTURES = frozenset({"postgres_server_url", "nats_url", "browser"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "server: needs PostgreSQL, NATS or a browser (set from the test's fixtures by servicekit's"
+        " plugin, or by hand for a test that starts its own)",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
 
 @pytest.fixture(scope="session")
 def postgres_server_url() -> Iterator[str]:
