@@ -150,6 +150,10 @@ class Delivery(SQLModel, table=True):
     first_response_body: str | None = None
     first_duration_ms: int | None = None
     first_error: str | None = None
+    # The partition key (migration 0020): the time the log files the delivery under, its
+    # event's time as a rule (`partitions.Layout.log_time_of`). The database's key is (id,
+    # log_time); `id` alone is still unique, and the ORM looks rows up by it.
+    log_time: datetime = _tz(default_factory=utcnow)
 
     def first_attempt(self) -> DeliveryAttempt | None:
         """The attempt stored in this row, as the log shows attempts (with this row's id)."""
@@ -175,7 +179,10 @@ class DeliveryAttempt(SQLModel, table=True):
         primary_key=True,
         sa_column_kwargs={"server_default": sa.text("gen_random_uuid()")},
     )
-    delivery_id: uuid.UUID = Field(foreign_key="deliveries.id", ondelete="CASCADE", index=True)
+    # No foreign key (migration 0020: `deliveries` is partitioned): a subscription's deletion
+    # deletes its deliveries' attempts by trigger, and partitions are dropped by time.
+    delivery_id: uuid.UUID = Field(index=True)
+    # The partition key (by its own time: an attempt is kept as long as the retention says).
     attempted_at: datetime = _tz(default_factory=utcnow)
     status_code: int | None = None
     response_body: str | None = None
