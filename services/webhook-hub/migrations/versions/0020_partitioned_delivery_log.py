@@ -165,7 +165,9 @@ def upgrade() -> None:
         " USING INDEX delivery_attempts_legacy_pkey"
     )
     for index in ("ix_deliveries_due", "ix_deliveries_subscription_created_timing"):
-        op.execute(f"ALTER INDEX {index} RENAME TO {index.replace('deliveries', 'deliveries_legacy')}")
+        op.execute(
+            f"ALTER INDEX {index} RENAME TO {index.replace('deliveries', 'deliveries_legacy')}"
+        )
     op.execute(
         "ALTER INDEX ix_delivery_attempts_delivery_timing"
         " RENAME TO ix_delivery_attempts_legacy_delivery_timing"
@@ -220,7 +222,7 @@ def downgrade() -> None:
     # Oldest key first: a delivery filed under two keys (a copy of its event that came as
     # its first row was moved) is kept as first filed.
     op.execute(
-        f"INSERT INTO deliveries_plain ({COPIED_DELIVERY_COLUMNS})"
+        f"INSERT INTO deliveries_plain ({COPIED_DELIVERY_COLUMNS})"  # noqa: S608 (constants)
         f" SELECT {COPIED_DELIVERY_COLUMNS} FROM deliveries ORDER BY log_time"
         " ON CONFLICT DO NOTHING"
     )
@@ -228,7 +230,7 @@ def downgrade() -> None:
     # Attempts of deliveries no longer in the log (their partition dropped first) would fail
     # the foreign key 0019 has.
     op.execute(
-        f"INSERT INTO delivery_attempts_plain ({COPIED_ATTEMPT_COLUMNS})"
+        f"INSERT INTO delivery_attempts_plain ({COPIED_ATTEMPT_COLUMNS})"  # noqa: S608 (constants)
         f" SELECT {COPIED_ATTEMPT_COLUMNS} FROM delivery_attempts a"
         " WHERE EXISTS (SELECT 1 FROM deliveries_plain d WHERE d.id = a.delivery_id)"
     )

@@ -90,9 +90,7 @@ class Settings(PageSettings, LiveStreamSettings):
     @property
     def delivery_log_layout(self) -> Layout:
         """How `deliveries` and `delivery_attempts` are partitioned and kept."""
-        return Layout(
-            self.delivery_partition_width, timedelta(days=self.delivery_retention_days)
-        )
+        return Layout(self.delivery_partition_width, timedelta(days=self.delivery_retention_days))
 
     @property
     def ssrf_guard_enabled(self) -> bool:

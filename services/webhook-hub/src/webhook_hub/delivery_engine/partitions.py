@@ -20,7 +20,7 @@ current partition (`log_time_of`), which always exists.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -83,13 +83,21 @@ class Layout:
         """The partition key of a delivery of an event of `event_time`, written at `now`:
         the event's time when a partition surely holds it until its retention (the copies
         of one event then share the key), else the start of the current partition."""
+        return self.filing(now)(event_time)
+
+    def filing(self, now: datetime) -> Callable[[datetime], datetime]:
+        """`log_time_of` at `now`, its bounds computed once (for a batch of rows)."""
+        # Not dropped for at least a width more, and made ahead with a width to spare.
         earliest = self.slot_of(now - self.retention + self.width)
-        latest = self.slot_of(now) + AHEAD * self.width
-        if event_time.tzinfo is None:  # a producer's time without offset is UTC
-            event_time = event_time.replace(tzinfo=UTC)
-        if earliest <= event_time < latest:
-            return event_time
-        return self.slot_of(now)
+        current = self.slot_of(now)
+        latest = current + AHEAD * self.width
+
+        def log_time(event_time: datetime) -> datetime:
+            if event_time.tzinfo is None:  # a producer's time without offset is UTC
+                event_time = event_time.replace(tzinfo=UTC)
+            return event_time if earliest <= event_time < latest else current
+
+        return log_time
 
 
 @dataclass(frozen=True)
@@ -116,9 +124,7 @@ def partition_name(table: str, lower: datetime) -> str:
     return f"{table}_p{lower.astimezone(UTC):%Y%m%d_%H%M}"
 
 
-def plan(
-    table: str, existing: Sequence[Partition], now: datetime, layout: Layout
-) -> Plan:
+def plan(table: str, existing: Sequence[Partition], now: datetime, layout: Layout) -> Plan:
     """The partitions to drop (expired ones) and to create: every aligned slot from the one
     that holds `now - retention` to `AHEAD` after the current one, less what the partitions
     that stay already cover (so a slot partly covered gets a partition of its uncovered
