@@ -33,7 +33,7 @@ events/s; the styles are not mixed within a statement):
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from datetime import UTC, datetime
 from typing import Any
 
@@ -376,8 +376,12 @@ class DeliveryWrites:
     """The writes of deliveries and attempts within a unit of work the caller owns (commits
     or rolls back): an API request's, a test's, or one of `DeliveryStore`'s transactions."""
 
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(
+        self, session: AsyncSession, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    ) -> None:
         self.session = session
+        # When new rows are written (their partition key depends on it): tests move it.
+        self._clock = clock
 
     async def wake_workers(self) -> None:
         await wake_delivery_workers(self.session)
@@ -491,7 +495,7 @@ class DeliveryWrites:
         # (the log is partitioned: migration 0020): those are left out here.
         attempt_rows = [attempt_row(r) for r in logged if r.job.subscription_id in live]
         set_aside = [job for job in set_aside if job.subscription_id in live]
-        now = datetime.now(UTC)
+        now = self._clock()
         filed = settings.delivery_log_layout.filing(now)
         new_rows = [first_row(r, step, filed(r.job.event_time)) for r, step in firsts]
         new_rows += [pending_row(job, now, filed(job.event_time)) for job in set_aside]
