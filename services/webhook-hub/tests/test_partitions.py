@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -39,7 +40,7 @@ def test_a_width_is_a_whole_number_of_minutes_hours_or_days(text: str, width: ti
 
 
 @pytest.mark.parametrize(
-    "text", ["", "d", "0m", "1s", "1.5h", "-1d", "1w", "367d", "1d1h", "１d", None, 5, b"1d"]
+    "text", ["", "d", "0m", "1s", "1.5h", "-1d", "1w", "367d", "1d1h", "\uff11d", None, 5, b"1d"]
 )
 def test_any_other_width_is_refused(text: object) -> None:
     with pytest.raises(ValueError, match="partition width"):
@@ -48,7 +49,7 @@ def test_any_other_width_is_refused(text: object) -> None:
 
 def test_a_width_the_settings_cannot_read_is_a_settings_error() -> None:
     with pytest.raises(ValidationError, match="delivery_partition_width"):
-        Settings(delivery_partition_width="a day")  # type: ignore[arg-type]
+        Settings(delivery_partition_width="a day")
 
 
 def test_slots_are_aligned_on_the_epoch_whatever_moment_falls_in_them() -> None:
@@ -116,8 +117,10 @@ def test_a_narrower_width_fills_around_wider_partitions_without_overlap() -> Non
         [(p.lower, p.upper) for p in daily] + [(lo, hi) for _, lo, hi in made],
         key=lambda bounds: bounds[0] or EPOCH,
     )
-    for (_, upper), (lower, _) in zip(everything, everything[1:], strict=False):
-        assert upper is not None and lower is not None and upper <= lower
+    for (_, upper), (lower, _) in itertools.pairwise(everything):
+        assert upper is not None
+        assert lower is not None
+        assert upper <= lower
 
 
 def test_rounds_on_a_moving_clock_keep_every_accepted_time_covered_and_nothing_overlapping() -> (
@@ -130,7 +133,7 @@ def test_rounds_on_a_moving_clock_keep_every_accepted_time_covered_and_nothing_o
         existing = [p for p in existing if p.name not in decided.drop]
         existing += [Partition(n, lo, hi) for n, lo, hi in decided.create]
         ranges = sorted((p.lower or EPOCH, p.upper or EPOCH) for p in existing)
-        for (_, upper), (lower, _) in zip(ranges, ranges[1:], strict=False):
+        for (_, upper), (lower, _) in itertools.pairwise(ranges):
             assert upper <= lower
         filed = MINUTE.filing(clock)
         for offset in range(-600, 600, 7):  # any event time: filed under a partition there
@@ -189,10 +192,13 @@ def test_an_event_time_without_offset_is_read_as_utc() -> None:
             "FOR VALUES FROM (MINVALUE) TO ('2026-11-23 09:17:00+00')",
             (None, datetime(2026, 11, 23, 9, 17, tzinfo=UTC)),
         ),
-        ("FOR VALUES FROM ('2026-11-23 00:00:00+00') TO (MAXVALUE)", (
-            datetime(2026, 11, 23, tzinfo=UTC),
-            None,
-        )),
+        (
+            "FOR VALUES FROM ('2026-11-23 00:00:00+00') TO (MAXVALUE)",
+            (
+                datetime(2026, 11, 23, tzinfo=UTC),
+                None,
+            ),
+        ),
         ("DEFAULT", None),
         ("FOR VALUES IN (1)", None),
         ("FOR VALUES FROM ('soon') TO ('later')", None),

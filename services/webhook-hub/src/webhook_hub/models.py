@@ -117,7 +117,14 @@ class Subscription(SQLModel, table=True):
 
 
 class Delivery(SQLModel, table=True):
-    """One event for one subscription: created once, attempted until it succeeds or gives up."""
+    """One event for one subscription: created once, attempted until it succeeds or gives up.
+
+    The table is partitioned by `log_time` (migration 0020), which this model leaves out: the
+    store writes it (`partitions.Layout.log_time_of`), a row the ORM adds (a test event) gets
+    the column's default (now), and rows from before the migration hold `-infinity`, which
+    no Python datetime can hold. The database's key is (id, log_time); `id` alone identifies
+    a delivery (its id is derived from subscription and event), and the ORM looks rows up
+    by it."""
 
     __tablename__ = "deliveries"
 
@@ -150,10 +157,6 @@ class Delivery(SQLModel, table=True):
     first_response_body: str | None = None
     first_duration_ms: int | None = None
     first_error: str | None = None
-    # The partition key (migration 0020): the time the log files the delivery under, its
-    # event's time as a rule (`partitions.Layout.log_time_of`). The database's key is (id,
-    # log_time); `id` alone is still unique, and the ORM looks rows up by it.
-    log_time: datetime = _tz(default_factory=utcnow)
 
     def first_attempt(self) -> DeliveryAttempt | None:
         """The attempt stored in this row, as the log shows attempts (with this row's id)."""
