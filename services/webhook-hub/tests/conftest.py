@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 
 import nats
 import pytest
@@ -16,6 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
 from webhook_hub.cli import MIGRATIONS
+from webhook_hub.delivery_engine.maintenance import maintain
 from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
@@ -70,6 +72,13 @@ async def seeded_event_types(db_engine: AsyncEngine) -> None:
         await connection.execute(
             text("UPDATE event_types SET is_active = false WHERE name = 'legacy.retired'")
         )
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def delivery_log_partitions(db_engine: AsyncEngine, service_settings: Settings) -> None:
+    """The partitions a worker's first maintenance round makes (the migration attaches only
+    the old tables, up to a few minutes ahead), for tests that write deliveries without one."""
+    await maintain(db_engine, service_settings.delivery_log_layout, datetime.now(UTC))
 
 
 @pytest.fixture

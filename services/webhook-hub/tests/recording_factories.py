@@ -67,7 +67,7 @@ async def rows_of(session: AsyncSession, subscription_id: uuid.UUID) -> list[tup
             "SELECT d.status, d.attempts, d.payload,"
             " count(a.id) + CAST(d.first_duration_ms IS NOT NULL AS int) FROM deliveries d"
             " LEFT JOIN delivery_attempts a ON a.delivery_id = d.id"
-            " WHERE d.subscription_id = :id GROUP BY d.id ORDER BY d.created_at"
+            " WHERE d.subscription_id = :id GROUP BY d.id, d.log_time ORDER BY d.created_at"
         ),
         {"id": subscription_id},
     )

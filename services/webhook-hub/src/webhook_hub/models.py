@@ -117,7 +117,14 @@ class Subscription(SQLModel, table=True):
 
 
 class Delivery(SQLModel, table=True):
-    """One event for one subscription: created once, attempted until it succeeds or gives up."""
+    """One event for one subscription: created once, attempted until it succeeds or gives up.
+
+    The table is partitioned by `log_time` (migration 0020), which this model leaves out: the
+    store writes it (`partitions.Layout.log_time_of`), a row the ORM adds (a test event) gets
+    the column's default (now), and rows from before the migration hold `-infinity`, which
+    no Python datetime can hold. The database's key is (id, log_time); `id` alone identifies
+    a delivery (its id is derived from subscription and event), and the ORM looks rows up
+    by it."""
 
     __tablename__ = "deliveries"
 
@@ -175,7 +182,10 @@ class DeliveryAttempt(SQLModel, table=True):
         primary_key=True,
         sa_column_kwargs={"server_default": sa.text("gen_random_uuid()")},
     )
-    delivery_id: uuid.UUID = Field(foreign_key="deliveries.id", ondelete="CASCADE", index=True)
+    # No foreign key (migration 0020: `deliveries` is partitioned): a subscription's deletion
+    # deletes its deliveries' attempts by trigger, and partitions are dropped by time.
+    delivery_id: uuid.UUID = Field(index=True)
+    # The partition key (by its own time: an attempt is kept as long as the retention says).
     attempted_at: datetime = _tz(default_factory=utcnow)
     status_code: int | None = None
     response_body: str | None = None

@@ -1,13 +1,22 @@
 """Settings of webhook-hub, read from `WEBHOOK_HUB_*` (bare `DATABASE_URL`, `NATS_URL`,
 `SMTP_URL` as fall-backs)."""
 
+from datetime import timedelta
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, PlainSerializer
 from pydantic_settings import SettingsConfigDict
 from servicekit.live import LiveStreamSettings
 from servicekit.web.pages import PageSettings
+
+from webhook_hub.delivery_engine.partitions import Layout, format_width, parse_width
+
+# A duration written as `1d`, `6h`, `15m` (partitions.parse_width): anything else is refused
+# when the settings are read.
+PartitionWidth = Annotated[
+    timedelta, BeforeValidator(parse_width), PlainSerializer(format_width, return_type=str)
+]
 
 # 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: the schedule Svix publishes, about 28 h in all.
 DEFAULT_RETRY_SCHEDULE = [5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0]
@@ -67,9 +76,21 @@ class Settings(PageSettings, LiveStreamSettings):
     idempotency_window_hours: float = 24.0
     # The worker deletes keys past the window this often (in batches: producer_events/pruning).
     idempotency_prune_seconds: float = Field(default=300.0, gt=0)
+    # The delivery log (`deliveries`, `delivery_attempts`) is partitioned by time, this wide,
+    # and whole partitions are dropped once past the retention (days; fractions allowed, for
+    # a soak run that keeps minutes). The portal charts' hourly rollup is kept longer, pruned
+    # on its own. See the README's "Delivery log retention and partitions".
+    delivery_partition_width: PartitionWidth = timedelta(days=1)
+    delivery_retention_days: float = Field(default=30.0, gt=0)
+    delivery_rollup_retention_days: float = Field(default=90.0, gt=0)
     # Where people reach this service (portal links are built on it); empty: the address of
     # the request that asks for a link, or http://127.0.0.1:<port> from the CLI.
     public_url: str = ""
+
+    @property
+    def delivery_log_layout(self) -> Layout:
+        """How `deliveries` and `delivery_attempts` are partitioned and kept."""
+        return Layout(self.delivery_partition_width, timedelta(days=self.delivery_retention_days))
 
     @property
     def ssrf_guard_enabled(self) -> bool:

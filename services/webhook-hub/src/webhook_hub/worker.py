@@ -1,5 +1,6 @@
 """`webhook-hub worker`: the outbox relay, dispatch and delivery, event-type sync, mail, the
-NATS request/reply service for other services, and the retention of mail and portal links."""
+NATS request/reply service for other services, the retention of mail and portal links, and
+the delivery log's partitions (made ahead, dropped past their retention) and rollup."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from servicekit.worker import WorkerLoop, run_worker
 
 from webhook_hub.deliveries.live import LIVE_SUBJECT
 from webhook_hub.delivery_engine.engine import DeliveryEngine
+from webhook_hub.delivery_engine.maintenance import delivery_log_loop, rollup_retention_loop
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.delivery_engine.store import DeliveryStore
 from webhook_hub.dispatch.handler import LOOP as DISPATCH_LOOP
@@ -96,6 +98,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             mail_retention_loop(settings),
             link_retention_loop(PortalLink, settings, settings.link_retention_hours),
             idempotency_pruning_loop(settings),
+            delivery_log_loop(settings),
+            rollup_retention_loop(settings),
         ],
         stop=stop,
     )

@@ -17,9 +17,9 @@ from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
 from webhook_hub.models import DeliveryStatus
 
 
-def delivery_row(job: DeliveryJob, state: tuple[Any, ...]) -> tuple[Any, ...]:
+def delivery_row(job: DeliveryJob, state: tuple[Any, ...], log_time: datetime) -> tuple[Any, ...]:
     """A new delivery row (`store.DELIVERY_COLUMNS`): the event's fields, then `state`, the
-    columns from `status` on."""
+    columns from `status` on, then its partition key `log_time`."""
     return (
         job.delivery_id,
         job.subscription_id,
@@ -31,10 +31,11 @@ def delivery_row(job: DeliveryJob, state: tuple[Any, ...]) -> tuple[Any, ...]:
         job.traceparent,
         job.tracestate,
         *state,
+        log_time,
     )
 
 
-def first_row(result: AttemptResult, step: NextStep) -> tuple[Any, ...]:
+def first_row(result: AttemptResult, step: NextStep, log_time: datetime) -> tuple[Any, ...]:
     """The delivery row of an event's first attempt, in the state the attempt left it and
     holding the attempt (which started when the row is created)."""
     state = (
@@ -51,13 +52,13 @@ def first_row(result: AttemptResult, step: NextStep) -> tuple[Any, ...]:
         result.duration_ms,
         result.error,
     )
-    return delivery_row(result.job, state)
+    return delivery_row(result.job, state, log_time)
 
 
-def pending_row(job: DeliveryJob, now: datetime) -> tuple[Any, ...]:
+def pending_row(job: DeliveryJob, now: datetime, log_time: datetime) -> tuple[Any, ...]:
     """A delivery set aside before its first attempt: due now, for any worker's claim loop."""
     state = (DeliveryStatus.PENDING, 0, now, None, None, None, now, None, None, None, None, None)
-    return delivery_row(job, state)
+    return delivery_row(job, state, log_time)
 
 
 def attempt_row(result: AttemptResult) -> tuple[Any, ...]:
