@@ -6,13 +6,15 @@ retention."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
+from servicekit.db.admin import database_url_for, drop_database
 from servicekit.db.engine import create_session_factory, to_sqlalchemy_url
 from servicekit.events import RawCloudEvent
+from servicekit.testing.conformance import run_cli
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -31,13 +33,24 @@ RETENTION = timedelta(minutes=3)
 
 
 @pytest.fixture
-def minute_settings(own_database: Settings) -> Settings:
-    return own_database.model_copy(
+def minute_settings(
+    service_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Settings]:
+    """A database of the test's own, migrated by the real CLI with minute-wide partitions."""
+    monkeypatch.setenv("WEBHOOK_HUB_DELIVERY_PARTITION_WIDTH", "1m")
+    url = database_url_for(service_settings.database_url, f"min_{uuid.uuid4().hex[:8]}")
+    settings = service_settings.model_copy(
         update={
+            "database_url": url,
             "delivery_partition_width": WIDTH,
             "delivery_retention_days": RETENTION / timedelta(days=1),
         }
     )
+    run_cli("webhook-hub", settings, "migrate", "--create-database")
+    try:
+        yield settings
+    finally:
+        drop_database(url)
 
 
 @pytest.fixture
@@ -57,6 +70,33 @@ async def partitions(engine: AsyncEngine, table: str) -> set[str]:
             {"table": table},
         )
         return set(rows.scalars())
+
+
+async def test_migrate_makes_the_partitions_ahead_so_the_api_can_write_before_a_worker(
+    own_database: Settings,
+) -> None:
+    # The default layout (a day wide). The migration's own partition reaches minutes ahead;
+    # `migrate` makes the rest of today's and the days ahead, with no worker ever started.
+    engine = create_async_engine(to_sqlalchemy_url(own_database.database_url))
+    try:
+        layout = own_database.delivery_log_layout
+        tomorrow = datetime.now(UTC) + timedelta(days=1)
+        made = await partitions(engine, "deliveries")
+        assert f"deliveries_p{layout.slot_of(tomorrow):%Y%m%d_%H%M}" in made
+        subscription = await committed_subscription_in(engine)
+        async with AsyncSession(engine, expire_on_commit=False) as session:
+            # The API's own write of a delivery (a test event), an hour from now.
+            delivery = await DeliveryWrites(session).add(
+                subscription.id,
+                event_id=uuid.uuid4(),
+                event_type="order.created",
+                payload={"id": 1},
+                event_time=datetime.now(UTC) + timedelta(hours=1),
+            )
+            await session.commit()
+        assert delivery.id is not None
+    finally:
+        await engine.dispose()
 
 
 async def committed_subscription_in(engine: AsyncEngine) -> Subscription:

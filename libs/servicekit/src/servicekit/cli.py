@@ -86,6 +86,7 @@ class ServiceCLI:
         migrations: Path,
         extra: Sequence[ExtraCommand] = (),
         key_levels: Sequence[AccessLevel] = ISSUED_OVER_API,
+        after_migrate: Callable[[Any], None] | None = None,
     ) -> None:
         self.name = name
         self._settings = settings
@@ -95,6 +96,9 @@ class ServiceCLI:
         self._extra = list(extra)
         # `operator` only where the service gives it a meaning (webhook-hub).
         self._key_levels = list(key_levels)
+        # What the schema needs besides its migrations once at the head (webhook-hub: the
+        # delivery log's first partitions, so the API can write before a worker has run).
+        self._after_migrate = after_migrate
 
     def parser(self) -> argparse.ArgumentParser:
         parser = argparse.ArgumentParser(prog=self.name)
@@ -185,6 +189,8 @@ class ServiceCLI:
                 print(f"{self.name}: database at revision {args.downgrade_to}")
                 return 0
             upgrade(self._migrations, settings.database_url, args.revision)
+            if self._after_migrate is not None and args.revision == "head":
+                self._after_migrate(settings)
             print(f"{self.name}: database at revision {args.revision}")
             return 0
         if args.command == "api-keys" and args.keys_command == "create":

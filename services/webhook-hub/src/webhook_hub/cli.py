@@ -3,7 +3,7 @@
 import argparse
 import asyncio
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
@@ -13,6 +13,7 @@ from servicekit.web.pages.links import MAX_LINK_TTL_SECONDS, MIN_LINK_TTL_SECOND
 
 from webhook_hub.app import create_app
 from webhook_hub.consumers.service import ConsumerService
+from webhook_hub.delivery_engine.maintenance import maintain
 from webhook_hub.portal.schemas import DEFAULT_TTL_SECONDS
 from webhook_hub.portal.service import portal_level, portal_links
 from webhook_hub.settings import Settings
@@ -93,6 +94,21 @@ def run_portal_link(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def prepare_delivery_log(settings: Settings) -> None:
+    """After `migrate`: the delivery log's partitions for now and ahead, so that the API can
+    write a delivery (a test event) before any worker has made them (a worker running
+    already does it instead: the round is skipped while its lock is held)."""
+
+    async def once() -> None:
+        engine = create_engine(settings)
+        try:
+            await maintain(engine, settings.delivery_log_layout, datetime.now(UTC))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(once())
+
+
 cli = ServiceCLI(
     name="webhook-hub",
     settings=Settings,
@@ -101,6 +117,7 @@ cli = ServiceCLI(
     migrations=MIGRATIONS,
     # `operator` keys submit events for any tenant and of any type; only this CLI issues them.
     key_levels=tuple(AccessLevel),
+    after_migrate=prepare_delivery_log,
     extra=[
         ExtraCommand(
             name="consumers",
