@@ -5,9 +5,14 @@ PYTHON ?= python3
 # uv from PATH, else a private copy installed with pip into .tools/
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
-# The venv's interpreter: $(PYTHON), or an optimised build of its version on PATH when it is a
-# plain source build such as pyenv's (deploy/local/interpreter.py); `make VENV_PYTHON=...` to say.
-VENV_PYTHON ?= $(shell $(PYTHON) deploy/local/interpreter.py)
+# The venv's interpreter: the $(PYTHON) found on PATH; `make VENV_PYTHON=...` to choose another.
+VENV_PYTHON ?= $(shell command -v $(PYTHON))
+# `make bench` measures in a venv of its own (.venv-bench), on an optimised build of the same
+# version when $(PYTHON) is a plain source build such as pyenv's (deploy/local/interpreter.py;
+# `make bench BENCH_PYTHON=...` to choose): the figures are the engine's, not the build's.
+BENCH_VENV := $(CURDIR)/.venv-bench
+BENCH_PYTHON ?= $(shell $(PYTHON) deploy/local/interpreter.py)
+BENCH_RUN := UV_PROJECT_ENVIRONMENT=$(BENCH_VENV) $(UV) run --frozen
 SERVICES := webhook-hub scraper-manager commerce-content
 PYTEST := $(RUN) pytest -p no:cacheprovider
 # `make test`'s suites, longest first (see `test`).
@@ -39,6 +44,10 @@ $(CURDIR)/.tools/bin/uv:
 	@touch $@
 
 install: .venv/.synced
+
+$(BENCH_VENV)/.synced: $(UV) uv.lock pyproject.toml libs/servicekit/pyproject.toml $(wildcard services/*/pyproject.toml) tests-e2e/pyproject.toml
+	UV_PROJECT_ENVIRONMENT=$(BENCH_VENV) $(UV) sync --frozen --all-packages --compile-bytecode --python "$(BENCH_PYTHON)"
+	@touch $@
 
 run: install
 	$(RUN) python deploy/local/stack.py
@@ -146,13 +155,13 @@ nginx:
 	@test -x /usr/sbin/nginx || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nginx-light; }
 
-bench: install wrk nginx
-	$(RUN) python services/webhook-hub/bench/run.py --workers 2
-	$(RUN) python services/webhook-hub/bench/ingest.py --processes 2
-	$(RUN) python services/webhook-hub/bench/live_streams.py
-	UV=$(UV) $(RUN) python services/scraper-manager/bench/run.py
-	$(RUN) python services/commerce-content/bench/run.py
-	$(RUN) python libs/servicekit/bench/tracing_overhead.py
+bench: $(BENCH_VENV)/.synced wrk nginx
+	$(BENCH_RUN) python services/webhook-hub/bench/run.py --workers 2
+	$(BENCH_RUN) python services/webhook-hub/bench/ingest.py --processes 2
+	$(BENCH_RUN) python services/webhook-hub/bench/live_streams.py
+	UV=$(UV) $(BENCH_RUN) python services/scraper-manager/bench/run.py
+	$(BENCH_RUN) python services/commerce-content/bench/run.py
+	$(BENCH_RUN) python libs/servicekit/bench/tracing_overhead.py
 
 fmt: install
 	$(RUN) ruff check --fix .

@@ -1,5 +1,7 @@
-"""The interpreter `make` builds the virtual environment with: this one, unless it is a plain
-source build and PATH holds an optimised build of the same version. Prints its path.
+"""The interpreter `make bench` builds its virtual environment (.venv-bench) with: this one,
+unless it is a plain source build and PATH holds an optimised build of the same version.
+Prints its path. (`make` itself uses the interpreter it finds: a developer's own build is
+theirs to choose; a benchmark's figures should be the engine's, not the build's.)
 
 One machine can hold both. Distributions' packages, python.org's installers, Homebrew, the
 official container images and uv's own builds are compiled with profile-guided and link-time

@@ -1,4 +1,4 @@
-"""Which interpreter `make` builds the virtual environment with (interpreter.py)."""
+"""Which interpreter `make bench` builds its virtual environment with (interpreter.py)."""
 
 from __future__ import annotations
 
