@@ -398,7 +398,7 @@ async def test_recover_since_queues_the_failed_deliveries_of_that_range_again(
     )
     assert response.status_code == 303
     page = await client.get(response.headers["location"])
-    assert "1 failed delivery since" in page.text
+    assert "Queued now: 1 delivery that failed, created since" in page.text
     listed = await client.get(
         f"/webhooks/subscriptions/{created['id']}/deliveries?status=failed",
         headers=consumer.headers,

@@ -112,8 +112,9 @@ class DeliveryService:
         for a retry, all due now; how many of each ({"failed": n, "retrying": m})."""
         await self._owned_subscription(owner, subscription_id)
         await self.rollup.lock_for_change(subscription_id)
-        failed = await self.writes.reschedule_failed_since(subscription_id, since)
+        # The waiting ones first: the failed ones turn pending with attempts behind them.
         retrying = await self.writes.reschedule_retrying_since(subscription_id, since)
+        failed = await self.writes.reschedule_failed_since(subscription_id, since)
         # Retrying ones were pending already (their hours are not in the rollup).
         await self.rollup.forget(subscription_id, list(failed))
         return {"failed": sum(failed.values()), "retrying": sum(retrying.values())}

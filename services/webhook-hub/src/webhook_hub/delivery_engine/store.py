@@ -323,7 +323,8 @@ _RESCHEDULE_RETRYING = text(
     WITH moved AS (
         UPDATE deliveries SET next_attempt_at = now(), lease_until = NULL
         WHERE subscription_id = :id AND status = 'pending' AND attempts > 0
-          AND created_at >= :since AND (lease_until IS NULL OR lease_until < now())
+          AND next_attempt_at > now() AND created_at >= :since
+          AND (lease_until IS NULL OR lease_until < now())
         RETURNING created_at
     )
     SELECT date_bin('1 hour', created_at, TIMESTAMPTZ '2000-01-01 00:00Z'), count(*)
@@ -576,7 +577,7 @@ class DeliveryWrites:
         self, subscription_id: uuid.UUID, since: datetime
     ) -> dict[datetime, int]:
         """Pending deliveries created since `since` that already failed an attempt and wait
-        for their next one, due now (an attempt in flight, leased, is left to finish): how
+        for their next one (not yet due), due now (an attempt in flight, leased, is left to finish): how
         many per UTC hour of creation."""
         connection = await self.session.connection()
         rows = await connection.execute(

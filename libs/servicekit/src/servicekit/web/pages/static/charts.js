@@ -31,13 +31,14 @@
 
   function pad(n) { return (n < 10 ? "0" : "") + n; }
 
-  // "2026-11-29" for day ticks, "14:00" for hour ticks (with the date at midnight), both for
-  // the legend (`full`).
-  function isoLabel(d, incr, full) {
+  // "2026-11-23", "11-25" for day ticks, "14:00" for hour ticks (the date under midnight's),
+  // date and time for the legend (`full`).
+  function isoLabel(d, incr, full, first) {
     var day = d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate());
     var time = pad(d.getHours()) + ":" + pad(d.getMinutes());
     if (full) return day + " " + time;
-    if (incr >= 86400) return day;
+    // Day ticks: the year once, on the first (a full date on each does not fit a phone).
+    if (incr >= 86400) return first ? day : day.slice(5);
     return d.getHours() === 0 && d.getMinutes() === 0 ? time + "\n" + day : time;
   }
 
@@ -54,7 +55,7 @@
     // Times as the pages write them (ISO dates, 24-hour clock), not uPlot's US defaults.
     var xAxis = Object.assign({
       values: function (u, splits, axisIdx, space, incr) {
-        return splits.map(function (ts) { return isoLabel(zoned(ts), incr); });
+        return splits.map(function (ts, i) { return isoLabel(zoned(ts), incr, false, i === 0); });
       },
     }, axis);
     // Bars count things: whole-number ticks only (no "0.5 deliveries").
