@@ -136,3 +136,34 @@ async def test_after_a_rotation_the_signature_is_said_not_to_be_shown(
     assert "the signing secret has been rotated since this attempt" in page
     # A rotation changes the subscription: its URL and headers then are not claimed either.
     assert line == "POST (the endpoint's URL of that moment)"
+
+
+async def test_an_attempt_made_37_s_after_a_rotation_shows_both_signatures_and_the_overlap(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(client, consumer.headers, http_receiver.url)
+    test_delivery = (await deliveries_of(client, consumer.headers, created["id"]))[0]["id"]
+    rotated = await client.post(
+        f"/webhooks/subscriptions/{created['id']}/rotate-secret", headers=consumer.headers
+    )
+    assert rotated.status_code == 200
+    async with db_engine.begin() as connection:  # the attempt of issue 35: 37 s after it
+        await connection.execute(
+            text(
+                "INSERT INTO delivery_attempts (delivery_id, attempted_at, status_code, duration_ms)"
+                " SELECT :id, secret_rotated_at + interval '37 s', 200, 5"
+                " FROM subscriptions WHERE id = :sid"
+            ),
+            {"id": test_delivery, "sid": created["id"]},
+        )
+    await signed_in(client, consumer)
+    page = (await client.get(f"/portal/deliveries/{test_delivery}")).text
+    shown, body = requests_on(page)
+    line, headers = shown[-1]
+    assert "rotated since this attempt" not in page
+    assert "Signed during the rotation&#39;s overlap" in page
+    when = int(headers["webhook-timestamp"])
+    for secret in (rotated.json()["secret"], created["secret"]):  # each verifies alone
+        verify_webhook(headers, body, [secret], now=when)
+    assert line == f"POST {http_receiver.url}"

@@ -366,9 +366,9 @@ async def test_recover_failed_since_a_picked_moment_redelivers(
     await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
     received = len([r for r in http_receiver.requests if r.method == "POST"])
     since = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
-    await page.get_by_label("Failed since (UTC)").fill(since)
+    await page.get_by_label("Created since (UTC)").fill(since)
     await page.get_by_role("button", name="Recover failed deliveries").click()
-    await page.get_by_text("1 failed delivery since").wait_for()
+    await page.get_by_text("Queued now: 1 delivery that failed").wait_for()
     for _ in range(100):  # the worker sends it again, to the real receiver
         if len([r for r in http_receiver.requests if r.method == "POST"]) > received:
             break
@@ -403,7 +403,7 @@ async def test_the_endpoint_page_draws_its_charts_in_light_and_dark(
             {"sid": created["id"]},
         )
     await open_portal(browser_page, hub, consumer)
-    await page.locator("td[data-label='Success, 24 h']").first.wait_for()
+    await page.locator("td[data-label='Last 24 h']").first.wait_for()
     await assert_clean(browser_page, "portal-endpoints", screenshot_dir)
     await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
     for chart in ("chart-hourly", "chart-daily", "chart-latency"):

@@ -31,7 +31,7 @@ async def test_the_endpoint_list_shows_status_failures_and_disabled_reason(
     assert http_receiver.url in page.text
     assert "disabled" in page.text
     assert "disabled by its owner" in page.text
-    assert 'data-label="Failures" class="num">0<' in page.text
+    assert 'data-label="Failed attempts in a row" class="num">0<' in page.text
 
 
 async def test_creating_shows_the_apis_validation_errors_at_their_fields(

@@ -31,6 +31,10 @@ class DeliveryService:
         if await self.subscriptions.get_owned(subscription_id, owner) is None:
             raise SubscriptionNotFound()
 
+    async def owned_subscription(self, owner: str, subscription_id: uuid.UUID) -> None:
+        """SubscriptionNotFound unless `owner` has this subscription."""
+        await self._owned_subscription(owner, subscription_id)
+
     async def page(
         self,
         owner: str,
@@ -98,5 +102,30 @@ class DeliveryService:
         await self._owned_subscription(owner, subscription_id)
         await self.rollup.lock_for_change(subscription_id)
         moved = await self.writes.reschedule_failed_since(subscription_id, since)
+        await self.rollup.forget(subscription_id, list(moved))
+        return sum(moved.values())
+
+    async def recover_all(
+        self, owner: str, subscription_id: uuid.UUID, since: datetime
+    ) -> dict[str, int]:
+        """The portal's recovery: failed deliveries created since `since` and those waiting
+        for a retry, all due now; how many of each ({"failed": n, "retrying": m})."""
+        await self._owned_subscription(owner, subscription_id)
+        await self.rollup.lock_for_change(subscription_id)
+        # The waiting ones first: the failed ones turn pending with attempts behind them.
+        retrying = await self.writes.reschedule_retrying_since(subscription_id, since)
+        failed = await self.writes.reschedule_failed_since(subscription_id, since)
+        # Retrying ones were pending already (their hours are not in the rollup).
+        await self.rollup.forget(subscription_id, list(failed))
+        return {"failed": sum(failed.values()), "retrying": sum(retrying.values())}
+
+    async def retry_many(
+        self, owner: str, subscription_id: uuid.UUID, delivery_ids: list[uuid.UUID]
+    ) -> int:
+        """Those of `delivery_ids` that are this owner's endpoint's and failed or pending, due
+        now; how many."""
+        await self._owned_subscription(owner, subscription_id)
+        await self.rollup.lock_for_change(subscription_id)
+        moved = await self.writes.schedule_now_many(subscription_id, delivery_ids)
         await self.rollup.forget(subscription_id, list(moved))
         return sum(moved.values())

@@ -4,6 +4,7 @@ what is valid; only pydantic's wording for an empty event list is made a sentenc
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +14,7 @@ from servicekit.errors import ServiceError
 from starlette.datastructures import FormData
 
 from webhook_hub.errors import EndpointNotAllowed, PersonalDataNotApproved, UnknownEventTypes
+from webhook_hub.models import DeliveryStatus
 from webhook_hub.subscriptions.endpoint_policy import EndpointRefused
 from webhook_hub.subscriptions.schemas import EDITABLE_FIELDS
 
@@ -118,3 +120,30 @@ def parse_local_time(text: str) -> datetime | None:
 def local_time_value(value: datetime | None) -> str:
     """The `datetime-local` input's value for a moment, in UTC."""
     return "" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
+
+
+def parse_status_filter(text: str) -> DeliveryStatus | None:
+    """The delivery log's status filter from its select: a status, or None (no filter) for
+    the empty "Any status" and for any text that is no status."""
+    try:
+        return DeliveryStatus(text.strip().lower())
+    except ValueError:
+        return None
+
+
+# The most deliveries one "Retry selected" takes: a page of the log is 50.
+MAX_SELECTED = 200
+
+
+def parse_delivery_ids(values: list[str | Any]) -> list[uuid.UUID]:
+    """The ticked deliveries' ids, each once; values that are no id are left out (a form
+    posts only what the page rendered, so they can only come from elsewhere)."""
+    ids: list[uuid.UUID] = []
+    for value in values[:MAX_SELECTED]:
+        try:
+            parsed = uuid.UUID(str(value))
+        except ValueError:
+            continue
+        if parsed not in ids:
+            ids.append(parsed)
+    return ids

@@ -49,12 +49,22 @@ from webhook_hub.errors import (
     PersonalDataNotApproved,
     UnknownEventTypes,
 )
-from webhook_hub.models import DeliveryStatus, EventType, PortalSession
+from webhook_hub.models import EventType, PortalSession
 from webhook_hub.portal.forms import (
     EndpointForm,
     local_time_value,
+    parse_delivery_ids,
     parse_local_time,
+    parse_status_filter,
     subscription_form_errors,
+)
+from webhook_hub.portal.presenting import (
+    delivery_state,
+    describe_error,
+    health_summary,
+    probe_verdict,
+    recovered_sentence,
+    retried_sentence,
 )
 from webhook_hub.portal.service import portal_level
 from webhook_hub.portal.snippets import receiver_snippets
@@ -95,6 +105,9 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         template_dirs=[TEMPLATES],
     )
     router = pages.router()
+    pages.templates.globals.update(
+        describe_error=describe_error, delivery_state=delivery_state, health_summary=health_summary
+    )
 
     # -- access ------------------------------------------------------------------------------
 
@@ -164,7 +177,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         context = {
             "title": "Endpoints",
             "subscriptions": page.items,
-            "success_rates": await stats.success_rates([s.id for s in page.items]),
+            "day_totals": await stats.day_totals([s.id for s in page.items]),
             "next_cursor": page.next_cursor,
             "can_write": session.can(AccessLevel.WRITE),
         }
@@ -204,7 +217,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "title": "Endpoint created",
             "subscription": subscription,
             "secret": subscription.secret,
-            "probe": probe,
+            "probe": probe_verdict(probe),
             "snippets": _snippets(subscription.endpoint_url, subscription.id, subscription.secret),
         }
         return pages.render(request, "portal/created.html", context, status_code=201)
@@ -218,7 +231,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         deliveries: DeliveryServiceDep,
         stats: PortalStatsServiceDep,
         subscription_id: uuid.UUID,
-        status: DeliveryStatus | None = None,
+        status_text: Annotated[str, Query(alias="status", max_length=40)] = "",
         event_type: Annotated[str | None, Query(max_length=200)] = None,
         cursor: Annotated[str | None, Query(max_length=500)] = None,
         created_from: Annotated[str, Query(alias="from", max_length=40)] = "",
@@ -227,6 +240,11 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         subscription = await service.get(session.owner, subscription_id)
         event_type = event_type or None
         window, filter_errors = _time_window(created_from, created_to)
+        # The form's "Any status" sends `status=`: an empty field is no filter (the API's
+        # own parameter stays strict).
+        status = parse_status_filter(status_text)
+        if status_text.strip() and status is None:
+            filter_errors["status"] = "Pick a status from the list."
         page = await deliveries.page(
             session.owner,
             subscription_id,
@@ -254,12 +272,14 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "created_to": local_time_value(window[1]) if window[1] else created_to,
             "filter_errors": filter_errors,
             "charts": await stats.charts(subscription.id),
+            "day_total": (await stats.day_totals([subscription.id]))[subscription.id],
             "snippets": _snippets(subscription.endpoint_url, subscription.id, None),
             # Only the first page follows new deliveries; later pages are history.
             "live_url": None
             if cursor
             else f"{PREFIX}/endpoints/{subscription.id}/deliveries/live{live_query}",
             "can_write": session.can(AccessLevel.WRITE),
+            "selectable": session.can(AccessLevel.WRITE),
             "can_delete": session.can(AccessLevel.ADMIN),
         }
         return pages.render(request, "portal/endpoint.html", context)
@@ -329,14 +349,28 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             response = _back_to(subscription_id)
             pages.flash(response, "Pick the date and time to recover from.", "error")
             return response
-        count = await deliveries.recover(session.owner, subscription_id, moment)
+        recovered = await deliveries.recover_all(session.owner, subscription_id, moment)
         response = _back_to(subscription_id)
-        when = moment.strftime("%Y-%m-%d %H:%M")
-        pages.flash(
-            response,
-            f"{count} failed {'delivery' if count == 1 else 'deliveries'} since {when} UTC "
-            "queued again.",
-        )
+        pages.flash(response, recovered_sentence(recovered, moment))
+        return response
+
+    @router.post("/endpoints/{subscription_id}/retry-selected")
+    async def retry_selected(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        deliveries: DeliveryServiceDep,
+        subscription_id: uuid.UUID,
+    ) -> Response:
+        _require(session, AccessLevel.WRITE)
+        picked = parse_delivery_ids((await request.form()).getlist("delivery"))
+        response = _back_to(subscription_id)
+        if not picked:
+            await deliveries.owned_subscription(session.owner, subscription_id)
+            pages.flash(response, "Tick the deliveries to retry first.", "error")
+            return response
+        queued = await deliveries.retry_many(session.owner, subscription_id, picked)
+        pages.flash(response, retried_sentence(queued, len(picked)))
         return response
 
     @router.post("/endpoints/{subscription_id}/status")
@@ -409,17 +443,20 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         service: SubscriptionServiceDep,
         hub: LiveHubDep,
         subscription_id: uuid.UUID,
-        status: DeliveryStatus | None = None,
+        status_text: Annotated[str, Query(alias="status", max_length=40)] = "",
         event_type: Annotated[str | None, Query(max_length=200)] = None,
         created_from: Annotated[str, Query(alias="from", max_length=40)] = "",
         created_to: Annotated[str, Query(alias="to", max_length=40)] = "",
     ) -> Response:
         await service.get(session.owner, subscription_id)  # 404 before any stream opens
         window, _ = _time_window(created_from, created_to)
+        status = parse_status_filter(status_text)
         factory: async_sessionmaker[AsyncSession] = request.app.state.session_factory
         owner = session.owner
         # Streams of the same endpoint and filters share each look (one query, one render).
-        view = (status, event_type or None, window)
+        # Checkboxes only for sessions that may retry: the level is part of the view's key.
+        selectable = session.can(AccessLevel.WRITE)
+        view = (status, event_type or None, window, selectable)
 
         async def rows_html() -> str:
             # A short transaction per look, made only after a change was announced: an open
@@ -436,7 +473,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
                     created_to=window[1],
                 )
             return pages.templates.get_template("portal/delivery_rows.html").render(
-                deliveries=page.items
+                deliveries=page.items, selectable=selectable
             )
 
         stream = hub.open(session.session_id, owner, str(subscription_id))  # 429 past a cap

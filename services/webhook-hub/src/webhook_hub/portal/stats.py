@@ -68,6 +68,21 @@ class PortalStatsService:
             for sid in subscription_ids
         }
 
+    async def day_totals(
+        self, subscription_ids: list[uuid.UUID], now: datetime | None = None
+    ) -> dict[uuid.UUID, dict[str, int]]:
+        """Each endpoint's deliveries created in the hourly chart's 24 buckets, by status
+        (succeeded, failed, pending): the one source of the endpoint list's and page's
+        health figures, so a rate never stands beside counts it leaves out."""
+        now = now or datetime.now(UTC)
+        stats = await self._hour_stats(
+            subscription_ids, buckets(now, "hour", LATENCY_HOURS)[0], now, charted=False
+        )
+        return {
+            sid: total_counts(s for (owner, _), s in stats.items() if owner == sid)
+            for sid in subscription_ids
+        }
+
     async def charts(
         self, subscription_id: uuid.UUID, now: datetime | None = None
     ) -> EndpointCharts:

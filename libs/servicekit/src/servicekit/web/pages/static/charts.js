@@ -29,6 +29,19 @@
     }).reverse();
   }
 
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+
+  // "2026-11-23", "11-25" for day ticks, "14:00" for hour ticks (the date under midnight's),
+  // date and time for the legend (`full`).
+  function isoLabel(d, incr, full, first) {
+    var day = d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate());
+    var time = pad(d.getHours()) + ":" + pad(d.getMinutes());
+    if (full) return day + " " + time;
+    // Day ticks: the year once, on the first (a full date on each does not fit a phone).
+    if (incr >= 86400) return first ? day : day.slice(5);
+    return d.getHours() === 0 && d.getMinutes() === 0 ? time + "\n" + day : time;
+  }
+
   function options(data, width) {
     var bars = data.kind === "bars";
     var drawn = bars && data.stacked ? stack(data.series) : data.series.map(function (s) {
@@ -38,7 +51,23 @@
     var grid = colour("border");
     var tz = data.tz || "Etc/UTC";
     var axis = { stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
-    var series = [{ label: "Time (" + (tz === "Etc/UTC" ? "UTC" : tz) + ")" }].concat(drawn.map(function (s) {
+    var zoned = function (ts) { return uPlot.tzDate(new Date(ts * 1000), tz); };
+    // Times as the pages write them (ISO dates, 24-hour clock), not uPlot's US defaults.
+    var xAxis = Object.assign({
+      values: function (u, splits, axisIdx, space, incr) {
+        return splits.map(function (ts, i) { return isoLabel(zoned(ts), incr, false, i === 0); });
+      },
+    }, axis);
+    // Bars count things: whole-number ticks only (no "0.5 deliveries").
+    var yAxis = Object.assign({ label: data.unit || "", size: 56 }, axis);
+    if (bars) {
+      yAxis.incrs = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 100000, 1000000];
+      yAxis.values = function (u, splits) { return splits.map(function (v) { return String(v); }); };
+    }
+    var series = [{
+      label: "Time (" + (tz === "Etc/UTC" ? "UTC" : tz) + ")",
+      value: function (u, ts) { return ts == null ? "–" : isoLabel(zoned(ts), 0, true); },
+    }].concat(drawn.map(function (s) {
       var tone = colour(s.tone || "accent");
       return {
         label: s.label,
@@ -60,7 +89,7 @@
         height: HEIGHT,
         tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), tz); },
         scales: { y: { range: function (u, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } } },
-        axes: [axis, Object.assign({ label: data.unit || "", size: 56 }, axis)],
+        axes: [xAxis, yAxis],
         series: series,
         cursor: { drag: { x: false, y: false } },
       },

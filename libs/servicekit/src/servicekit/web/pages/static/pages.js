@@ -51,6 +51,20 @@
       say("Press Ctrl+C (or ⌘C) to copy the selected text.");
     }
   });
+  // A live region swapped by the sse extension keeps the boxes ticked in it
+  // (<input type="checkbox" data-keep-checked id=...>): a selection survives a live update.
+  var ticked = [];
+  document.addEventListener("htmx:sseBeforeMessage", function (event) {
+    ticked = Array.prototype.map.call(
+      event.target.querySelectorAll("input[data-keep-checked]:checked"),
+      function (box) { return box.id; });
+  });
+  document.addEventListener("htmx:sseMessage", function () {
+    ticked.forEach(function (id) {
+      var box = document.getElementById(id);
+      if (box && !box.disabled) box.checked = true;
+    });
+  });
   // <button data-confirm="Delete this?"> asks before its form is sent.
   document.addEventListener("submit", function (event) {
     var button = event.submitter;
