@@ -352,3 +352,26 @@ async def test_names_outweigh_descriptions_and_the_snippet_is_whole_on_a_phone(
     await page.locator("#chart-hourly canvas").wait_for()
     await page.set_viewport_size({"width": 1280, "height": 900})
     await both_schemes(browser_page, "portal-visual-after", screenshot_dir)
+
+
+async def test_a_long_endpoint_url_stays_inside_its_card_on_a_phone(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "write")
+    await subscribe(hub, consumer.headers, f"{http_receiver.url}/{'warehouse-orders-' * 6}hook")
+    await open_portal(browser_page, hub, consumer)
+    await page.set_viewport_size({"width": 390, "height": 900})
+    await page.goto(f"{hub.base_url}/portal/endpoints")
+    link = page.locator("table.data td a").first
+    await link.wait_for()
+    inside = await link.evaluate(
+        "a => a.getBoundingClientRect().right <= a.closest('table').getBoundingClientRect().right"
+    )
+    assert inside
+    await page.set_viewport_size({"width": 1280, "height": 900})
+    await both_schemes(browser_page, "portal-long-url", screenshot_dir)
