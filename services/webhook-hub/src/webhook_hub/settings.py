@@ -64,6 +64,9 @@ class Settings(PageSettings, LiveStreamSettings):
     # switch it on explicitly. Off, loopback and private networks are allowed, but cloud
     # metadata and link-local addresses stay refused in every environment.
     ssrf_protection: bool | None = None
+    # Concurrent single events of one API process written together, at most this many in a
+    # transaction (producer_events/group_commit.py); 1 writes each in its own.
+    event_group_commit_max: int = Field(default=500, ge=1, le=500)
     idempotency_window_hours: float = 24.0
     # The worker deletes keys past the window this often (in batches: producer_events/pruning).
     idempotency_prune_seconds: float = Field(default=300.0, gt=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Response, status
+from fastapi import APIRouter, Depends, Header, Response, status
 from servicekit.auth.dependencies import AdminPrincipal
 
 from webhook_hub.dependencies import ProducerEventServiceDep
@@ -12,11 +12,13 @@ from webhook_hub.errors import (
     AUTH,
     BODY,
     EventDataInvalid,
+    EventNotRecorded,
     EventTypeInactive,
     EventTypeNotOwned,
     TenantNotAllowed,
     declared,
 )
+from webhook_hub.producer_events.group_commit import SingleEvents, get_single_events
 from webhook_hub.producer_events.schemas import (
     BatchEventResult,
     EventAccepted,
@@ -35,14 +37,20 @@ router = APIRouter(prefix="/events", tags=["events"])
     response_model=EventAccepted,
     status_code=status.HTTP_202_ACCEPTED,
     responses=declared(
-        *AUTH, *BODY, TenantNotAllowed, EventTypeNotOwned, EventTypeInactive, EventDataInvalid
+        *AUTH,
+        *BODY,
+        TenantNotAllowed,
+        EventTypeNotOwned,
+        EventTypeInactive,
+        EventDataInvalid,
+        EventNotRecorded,
     ),
     summary="Submit an event",
 )
 async def submit_event(
     body: EventSubmission,
     principal: AdminPrincipal,
-    service: ProducerEventServiceDep,
+    events: Annotated[SingleEvents, Depends(get_single_events)],
     response: Response,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> EventAccepted:
@@ -52,8 +60,9 @@ async def submit_event(
     schema (422 naming the failing path, e.g. `data.total: 'x' is not of type 'number'`) and
     is refused while the type is deactivated; nothing is recorded then. A repeated
     `Idempotency-Key` within the window returns the first event's id and publishes nothing
-    new (`Idempotent-Replayed: true`)."""
-    event_id, fresh = await service.submit(principal, body, idempotency_key)
+    new (`Idempotent-Replayed: true`). Answered once the event is committed; 503 when the
+    database could not be reached (nothing recorded: send it again)."""
+    event_id, fresh = await events.submit(principal, body, idempotency_key)
     if not fresh:
         response.headers["Idempotent-Replayed"] = "true"
     return EventAccepted(id=event_id)
