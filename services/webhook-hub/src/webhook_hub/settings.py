@@ -20,6 +20,9 @@ class Settings(PageSettings, LiveStreamSettings):
     port: int = 8001
     database_url: str = "postgresql://postgres@127.0.0.1:15432/webhook_hub"
     api_key_prefix: str = "whk"
+    # A key found active is remembered for this long by each API process: a key revoked by
+    # another process (a replica, the CLI) keeps working here that long at most (README).
+    api_key_cache_seconds: float = Field(default=5.0, ge=0)
     max_request_body_bytes: int = 256 * 1024
 
     retry_schedule_seconds: list[float] = Field(default_factory=lambda: DEFAULT_RETRY_SCHEDULE)

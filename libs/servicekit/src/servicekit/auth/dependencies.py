@@ -10,7 +10,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.api_keys import AccessLevel, hash_api_key
+from servicekit.auth.key_cache import ApiKeyCache
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.errors import Forbidden, Unauthorized
 from servicekit.web.session import SessionDep
@@ -33,13 +34,23 @@ class Principal:
             raise Forbidden(f"This operation needs the '{level.value}' access level")
 
 
-async def principal_from_api_key(session: SessionDep, token: str) -> Principal | None:
-    record = await ApiKeyRepository(session).find_active_key(token)
+async def principal_from_api_key(
+    session: SessionDep, token: str, cache: ApiKeyCache | None = None
+) -> Principal | None:
+    """The key's principal, or None when no active key is `token`; through `cache` when the
+    service keeps one (then the session is not used while the key is remembered)."""
+    key_hash = hash_api_key(token)
+    if cache is not None and (remembered := cache.get(key_hash)) is not None:
+        return remembered
+    record = await ApiKeyRepository(session).find_active_key_by_hash(key_hash)
     if record is None:
         return None
-    return Principal(
+    principal = Principal(
         owner=record.owner, level=AccessLevel(record.level), key_id=record.id, email=record.email
     )
+    if cache is not None:
+        cache.put(key_hash, principal)
+    return principal
 
 
 # A service may accept bearer tokens besides its API keys (OAuth2 access tokens, say): it puts
@@ -53,7 +64,8 @@ async def authenticate(
     if credentials is None or not credentials.credentials:
         raise Unauthorized("Missing bearer credentials")
     token = credentials.credentials
-    principal = await principal_from_api_key(session, token)
+    cache: ApiKeyCache | None = getattr(request.app.state, "api_key_cache", None)
+    principal = await principal_from_api_key(session, token, cache)
     verifier: BearerVerifier | None = getattr(request.app.state, "bearer_verifier", None)
     if principal is None and verifier is not None and token.count(".") == 2:
         principal = await verifier(token)
