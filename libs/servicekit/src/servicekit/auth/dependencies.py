@@ -9,6 +9,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.auth.api_keys import AccessLevel, hash_api_key
 from servicekit.auth.key_cache import ApiKeyCache
@@ -61,9 +63,31 @@ BearerVerifier = Callable[[str], Awaitable["Principal | None"]]
 async def authenticate(
     request: Request, session: SessionDep, credentials: BearerCredentials
 ) -> Principal:
+    return await _authenticated(request, session, _token(credentials))
+
+
+async def authenticate_without_session(
+    request: Request, credentials: BearerCredentials
+) -> Principal:
+    """`authenticate` for an endpoint that has no use for the request's session (the single
+    event's group commit writes in a session of its own): a key the process remembers costs
+    no session at all, and any other is looked up in a short one of its own."""
+    token = _token(credentials)
+    cache: ApiKeyCache | None = getattr(request.app.state, "api_key_cache", None)
+    if cache is not None and (remembered := cache.get(hash_api_key(token))) is not None:
+        return remembered
+    factory: async_sessionmaker[AsyncSession] = request.app.state.session_factory
+    async with factory() as session:
+        return await _authenticated(request, session, token)
+
+
+def _token(credentials: HTTPAuthorizationCredentials | None) -> str:
     if credentials is None or not credentials.credentials:
         raise Unauthorized("Missing bearer credentials")
-    token = credentials.credentials
+    return credentials.credentials
+
+
+async def _authenticated(request: Request, session: AsyncSession, token: str) -> Principal:
     cache: ApiKeyCache | None = getattr(request.app.state, "api_key_cache", None)
     principal = await principal_from_api_key(session, token, cache)
     verifier: BearerVerifier | None = getattr(request.app.state, "bearer_verifier", None)
@@ -84,6 +108,15 @@ def require_level(level: AccessLevel) -> Callable[..., Awaitable[Principal]]:
     return dependency
 
 
+async def _admin_without_session(
+    principal: Annotated[Principal, Depends(authenticate_without_session)],
+) -> Principal:
+    principal.require(AccessLevel.ADMIN)
+    return principal
+
+
 ReadPrincipal = Annotated[Principal, Depends(require_level(AccessLevel.READ))]
 WritePrincipal = Annotated[Principal, Depends(require_level(AccessLevel.WRITE))]
 AdminPrincipal = Annotated[Principal, Depends(require_level(AccessLevel.ADMIN))]
+# The same, for an endpoint that uses no session of the request's (authenticate_without_session).
+AdminPrincipalWithoutSession = Annotated[Principal, Depends(_admin_without_session)]
