@@ -15,6 +15,8 @@ from servicekit.auth.dependencies import Principal
 from servicekit.db.engine import create_session_factory, to_sqlalchemy_url
 from servicekit.embedded.network import free_port
 from servicekit.testing.app import serve_app
+from servicekit.testing.tracing import RecordedSpans
+from servicekit.tracing.setup import active_tracer
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from webhook_hub.app import create_app
@@ -192,3 +194,32 @@ async def test_each_event_is_answered_after_its_flush_commits(
     assert events.commits.flushes == (6 if max_items == 1 else 1)
     ids = [str(event_id) for event_id, _ in outcomes]
     assert len(await recorded(db_engine, ids)) == 6
+
+
+async def test_each_event_of_a_flush_is_recorded_in_its_own_requests_trace(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, spans: RecordedSpans
+) -> None:
+    producer = await make_consumer(db_engine, "admin")
+    kind = await schema_type(client, producer)
+    events = SingleEvents(create_session_factory(db_engine), WINDOW, max_items=500)
+    principal = principal_of(producer)
+
+    async def traced_request(n: int) -> tuple[int, str]:
+        with active_tracer().start_as_current_span(f"request {n}") as span:
+            event_id, _ = await events.submit(
+                principal, EventSubmission(type=kind, data={"total": n}), None
+            )
+            return span.get_span_context().span_id, str(event_id)
+
+    requests = await asyncio.gather(*(traced_request(n) for n in range(3)))
+    assert events.commits.flushes == 1
+    for span_id, event_id in requests:
+        [record] = [
+            span
+            for span in spans.finished
+            if span.name == f"outbox record {kind}"
+            and span.attributes is not None
+            and span.attributes.get("messaging.message.id") == event_id
+        ]
+        assert record.parent is not None
+        assert record.parent.span_id == span_id

@@ -18,6 +18,7 @@ one by one, so only the item that raises alone fails (with its own error).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -55,7 +56,11 @@ class GroupCommit(Generic[Item, Result]):
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))
         if self._flusher is None:
-            self._flusher = asyncio.create_task(self._run(), name="group-commit")
+            # In a context of its own: the flush belongs to no one request (its spans and log
+            # lines would otherwise carry the trace and request id of whichever came first).
+            self._flusher = asyncio.create_task(
+                self._run(), name="group-commit", context=contextvars.Context()
+            )
         # Shielded: a caller that goes away (a client hanging up) leaves its item in the
         # flush, which must answer every other item of it.
         return await asyncio.shield(future)
