@@ -45,7 +45,7 @@ class GroupCommit(Generic[Item, Result]):
         self._queue: list[tuple[Item, asyncio.Future[Result]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
-        # Items and flushes so far (a bench reads the mean batch from them).
+        # Items and flushes so far: how the items were grouped.
         self.items = 0
         self.flushes = 0
 
@@ -76,7 +76,14 @@ class GroupCommit(Generic[Item, Result]):
             while self._queue:
                 batch = self._queue[: self._max_items]
                 del self._queue[: self._max_items]
-                await self._flush_batch(batch)
+                try:
+                    await self._flush_batch(batch)
+                except BaseException:
+                    # Cancelled mid-flush (the process stopping): whether it committed is not
+                    # known, and no caller may be left waiting.
+                    for _, future in batch:
+                        _settle(future, error=RuntimeError("group commit stopped"))
+                    raise
         finally:
             self._flusher = None
             if self._queue:  # cancelled with items queued: nobody else will flush them
@@ -91,9 +98,8 @@ class GroupCommit(Generic[Item, Result]):
             results = await self._flush([item for item, _ in batch])
         except Exception as exc:
             if is_outage(exc):
-                error = self._on_outage(exc)
                 for _, future in batch:
-                    _settle(future, error=error)
+                    _settle(future, error=self._on_outage(exc))
             elif len(batch) == 1:
                 _settle(batch[0][1], error=exc)
             else:
