@@ -106,6 +106,9 @@ class ServiceSettings(BaseSettings):
     retention_prune_seconds: float = Field(default=300.0, gt=0)
     retention_batch_size: int = Field(default=5000, ge=1, le=100_000)
     api_key_prefix: str = "key"
+    # Each process remembers a key it found active for this long (servicekit.auth.key_cache):
+    # a key revoked elsewhere keeps working here that long at most. 0: every request reads it.
+    api_key_cache_seconds: float = Field(default=0.0, ge=0)
     # Larger request bodies get 413, larger request heads (request line and headers) 431.
     max_request_body_bytes: int = 1024 * 1024
     max_request_header_bytes: int = 32 * 1024

@@ -16,6 +16,7 @@ from webhook_hub.events import registry
 from webhook_hub.portal.endpoints import router as portal_links_router
 from webhook_hub.portal.pages import install_portal
 from webhook_hub.producer_events.endpoints import router as producer_events_router
+from webhook_hub.producer_events.group_commit import single_events
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoints import router as subscriptions_router
 
@@ -32,7 +33,7 @@ def create_app(settings: Settings) -> FastAPI:
         validation_status=422,
         registry=registry,
         max_body_bytes=settings.max_request_body_bytes,
-        resources=[http_resources, live_streams(LIVE_SUBJECT)],
+        resources=[http_resources, live_streams(LIVE_SUBJECT), single_events],
     )
     api = APIRouter(prefix=API_PREFIX)
     api.include_router(subscriptions_router)

@@ -14,6 +14,7 @@ from servicekit.errors import (
     InvalidCursor,
     NotFound,
     PayloadTooLarge,
+    ServiceUnavailable,
     Unauthorized,
     UnprocessableEntity,
 )
@@ -136,6 +137,17 @@ class EventTypeInactive(UnprocessableEntity):
 class EventDataInvalid(UnprocessableEntity):
     code = "event_data_invalid"
     default_message = "data.total: 'x' is not of type 'number'"
+
+
+class EventNotRecorded(ServiceUnavailable):
+    code = "event_not_recorded"
+    default_message = (
+        "The database could not be reached: the event was not recorded; send it again "
+        "(with the same Idempotency-Key, it is recorded at most once)"
+    )
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, headers={"Retry-After": "1"})
 
 
 # --- portal ----------------------------------------------------------------------------------

@@ -29,6 +29,9 @@ class Settings(PageSettings, LiveStreamSettings):
     port: int = 8001
     database_url: str = "postgresql://postgres@127.0.0.1:15432/webhook_hub"
     api_key_prefix: str = "whk"
+    # A key found active is remembered for this long by each API process: a key revoked by
+    # another process (a replica, the CLI) keeps working here that long at most (README).
+    api_key_cache_seconds: float = Field(default=5.0, ge=0)
     max_request_body_bytes: int = 256 * 1024
 
     retry_schedule_seconds: list[float] = Field(default_factory=lambda: DEFAULT_RETRY_SCHEDULE)
@@ -73,6 +76,9 @@ class Settings(PageSettings, LiveStreamSettings):
     # switch it on explicitly. Off, loopback and private networks are allowed, but cloud
     # metadata and link-local addresses stay refused in every environment.
     ssrf_protection: bool | None = None
+    # Concurrent single events of one API process written together, at most this many in a
+    # transaction (producer_events/group_commit.py); 1 writes each in its own.
+    event_group_commit_max: int = Field(default=500, ge=1, le=500)
     idempotency_window_hours: float = 24.0
     # The worker deletes keys past the window this often (in batches: producer_events/pruning).
     idempotency_prune_seconds: float = Field(default=300.0, gt=0)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, EmailStr, Field
 
 from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal
+from servicekit.auth.key_cache import ApiKeyCache
 from servicekit.auth.service import ApiKeyNotFound, ApiKeyService, KeyRevokesItself
 from servicekit.db.models import ApiKey
 from servicekit.errors import Forbidden, ServiceError, Unauthorized
@@ -166,11 +167,16 @@ def api_keys_router(
         responses=declared(ApiKeyNotFound, KeyRevokesItself),
         summary="Revoke a key",
         description="Revokes one of the caller's owner's keys (admin); it stops working at "
-        "once. A key cannot revoke itself, so an owner always keeps one admin key.",
+        "once (where the service remembers keys for `API_KEY_CACHE_SECONDS`, its other "
+        "processes stop accepting it within those seconds). A key cannot revoke itself, so an "
+        "owner always keeps one admin key.",
     )
     async def revoke_key(
-        key_id: uuid.UUID, principal: AdminPrincipal, service: ApiKeyServiceDep
+        key_id: uuid.UUID, principal: AdminPrincipal, service: ApiKeyServiceDep, request: Request
     ) -> None:
         await service.revoke(principal.owner, key_id, caller_key_id=principal.key_id)
+        cache: ApiKeyCache | None = getattr(request.app.state, "api_key_cache", None)
+        if cache is not None:
+            cache.forget(key_id)
 
     return router

@@ -69,8 +69,11 @@ class ApiKeyRepository:
 
     async def find_active_key(self, plaintext: str) -> ActiveKey | None:
         """`find_active`'s identity of the key, without loading the model."""
+        return await self.find_active_key_by_hash(hash_api_key(plaintext))
+
+    async def find_active_key_by_hash(self, key_hash: str) -> ActiveKey | None:
         connection = await self.session.connection()
-        row = (await connection.execute(_ACTIVE_KEY, {"key_hash": hash_api_key(plaintext)})).first()
+        row = (await connection.execute(_ACTIVE_KEY, {"key_hash": key_hash})).first()
         return None if row is None else ActiveKey(*row)
 
     async def list_for_owner(self, owner: str) -> Sequence[ApiKey]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 import uuid
@@ -65,6 +66,9 @@ class NewEvent:
     type: str
     data: dict[str, Any]
     tenant: str | None = None
+    # The context the event was submitted in, when it is written elsewhere (a group commit's
+    # flush): its outbox record span is then a child of that request's, not of the flush's.
+    context: contextvars.Context | None = None
 
 
 # Every row in one statement, in the order given (their `seq`, hence publication order), and
@@ -100,18 +104,20 @@ async def record_events(session: AsyncSession, events: Sequence[NewEvent]) -> No
     for event in events:
         if not _TYPE_RE.match(event.type):
             raise ValueError(f"event type {event.type!r} is not of the form <resource>.<action>")
-        with outbox_record_span(event.type, str(event.id)) as trace_headers:
-            rows.append(
-                {
-                    "id": str(event.id),
-                    "type": event.type,
-                    "tenant": event.tenant,
-                    "data": event.data,
-                    "traceparent": trace_headers.get(TRACEPARENT),
-                    "tracestate": trace_headers.get(TRACESTATE),
-                }
-            )
+        rows.append(_row(event) if event.context is None else event.context.run(_row, event))
     connection = await session.connection()
     await connection.execute(
         _INSERT_MANY, {"events": json.dumps(rows, separators=(",", ":"), allow_nan=False)}
     )
+
+
+def _row(event: NewEvent) -> dict[str, Any]:
+    with outbox_record_span(event.type, str(event.id)) as trace_headers:
+        return {
+            "id": str(event.id),
+            "type": event.type,
+            "tenant": event.tenant,
+            "data": event.data,
+            "traceparent": trace_headers.get(TRACEPARENT),
+            "tracestate": trace_headers.get(TRACESTATE),
+        }

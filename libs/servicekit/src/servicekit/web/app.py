@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp
 
+from servicekit.auth.key_cache import ApiKeyCache
 from servicekit.events.registry import EventTypeRegistry
 from servicekit.runtime import ServiceRuntime
 from servicekit.settings import ServiceSettings
@@ -83,6 +84,8 @@ def create_service_app(
         redoc_url=None,
     )
     app.state.settings = settings
+    if settings.api_key_cache_seconds > 0:
+        app.state.api_key_cache = ApiKeyCache(settings.api_key_cache_seconds)
     app.state.assets = default_catalog()
     app.state.page_templates = template_environment(app.state.assets)
     app.router.routes.append(app.state.assets.route())

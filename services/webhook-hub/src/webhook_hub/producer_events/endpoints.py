@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Response, status
-from servicekit.auth.dependencies import AdminPrincipal
+from fastapi import APIRouter, Depends, Header, Response, status
+from servicekit.auth.dependencies import AdminPrincipal, AdminPrincipalWithoutSession
 
 from webhook_hub.dependencies import ProducerEventServiceDep
 from webhook_hub.errors import (
     AUTH,
     BODY,
     EventDataInvalid,
+    EventNotRecorded,
     EventTypeInactive,
     EventTypeNotOwned,
     TenantNotAllowed,
     declared,
 )
+from webhook_hub.producer_events.group_commit import SingleEvents, get_single_events
 from webhook_hub.producer_events.schemas import (
     BatchEventResult,
     EventAccepted,
@@ -35,28 +37,42 @@ router = APIRouter(prefix="/events", tags=["events"])
     response_model=EventAccepted,
     status_code=status.HTTP_202_ACCEPTED,
     responses=declared(
-        *AUTH, *BODY, TenantNotAllowed, EventTypeNotOwned, EventTypeInactive, EventDataInvalid
+        *AUTH,
+        *BODY,
+        TenantNotAllowed,
+        EventTypeNotOwned,
+        EventTypeInactive,
+        EventDataInvalid,
+        EventNotRecorded,
     ),
     summary="Submit an event",
 )
 async def submit_event(
     body: EventSubmission,
-    principal: AdminPrincipal,
-    service: ProducerEventServiceDep,
-    response: Response,
+    principal: AdminPrincipalWithoutSession,
+    events: Annotated[SingleEvents, Depends(get_single_events)],
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
-) -> EventAccepted:
+) -> Response:
     """Accept an event for dispatch to every matching subscription. A consumer's key submits
     only types its owner registered, for its own owner only (403 otherwise); an operator key
     submits any type for any tenant. An event of a registered type must match the type's JSON
     schema (422 naming the failing path, e.g. `data.total: 'x' is not of type 'number'`) and
     is refused while the type is deactivated; nothing is recorded then. A repeated
     `Idempotency-Key` within the window returns the first event's id and publishes nothing
-    new (`Idempotent-Replayed: true`)."""
-    event_id, fresh = await service.submit(principal, body, idempotency_key)
-    if not fresh:
-        response.headers["Idempotent-Replayed"] = "true"
-    return EventAccepted(id=event_id)
+    new (`Idempotent-Replayed: true`). Answered once the event is committed; 503 when the
+    database could not be reached (nothing recorded: send it again)."""
+    event_id, fresh = await events.submit(principal, body, idempotency_key)
+    # The bytes `EventAccepted(id=event_id)` renders to, without its validation and
+    # serialisation on every request (documented by `response_model` all the same).
+    return Response(
+        b'{"id":"%s"}' % str(event_id).encode(),
+        status_code=status.HTTP_202_ACCEPTED,
+        media_type="application/json",
+        headers=_REPLAYED if not fresh else None,
+    )
+
+
+_REPLAYED = {"Idempotent-Replayed": "true"}
 
 
 @router.post(

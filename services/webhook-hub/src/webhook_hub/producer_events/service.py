@@ -14,8 +14,9 @@ claimed at once, the outbox rows inserted at once).
 
 from __future__ import annotations
 
+import contextvars
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -80,10 +81,10 @@ def event_tenant(
     return principal.owner
 
 
-def first_of_each_key(keys: Sequence[str | None]) -> dict[int, int]:
+def first_of_each_key(keys: Sequence[Hashable | None]) -> dict[int, int]:
     """For each position holding a key seen earlier in the batch, the position of its first
     occurrence: later ones are duplicates of the first, whatever becomes of it."""
-    first: dict[str, int] = {}
+    first: dict[Hashable, int] = {}
     repeats: dict[int, int] = {}
     for position, key in enumerate(keys):
         if key is None:
@@ -116,12 +117,22 @@ class ProducerEventService:
         """One outcome per item, in order. An item that is already an error (its body did not
         parse) is refused with it; the others are authorized and checked one by one, and
         every accepted one is written in the session's transaction."""
+        return await self.submit_each([(principal, item) for item in items])
+
+    async def submit_each(
+        self,
+        items: Sequence[tuple[Principal, Submission | ServiceError]],
+        contexts: Sequence[contextvars.Context] | None = None,
+    ) -> list[Outcome]:
+        """`submit_batch` for items of several callers at once (the single form's group
+        commit): each judged as its caller's, keys matched within each caller's owner;
+        `contexts`, one per item, are the requests' (their events' spans are theirs)."""
         outcomes: list[Outcome | None] = [None] * len(items)
-        names = {item.event.type for item in items if isinstance(item, Submission)}
+        names = {item.event.type for _, item in items if isinstance(item, Submission)}
         types = await EventTypeRepository(self.session).submittable(names) if names else {}
-        # Accepted so far: position, event, tenant.
-        passed: list[tuple[int, Submission, str | None]] = []
-        for position, item in enumerate(items):
+        # Accepted so far: position, owner, event, tenant.
+        passed: list[tuple[int, str, Submission, str | None]] = []
+        for position, (principal, item) in enumerate(items):
             if isinstance(item, ServiceError):
                 outcomes[position] = Refused(item)
                 continue
@@ -130,27 +141,42 @@ class ProducerEventService:
             except ServiceError as error:
                 outcomes[position] = Refused(error)
                 continue
-            passed.append((position, item, tenant))
-        # A refused event does not use its key up: keys are matched among accepted ones only.
-        repeats = first_of_each_key([item.idempotency_key for _, item, _ in passed])
-        candidates = {
-            item.idempotency_key: new_event_id()
-            for index, (_, item, _) in enumerate(passed)
-            if item.idempotency_key is not None and index not in repeats
-        }
-        held, fresh_keys = await self._claim(principal.owner, candidates)
+            passed.append((position, principal.owner, item, tenant))
+        # A refused event does not use its key up: keys are matched among accepted ones only,
+        # and a key is its owner's (another owner's same key is another key).
+        repeats = first_of_each_key(
+            [
+                None if item.idempotency_key is None else (owner, item.idempotency_key)
+                for _, owner, item, _ in passed
+            ]
+        )
+        candidates: dict[str, dict[str, uuid.UUID]] = {}
+        for index, (_, owner, item, _) in enumerate(passed):
+            if item.idempotency_key is not None and index not in repeats:
+                candidates.setdefault(owner, {})[item.idempotency_key] = new_event_id()
+        held: dict[tuple[str, str], uuid.UUID] = {}
+        fresh_keys: set[tuple[str, str]] = set()
+        # Owners in one order in every transaction (and each one's keys in key order): two
+        # flushes sharing keys lock them in the same order and cannot deadlock each other.
+        for owner in sorted(candidates):
+            owner_held, owner_fresh = await self._claim(owner, candidates[owner])
+            held.update({(owner, key): event_id for key, event_id in owner_held.items()})
+            fresh_keys.update((owner, key) for key in owner_fresh)
         written: list[NewEvent] = []
-        for index, (position, item, tenant) in enumerate(passed):
+        for index, (position, owner, item, tenant) in enumerate(passed):
             key = item.idempotency_key
             if index in repeats:
                 continue  # resolved below, once its first occurrence is
             if key is None:
                 event_id, fresh = new_event_id(), True
             else:
-                event_id, fresh = held[key], key in fresh_keys
+                event_id, fresh = held[owner, key], (owner, key) in fresh_keys
             outcomes[position] = Accepted(event_id, fresh)
             if fresh:
-                written.append(NewEvent(event_id, item.event.type, item.event.data, tenant=tenant))
+                context = None if contexts is None else contexts[position]
+                written.append(
+                    NewEvent(event_id, item.event.type, item.event.data, tenant, context)
+                )
         for index, first in repeats.items():
             first_outcome = outcomes[passed[first][0]]
             assert isinstance(first_outcome, Accepted)
