@@ -307,13 +307,18 @@ async def test_a_deliverys_payload_headers_and_body_each_have_a_copy_button(
     await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
     await page.locator("#deliveries a").first.click()
     await page.locator("#attempts tr").first.wait_for()
+    # The click's navigation: its scripts (the copy buttons' handler) run by "load", which a
+    # loaded machine reaches well after the rows are in the DOM.
+    await page.wait_for_load_state("load")
     for button, source in (
         ("Copy the payload", "#event-data"),
         ("Copy the body", "#request-body"),
         ("Copy the headers of attempt 1", "#request-1"),
     ):
         await page.get_by_role("button", name=button).click()
-        await page.locator("#flashes").get_by_text("Copied to the clipboard.").wait_for()
+        flash = page.locator("#flashes p")
+        await flash.wait_for()
+        assert await flash.text_content() == "Copied to the clipboard."
         copied = await page.evaluate("navigator.clipboard.readText()")
         assert copied == await page.locator(source).text_content()
         await page.evaluate("document.getElementById('flashes').replaceChildren()")
