@@ -35,7 +35,14 @@ from scraper_manager.crawler.queue import enqueue_run
 from scraper_manager.crawler.signals import signal_stop
 from scraper_manager.dashboard.charts import run_chart, sparkline
 from scraper_manager.dashboard.cron_words import describe
-from scraper_manager.dashboard.forms import FORM_FIELDS, ScraperForm, preview_firings, read_form
+from scraper_manager.dashboard.forms import (
+    FORM_FIELDS,
+    NEW_FORM,
+    ScraperForm,
+    form_values,
+    preview_firings,
+    read_form,
+)
 from scraper_manager.dashboard.links import dashboard_links
 from scraper_manager.dashboard.live import RateMeter, average_rate, requests_made
 from scraper_manager.dependencies import (
@@ -225,7 +232,7 @@ def router(pages: Pages) -> APIRouter:
         request: Request, user: PageSessionDep, settings: SettingsDep
     ) -> HTMLResponse:
         require(user, AccessLevel.WRITE)
-        form = ScraperForm(dict.fromkeys(FORM_FIELDS, "") | {"timezone": "UTC"})
+        form = ScraperForm(dict(NEW_FORM))
         return form_page(request, settings, form)
 
     @routes.post("/scrapers/new")
@@ -255,17 +262,7 @@ def router(pages: Pages) -> APIRouter:
     ) -> HTMLResponse:
         scraper = await service.get(user.owner, scraper_id)
         require(user, AccessLevel.WRITE)
-        values = {
-            "name": scraper.name,
-            "url": scraper.url,
-            "schedule": scraper.schedule or "",
-            "timezone": scraper.timezone,
-            "proxy_pool": scraper.proxy_pool or "",
-            "rate_limit": str(scraper.rate_limit),
-            "max_pages": str(scraper.max_pages),
-            "headers": "\n".join(f"{k}: {v}" for k, v in scraper.headers.items()),
-        }
-        return form_page(request, settings, ScraperForm(values), scraper=scraper)
+        return form_page(request, settings, ScraperForm(form_values(scraper)), scraper=scraper)
 
     @routes.post("/scrapers/{scraper_id}/edit")
     async def update_scraper(
