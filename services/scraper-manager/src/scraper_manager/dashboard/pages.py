@@ -316,16 +316,18 @@ def router(pages: Pages) -> APIRouter:
         scraper = await service.get(user.owner, scraper_id)
         view = await service.render(scraper)
         history = await runs.page(user.owner, scraper_id, limit=20, cursor=cursor, status=None)
+        active = await service.scrapers.active_run(scraper_id)
         return pages.render(
             request,
             "dashboard/scraper.html",
             {
                 "title": scraper.name,
                 "scraper": view,
+                "active_run": active,
                 "runs": history.items,
                 "chart": run_chart(
                     [
-                        (f"#{r.id}", r.pages_fetched, r.items_collected)
+                        (f"#{r.number}", r.pages_fetched, r.items_collected)
                         for r in history.items[::-1]
                         if r.status != RunStatus.SKIPPED
                     ]
@@ -350,7 +352,16 @@ def router(pages: Pages) -> APIRouter:
         try:
             run = await service.start_run(user.owner, scraper_id)
         except Conflict as exc:
-            return refused(f"{PREFIX}/scrapers/{scraper_id}", f"Not started: {exc.message}.")
+            # A page drawn before the run began still offered Run now: the person is shown
+            # the run under way (which they can stop there) rather than a refusal.
+            active = await service.scrapers.active_run(scraper_id)
+            if active is None:
+                return refused(f"{PREFIX}/scrapers/{scraper_id}", f"Not started: {exc.message}.")
+            response = RedirectResponse(
+                f"{PREFIX}/scrapers/{scraper_id}/runs/{active.id}", status_code=303
+            )
+            pages.flash(response, f"Run #{active.number} is already under way.", "info")
+            return response
         background.add_task(enqueue_run, request.app.state.runtime, run.id)
         return RedirectResponse(f"{PREFIX}/scrapers/{scraper_id}/runs/{run.id}", status_code=303)
 
@@ -413,7 +424,7 @@ def router(pages: Pages) -> APIRouter:
             request,
             "dashboard/run.html",
             {
-                "title": f"Run {run.id} of {scraper.name}",
+                "title": f"Run #{run.number} of {scraper.name}",
                 "scraper": scraper,
                 "run": run,
                 "lines": lines,
@@ -504,7 +515,12 @@ def router(pages: Pages) -> APIRouter:
                 )
                 # The Stop button goes with the run (only a writer's page has one).
                 gone = '<div id="run-actions" hx-swap-oob="delete"></div>' if can_stop else ""
-                yield PageEvent(figures + table + gone, event="done")
+                # The end is said in the status region, in place of what it held ("Stopping."
+                # would otherwise stay above "stopped").
+                told = pages.templates.get_template("dashboard/run_ended.html").render(
+                    run=current
+                )
+                yield PageEvent(figures + table + gone + told, event="done")
                 return
 
         return event_stream(events(), on_close=stream.close, on_shutdown=stream.end)
