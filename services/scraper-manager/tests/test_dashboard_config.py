@@ -99,12 +99,14 @@ async def test_a_scraper_made_with_the_form_has_what_to_scrape_and_its_page_show
 ) -> None:
     who = await make_client(db_engine, "write")
     token = await sign_in(client, who)
-    answer = await client.post(
-        f"{DASH}/scrapers/new", data={**WHAT_TO_SCRAPE, "csrf_token": token}
-    )
+    answer = await client.post(f"{DASH}/scrapers/new", data={**WHAT_TO_SCRAPE, "csrf_token": token})
     assert answer.status_code == 303, answer.text
     made = (await client.get("/api/v1/scrapers", headers=who.headers)).json()["data"][0]
-    assert (made["item_selector"], made["follow"], made["max_depth"]) == ("div.product", "a.next", 3)
+    assert (made["item_selector"], made["follow"], made["max_depth"]) == (
+        "div.product",
+        "a.next",
+        3,
+    )
     assert made["selectors"] == {
         "name": "h2::text",
         "price": "span.price::text",

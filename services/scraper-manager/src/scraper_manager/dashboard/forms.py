@@ -99,7 +99,7 @@ def form_values(scraper: Any) -> dict[str, str]:
     }
 
 
-NEW_FORM = {name: "" for name in FORM_FIELDS} | {"timezone": "UTC", "obey_robots": "on"}
+NEW_FORM = dict.fromkeys(FORM_FIELDS, "") | {"timezone": "UTC", "obey_robots": "on"}
 
 
 def read_form(data: Mapping[str, Any]) -> ScraperForm:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path as FilePath
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, BackgroundTasks, FastAPI, Form, Path, Query, Request
@@ -517,13 +518,36 @@ def router(pages: Pages) -> APIRouter:
                 gone = '<div id="run-actions" hx-swap-oob="delete"></div>' if can_stop else ""
                 # The end is said in the status region, in place of what it held ("Stopping."
                 # would otherwise stay above "stopped").
-                told = pages.templates.get_template("dashboard/run_ended.html").render(
-                    run=current
-                )
+                told = pages.templates.get_template("dashboard/run_ended.html").render(run=current)
                 yield PageEvent(figures + table + gone + told, event="done")
                 return
 
         return event_stream(events(), on_close=stream.close, on_shutdown=stream.end)
+
+    @routes.get("/scrapers/{scraper_id}/runs/{run_id}/items/{item_id}")
+    async def item_page(
+        scraper_id: DbId,
+        run_id: DbId,
+        item_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        runs: RunServiceDep,
+    ) -> HTMLResponse:
+        scraper = await service.get(user.owner, scraper_id)
+        run = await runs.get(user.owner, scraper_id, run_id)
+        item = await runs.item(run, item_id)
+        return pages.render(
+            request,
+            "dashboard/item.html",
+            {
+                "title": f"Item of run #{run.number} of {scraper.name}",
+                "scraper": scraper,
+                "run": run,
+                "item": item,
+                "fields": [(k, *_full(v)) for k, v in item.data.items()],
+            },
+        )
 
     @routes.get("/scrapers/{scraper_id}/runs/{run_id}/results.{fmt}")
     async def download(
@@ -643,17 +667,34 @@ async def results_preview(runs: RunService, run: Run) -> dict[str, Any]:
     exports (`url`, then the items' keys in first-seen order), and the downloads."""
     first, keys = await runs.preview(run, PREVIEW_ITEMS)
     return {
-        "items": [{"url": item.url, **item.data} for item in first],
+        # The id beside the record, never among its columns: it links the item's own page.
+        "items": [{"id": item.id, "record": {"url": item.url, **item.data}} for item in first],
         "columns": ["url", *[k for k in keys if k != "url"]],
         "downloads": DOWNLOADS,
         "cell": _cell,
+        "short_url": short_url,
     }
+
+
+def short_url(url: str) -> str:
+    """A crawled URL as a cut-short cell shows it: its path and query (the host is mostly the
+    start URL's, and would leave every cut cell alike), or the URL when it has no path."""
+    parts = urlsplit(url)
+    rest = parts.path + (f"?{parts.query}" if parts.query else "")
+    return rest if rest not in ("", "/") else url
 
 
 def _field_of(error: ServiceError) -> str:
     """Which form field a service refusal belongs to."""
     code = getattr(error, "code", "")
     return {"unknown_proxy_pool": "proxy_pool", "address_not_allowed": "url"}.get(code, "name")
+
+
+def _full(value: Any) -> tuple[str, bool]:
+    """A value in full, for an item's page: nested values as indented JSON (and said so)."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, indent=2), True
+    return _cell(value), False
 
 
 def _cell(value: Any) -> str:

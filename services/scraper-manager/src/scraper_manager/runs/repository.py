@@ -53,6 +53,10 @@ class RunRepository:
             statement = statement.order_by(col(Item.id))
         return (await self.session.exec(statement.limit(limit))).all()
 
+    async def item(self, run_id: int, item_id: int) -> Item | None:
+        statement = select(Item).where(Item.run_id == run_id, Item.id == item_id)
+        return (await self.session.exec(statement)).first()
+
     async def item_keys(self, run_id: int) -> list[str]:
         """The keys of the run's items, in the order they first appear (item by item, in crawl
         order; within an item, in the order its stored object holds them)."""

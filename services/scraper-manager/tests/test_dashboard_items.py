@@ -1,0 +1,67 @@
+"""A run's items on the dashboard: the preview cuts values to one line and links each item
+to its own page, which shows it in full; ids of another run or owner are 404."""
+
+from __future__ import annotations
+
+import httpx
+from scraper_manager.dashboard.pages import short_url
+from scraper_manager.models import Item
+from servicekit.db.engine import create_session_factory
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlmodel import select
+
+from tests.dashboard import DASH, sign_in
+from tests.factories import make_client, make_run, make_scraper
+
+
+def test_a_cut_short_url_shows_its_path_and_query_where_items_differ() -> None:
+    assert short_url("https://shop.example/p/7?color=red") == "/p/7?color=red"
+    assert short_url("https://shop.example/") == "https://shop.example/"
+    assert short_url("https://shop.example") == "https://shop.example"
+
+
+async def test_each_previewed_item_links_to_its_page_which_shows_every_field_in_full(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    run = await make_run(db_engine, scraper)
+    long_text = "word " * 300
+    async with create_session_factory(db_engine)() as session, session.begin():
+        item = Item(
+            run_id=run.id,
+            scraper_id=scraper.id,
+            url="https://shop.example/p/1",
+            data={"title": "Mug", "description": long_text, "sizes": [1, 2]},
+        )
+        session.add(item)
+    await sign_in(client, who)
+    base = f"{DASH}/scrapers/{scraper.id}/runs/{run.id}"
+    preview = (await client.get(base)).text
+    assert f'href="{base}/items/{item.id}" title="https://shop.example/p/1">/p/1</a>' in preview
+    page = await client.get(f"{base}/items/{item.id}")
+    assert page.status_code == 200
+    assert long_text.strip() in page.text
+    assert "[\n  1,\n  2\n]" in page.text  # nested values as indented JSON
+    assert 'data-copy="item-url"' in page.text
+
+
+async def test_an_item_of_another_run_or_another_owner_is_404(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    mine, other = await make_run(db_engine, scraper), await make_run(db_engine, scraper, items=1)
+    theirs_scraper = await make_scraper(db_engine, "someone-else")
+    theirs = await make_run(db_engine, theirs_scraper, items=1)
+    async with create_session_factory(db_engine)() as session:
+        other_item = (await session.exec(select(Item).where(Item.run_id == other.id))).one()
+    await sign_in(client, who)
+    wrong_run = await client.get(
+        f"{DASH}/scrapers/{scraper.id}/runs/{mine.id}/items/{other_item.id}"
+    )
+    assert wrong_run.status_code == 404
+    not_mine = await client.get(
+        f"{DASH}/scrapers/{theirs_scraper.id}/runs/{theirs.id}/items/{other_item.id}"
+    )
+    assert not_mine.status_code == 404
