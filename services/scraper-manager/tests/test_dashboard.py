@@ -631,14 +631,21 @@ async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
         owner,
         "--level",
         "write",
+        "--ttl-seconds",
+        "600",
         env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(command.communicate(), 60)
     assert command.returncode == 0, err.decode()
-    expires, url = out.decode().strip().splitlines()[-2:]
-    assert datetime.fromisoformat(expires.removeprefix("expires_at: ")) > datetime.now(UTC)
+    # The link alone on stdout (`LINK=$(...)` holds it); what it is on stderr, as
+    # webhook-hub's `portal-link` prints them.
+    [url] = out.decode().splitlines()
+    said = err.decode().strip().splitlines()[-1]
+    assert said.startswith(f"dashboard link for {owner!r} (write), usable once until ")
+    expires = datetime.fromisoformat(said.rsplit(" ", 1)[1].removesuffix(":"))
+    assert timedelta(seconds=590) < expires - datetime.now(UTC) <= timedelta(seconds=600)
     assert url.startswith("https://scrapers.example/dashboard/link/")
     client.cookies.clear()
     first = await open_link(client, httpx.URL(url).path)
