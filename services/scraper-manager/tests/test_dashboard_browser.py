@@ -570,3 +570,32 @@ async def test_a_runs_fifty_items_stay_a_short_page_on_a_phone_and_each_opens_in
     assert long_text.strip() in facts  # in full, not cut
     assert '"one"' in facts
     await light_and_dark(browser_page, "dashboard-item", screenshot_dir)
+
+
+async def test_the_scrapers_list_is_searched_and_each_row_runs_and_stops_its_scraper(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    # A slow site: the run is still going when it is stopped from its row.
+    site = LocalWebsite(pages=400, delay=0.2)
+    await site.start()
+    page = browser_page.page
+    try:
+        who = await make_client(db_engine, "write")
+        for name in ("Shoes", "Shirts", "News"):
+            await make_scraper(db_engine, who.owner, name=name, url=f"{site.url}/page/0")
+        await open_link(browser_page, server, who)
+        await page.get_by_label("Name or URL contains").fill("sh")
+        await page.get_by_role("button", name="Filter").click()
+        await page.wait_for_url("**/dashboard/?q=sh*")
+        rows = page.locator("table.data tbody tr")
+        assert await rows.count() == 2
+        await light_and_dark(browser_page, "dashboard-scrapers-search", screenshot_dir)
+        await page.get_by_role("button", name="Run now: Shoes").click()
+        await page.wait_for_url("**/runs/*")
+        await page.go_back()
+        await page.reload()
+        await page.get_by_role("button", name="Stop: Shoes").click()
+        await page.wait_for_url("**/runs/*")
+        await page.locator("#run-status", has_text="stopped").wait_for(timeout=10_000)
+    finally:
+        await site.stop()

@@ -138,6 +138,8 @@ async def test_a_bad_field_expression_is_shown_at_the_fields_box_and_nothing_is_
     )
     assert 'aria-describedby="f-selectors-hint f-selectors-error"' in answer.text
     assert ">price: span[[</textarea>" in answer.text  # what was typed stays
+    # And at the top, linked to the field: a long form hides its lower fields.
+    assert '<li><a href="#f-selectors">Fields</a>: &#39;span[[&#39; is not' in answer.text
     assert (await client.get("/api/v1/scrapers", headers=who.headers)).json()["data"] == []
 
 

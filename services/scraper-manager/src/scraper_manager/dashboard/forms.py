@@ -31,6 +31,25 @@ FORM_FIELDS = (
     "timeout_seconds",
     "keep_runs",
 )
+# The fields' names as the form labels them (the error summary links each to its field).
+LABELS = {
+    "name": "Name",
+    "url": "Start URL",
+    "schedule": "Schedule",
+    "timezone": "Timezone",
+    "proxy_pool": "Proxy pool",
+    "rate_limit": "Rate limit",
+    "max_pages": "Max pages",
+    "headers": "Headers",
+    "item_selector": "Item selector",
+    "selectors": "Fields",
+    "follow": "Links to follow",
+    "max_depth": "Max depth",
+    "obey_robots": "Obey robots.txt",
+    "concurrency": "Concurrency",
+    "timeout_seconds": "Timeout",
+    "keep_runs": "Runs kept",
+}
 # Empty means the API's default (a number left out) or none (a nullable field).
 _NUMBERS = ("rate_limit", "max_pages", "concurrency", "timeout_seconds")
 _OPTIONAL_NUMBERS = ("max_depth", "keep_runs")

@@ -38,6 +38,7 @@ from scraper_manager.dashboard.charts import run_chart, sparkline
 from scraper_manager.dashboard.cron_words import describe
 from scraper_manager.dashboard.forms import (
     FORM_FIELDS,
+    LABELS,
     NEW_FORM,
     ScraperForm,
     form_values,
@@ -63,6 +64,7 @@ from scraper_manager.models import (
     RunLogLine,
     RunStatus,
     Scraper,
+    ScraperStatus,
 )
 from scraper_manager.runlog.repository import RunLogRepository
 from scraper_manager.runs.repository import RunRepository
@@ -190,8 +192,15 @@ def router(pages: Pages) -> APIRouter:
         user: PageSessionDep,
         service: ScraperServiceDep,
         cursor: Annotated[str | None, Query(max_length=20)] = None,
+        q: Annotated[str, Query(max_length=200)] = "",
+        status: Annotated[str, Query(max_length=16)] = "",
     ) -> HTMLResponse:
-        page = await service.page(user.owner, limit=20, cursor=cursor, status=None)
+        # Read as text: the form's "any status" sends `status=`, which is no filter, not a 422.
+        wanted = status_filter(status)
+        search = q.strip()
+        page = await service.page(
+            user.owner, limit=20, cursor=cursor, status=wanted, search=search or None
+        )
         ids = [s.id for s in page.items]
         latest = await service.scrapers.latest_runs(ids)
         trends = await service.scrapers.recent_items(ids, SPARKLINE_RUNS)
@@ -205,6 +214,13 @@ def router(pages: Pages) -> APIRouter:
                 "sparklines": {i: sparkline(trends.get(i, [])) for i in ids},
                 "next_cursor": page.next_cursor,
                 "can_write": user.can(AccessLevel.WRITE),
+                "q": search,
+                "status": wanted.value if wanted else "",
+                "status_options": [
+                    ("", "any status"),
+                    *[(v.value, v.value) for v in ScraperStatus],
+                ],
+                "filtered": bool(search or wanted),
             },
         )
 
@@ -224,6 +240,7 @@ def router(pages: Pages) -> APIRouter:
                 "form": form,
                 "scraper": scraper,
                 "pools": sorted(settings.proxy_pools),
+                "labels": LABELS,
             },
             status_code=status_code,
         )
@@ -682,6 +699,14 @@ def short_url(url: str) -> str:
     parts = urlsplit(url)
     rest = parts.path + (f"?{parts.query}" if parts.query else "")
     return rest if rest not in ("", "/") else url
+
+
+def status_filter(text: str) -> ScraperStatus | None:
+    """The list's status filter: a status, or none for empty or unknown text (total)."""
+    try:
+        return ScraperStatus(text)
+    except ValueError:
+        return None
 
 
 def _field_of(error: ServiceError) -> str:

@@ -27,9 +27,24 @@ class ScraperRepository:
         return (await self.session.exec(statement)).first()
 
     async def page(
-        self, owner: str, *, limit: int, before_id: int | None, status: ScraperStatus | None
+        self,
+        owner: str,
+        *,
+        limit: int,
+        before_id: int | None,
+        status: ScraperStatus | None,
+        search: str | None = None,
     ) -> Sequence[Scraper]:
         statement = select(Scraper).where(Scraper.owner == owner)
+        if search:
+            # A substring of the name or the start URL, its % and _ taken as themselves.
+            pattern = (
+                "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            )
+            statement = statement.where(
+                col(Scraper.name).ilike(pattern, escape="\\")
+                | col(Scraper.url).ilike(pattern, escape="\\")
+            )
         if before_id is not None:
             statement = statement.where(col(Scraper.id) < before_id)
         if status is not None:
