@@ -1,11 +1,15 @@
 """A run's items on the dashboard: the preview cuts values to one line and links each item
-to its own page, which shows it in full; ids of another run or owner are 404."""
+to its own page, which shows it in full; ids of another run or owner are 404. And the
+run's answers by status code."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
+from scraper_manager.dashboard.live import status_breakdown
 from scraper_manager.dashboard.pages import short_url
-from scraper_manager.models import Item
+from scraper_manager.models import Item, Run
 from servicekit.db.engine import create_session_factory
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import select
@@ -65,3 +69,35 @@ async def test_an_item_of_another_run_or_another_owner_is_404(
         f"{DASH}/scrapers/{theirs_scraper.id}/runs/{theirs.id}/items/{other_item.id}"
     )
     assert not_mine.status_code == 404
+
+
+def test_answers_by_status_code_are_in_code_order_with_their_share_and_meaning() -> None:
+    shares = status_breakdown({"503": 1, "200": 6, "robots_denied": 1, "404": 0, "x": "many"})
+    assert [(s.code, s.answers, s.percent, s.kind) for s in shares] == [
+        ("200", 6, 75.0, "success"),
+        ("503", 1, 12.5, "server error"),
+        ("robots_denied", 1, 12.5, "not fetched: robots.txt"),
+    ]
+    assert status_breakdown({}) == []
+
+
+async def test_the_run_page_breaks_its_answers_down_by_status_code(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    run = await make_run(db_engine, scraper)
+    async with create_session_factory(db_engine)() as session, session.begin():
+        stored = await session.get(Run, run.id)
+        assert stored is not None
+        stored.status_counts = {"200": 3, "404": 1}
+        session.add(stored)
+    await sign_in(client, who)
+    page = (await client.get(f"{DASH}/scrapers/{scraper.id}/runs/{run.id}")).text
+    table = page.split('id="run-status-codes"')[1].split("</table>")[0]
+    assert "<caption>Answers by status code</caption>" in table
+    assert re.findall(r'badge-\w+">(\d+)</span> ([a-z ]+)</td>', table) == [
+        ("200", "success"),
+        ("404", "client error"),
+    ]
+    assert '<meter min="0" max="100" value="75.0"' in table

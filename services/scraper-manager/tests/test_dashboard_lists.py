@@ -15,7 +15,7 @@ from tests.factories import make_client, make_run, make_scraper
 
 
 def names(html: str) -> list[str]:
-    return re.findall(r'<td data-label="Name"><a [^>]*>([^<]*)</a>', html)
+    return re.findall(r'<td data-label="Name"[^>]*><a [^>]*>([^<]*)</a>', html)
 
 
 def test_an_empty_or_unknown_status_is_no_filter() -> None:

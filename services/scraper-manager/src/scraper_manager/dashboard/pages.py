@@ -46,7 +46,12 @@ from scraper_manager.dashboard.forms import (
     read_form,
 )
 from scraper_manager.dashboard.links import dashboard_links
-from scraper_manager.dashboard.live import RateMeter, average_rate, requests_made
+from scraper_manager.dashboard.live import (
+    RateMeter,
+    average_rate,
+    requests_made,
+    status_breakdown,
+)
 from scraper_manager.dependencies import (
     RunLogServiceDep,
     RunServiceDep,
@@ -123,6 +128,7 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
         zone=ZoneInfo,
         in_words=describe,
         average_rate=lambda run: average_rate(run, duration(run)),
+        status_breakdown=status_breakdown,
     )
     app.include_router(router(pages))
 
