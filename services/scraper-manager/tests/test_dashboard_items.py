@@ -4,6 +4,7 @@ run's answers by status code."""
 
 from __future__ import annotations
 
+import html
 import re
 
 import httpx
@@ -101,3 +102,51 @@ async def test_the_run_page_breaks_its_answers_down_by_status_code(
         ("404", "client error"),
     ]
     assert '<meter min="0" max="100" value="75.0"' in table
+
+
+def item_links(html: str) -> list[str]:
+    return re.findall(r'<a class="clip" href="[^"]*/items/\d+" title="[^"]*">([^<]*)</a>', html)
+
+
+async def test_the_item_browser_pages_past_the_first_fifty_in_crawl_order(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    run = await make_run(db_engine, scraper, items=120)
+    await sign_in(client, who)
+    seen: list[str] = []
+    url: str | None = f"{DASH}/scrapers/{scraper.id}/runs/{run.id}/items"
+    while url is not None and len(seen) < 200:
+        page = await client.get(url)
+        assert page.status_code == 200
+        seen += item_links(page.text)
+        following = re.search(r'<a href="([^"]+)" rel="next">Next page</a>', page.text)
+        url = html.unescape(following.group(1)) if following else None
+    assert seen == [f"/page-{n}" for n in range(120)]
+
+
+async def test_the_item_browser_finds_items_by_a_part_of_their_url_or_a_value(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    run = await make_run(db_engine, scraper)
+    async with create_session_factory(db_engine)() as session, session.begin():
+        session.add_all(
+            Item(run_id=run.id, scraper_id=scraper.id, url=url, data=data)
+            for url, data in (
+                ("https://shop.example/mugs/1", {"title": "Blue mug", "price": "12"}),
+                ("https://shop.example/cups/2", {"title": "Red cup", "note": "50% off"}),
+                ("https://shop.example/plates/3", {"title": "Plate"}),
+            )
+        )
+    await sign_in(client, who)
+    base = f"{DASH}/scrapers/{scraper.id}/runs/{run.id}/items"
+    by_value = (await client.get(base, params={"q": "MUG"})).text
+    assert item_links(by_value) == ["/mugs/1"]
+    assert 'value="MUG"' in by_value
+    assert item_links((await client.get(base, params={"q": "plates/"})).text) == ["/plates/3"]
+    # % is itself: "0%" finds the "50% off" only, not every value with a 0 in it.
+    assert item_links((await client.get(base, params={"q": "0%"})).text) == ["/cups/2"]
+    assert "No items match" in (await client.get(base, params={"q": "nothing"})).text

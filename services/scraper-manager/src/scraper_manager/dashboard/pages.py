@@ -81,6 +81,7 @@ from scraper_manager.webhooks.service import WebhookService
 
 PREFIX = "/dashboard"
 PREVIEW_ITEMS = 50
+BROWSE_ITEMS = 50
 LOG_TAIL = 200
 SPARKLINE_RUNS = 10
 DOWNLOADS = ("json", "jsonl", "csv", "xlsx")
@@ -546,6 +547,43 @@ def router(pages: Pages) -> APIRouter:
                 return
 
         return event_stream(events(), on_close=stream.close, on_shutdown=stream.end)
+
+    @routes.get("/scrapers/{scraper_id}/runs/{run_id}/items")
+    async def item_browser(
+        scraper_id: DbId,
+        run_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        runs: RunServiceDep,
+        q: Annotated[str, Query(max_length=200)] = "",
+        cursor: Annotated[str | None, Query(max_length=20)] = None,
+    ) -> HTMLResponse:
+        scraper = await service.get(user.owner, scraper_id)
+        run = await runs.get(user.owner, scraper_id, run_id)
+        search = q.strip()
+        page = await runs.items(
+            run, limit=BROWSE_ITEMS, cursor=cursor, newest_first=False, search=search or None
+        )
+        keys = await runs.runs.item_keys(run.id)
+        return pages.render(
+            request,
+            "dashboard/items.html",
+            {
+                "title": f"Items of run #{run.number} of {scraper.name}",
+                "scraper": scraper,
+                "run": run,
+                "q": search,
+                "base": f"{PREFIX}/scrapers/{scraper_id}/runs/{run_id}",
+                "items": [
+                    {"id": item.id, "record": {"url": item.url, **item.data}} for item in page.items
+                ],
+                "columns": ["url", *[k for k in keys if k != "url"]],
+                "next_cursor": page.next_cursor,
+                "cell": _cell,
+                "short_url": short_url,
+            },
+        )
 
     @routes.get("/scrapers/{scraper_id}/runs/{run_id}/items/{item_id}")
     async def item_page(

@@ -87,10 +87,20 @@ class RunService:
         return await self.get(owner, scraper_id, run_id)
 
     async def items(
-        self, run: Run, *, limit: int, cursor: str | None, newest_first: bool
+        self,
+        run: Run,
+        *,
+        limit: int,
+        cursor: str | None,
+        newest_first: bool,
+        search: str | None = None,
     ) -> Page[Item]:
         rows = await self.runs.items(
-            run.id, cursor=decode_id_cursor(cursor), limit=limit + 1, newest_first=newest_first
+            run.id,
+            cursor=decode_id_cursor(cursor),
+            limit=limit + 1,
+            newest_first=newest_first,
+            search=search,
         )
         return page_of(rows, limit, lambda item: str(item.id))
 

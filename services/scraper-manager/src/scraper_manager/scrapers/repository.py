@@ -10,6 +10,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.models import ACTIVE_RUN_STATUSES, Run, RunStatus, Scraper, ScraperStatus
+from scraper_manager.runs.repository import like_escaped
 
 
 class ScraperRepository:
@@ -38,9 +39,7 @@ class ScraperRepository:
         statement = select(Scraper).where(Scraper.owner == owner)
         if search:
             # A substring of the name or the start URL, its % and _ taken as themselves.
-            pattern = (
-                "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            )
+            pattern = "%" + like_escaped(search) + "%"
             statement = statement.where(
                 col(Scraper.name).ilike(pattern, escape="\\")
                 | col(Scraper.url).ilike(pattern, escape="\\")
