@@ -440,10 +440,14 @@ def router(pages: Pages) -> APIRouter:
         runs: RunServiceDep,
         logs: RunLogServiceDep,
         level: LogLevel | None = None,
+        q: Annotated[str, Query(max_length=200)] = "",
     ) -> HTMLResponse:
         scraper = await service.get(user.owner, scraper_id)
         run = await runs.get(user.owner, scraper_id, run_id)
-        lines = await logs.lines.page(run.id, after=None, limit=LOG_TAIL, level=level)
+        search = q.strip()
+        lines = await logs.lines.page(
+            run.id, after=None, limit=LOG_TAIL, level=level, contains=search or None
+        )
         results = await results_preview(runs, run)
         return pages.render(
             request,
@@ -454,6 +458,7 @@ def router(pages: Pages) -> APIRouter:
                 "run": run,
                 "lines": lines,
                 "level": level.value if level else "",
+                "q": search,
                 "level_options": [("", "all"), *[(lv.value, lv.value) for lv in LogLevel]],
                 **results,
                 "live": run.status not in FINAL_RUN_STATUSES and run.status != RunStatus.SKIPPED,
@@ -473,12 +478,14 @@ def router(pages: Pages) -> APIRouter:
         hub: LiveHubDep,
         level: LogLevel | None = None,
         after: Annotated[int, Query(ge=0)] = 0,
+        q: Annotated[str, Query(max_length=200)] = "",
     ) -> Response:
         scraper = await service.get(user.owner, scraper_id)
         run = await runs.get(user.owner, scraper_id, run_id)
         max_pages, rate_limit = scraper.max_pages, scraper.rate_limit
         can_stop = user.can(AccessLevel.WRITE)
         factory = request.app.state.session_factory
+        search = q.strip() or None
 
         async def look(position: int) -> tuple[Run | None, list[RunLogLine]]:
             # A short session per look, made only after the worker announced the run: an open
@@ -488,7 +495,7 @@ def router(pages: Pages) -> APIRouter:
                 if current is None:
                     return None, []
                 lines = await RunLogRepository(db).page(
-                    current.id, after=position, limit=LOG_TAIL, level=level
+                    current.id, after=position, limit=LOG_TAIL, level=level, contains=search
                 )
             return current, list(lines)
 
@@ -504,7 +511,9 @@ def router(pages: Pages) -> APIRouter:
             async for _ in stream.changes(lambda: pages.session_holds(request)):
                 # Pages at the same point of the log share each look (the caught-up ones all).
                 position = last
-                current, lines = await stream.read((level, position), partial(look, position))
+                current, lines = await stream.read(
+                    (level, search, position), partial(look, position)
+                )
                 if current is None:
                     return
                 if lines:
