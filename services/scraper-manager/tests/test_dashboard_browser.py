@@ -12,13 +12,14 @@ import io
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 from openpyxl import load_workbook
 from playwright.async_api import Page
-from scraper_manager.models import Item
+from scraper_manager.models import Item, LogLevel, Run, RunLogLine
 from scraper_manager.settings import Settings
 from servicekit.db.engine import create_session_factory
 from servicekit.testing.browser import (
@@ -210,7 +211,7 @@ async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_pl
         assert await page.locator("#log-tail li.log-info").count() >= 1
         await page.get_by_label("Least level").select_option("warning")
         await page.get_by_role("button", name="Filter").click()
-        await page.wait_for_url("**/runs/*?level=warning")
+        await page.wait_for_url("**/runs/*?level=warning&q=")
         filtered_then = await page.locator("#log-tail li").count()
         assert filtered_then >= 1
         await lines_exceed(page, filtered_then)
@@ -235,7 +236,7 @@ async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_pl
         assert await page.get_by_text("Stopping.").count() == 0
         assert "run ended" in await page.locator("#log-tail").inner_text()
         assert await page.evaluate("window.notReloaded") is True
-        assert page.url.endswith("?level=warning")
+        assert page.url.endswith("?level=warning&q=")
         await assert_accessible(browser_page, "dashboard-run-stopped", screenshot_dir)
     finally:
         await site.stop()
@@ -599,3 +600,45 @@ async def test_the_scrapers_list_is_searched_and_each_row_runs_and_stops_its_scr
         await page.locator("#run-status", has_text="stopped").wait_for(timeout=10_000)
     finally:
         await site.stop()
+
+
+async def test_a_runs_items_are_browsed_and_searched_its_log_searched_and_its_answers_counted(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    run = await make_run(db_engine, scraper, items=70)
+    async with create_session_factory(db_engine)() as session, session.begin():
+        stored = await session.get(Run, run.id)
+        assert stored is not None
+        stored.status_counts = {"200": 68, "404": 1, "503": 2, "robots_denied": 1}
+        session.add(stored)
+        session.add_all(
+            RunLogLine(run_id=run.id, level=level, at=datetime.now(UTC), message=text)
+            for level, text in (
+                (LogLevel.INFO, "run started"),
+                (LogLevel.WARNING, "request failed, retrying"),
+                (LogLevel.INFO, "run ended"),
+            )
+        )
+    await open_link(browser_page, server, who)
+    await page.goto(f"{server}/dashboard/scrapers/{scraper.id}/runs/{run.id}")
+    codes = page.get_by_role("table", name="Answers by status code")
+    assert await codes.locator("tbody tr").count() == 4
+    await page.get_by_label("Contains").fill("RETRY")
+    await page.get_by_role("button", name="Filter").click()
+    await page.wait_for_url("**/runs/*?*q=RETRY*")
+    assert await page.locator("#log-tail li").count() == 1
+    await light_and_dark(browser_page, "dashboard-run-searched", screenshot_dir)
+    await page.get_by_role("link", name="browse and search every item").click()
+    await page.wait_for_url("**/items")
+    assert await page.locator("#items tbody tr").count() == 50
+    await page.get_by_role("link", name="Next page").click()
+    assert await page.locator("#items tbody tr").count() == 20
+    await page.get_by_label("URL or value contains").fill("page-6")
+    await page.get_by_role("button", name="Search").click()
+    await page.wait_for_url("**/items?q=page-6")
+    # page-6 and page-60 to page-69.
+    assert await page.locator("#items tbody tr").count() == 11
+    await light_and_dark(browser_page, "dashboard-items", screenshot_dir)

@@ -439,11 +439,13 @@ def router(pages: Pages) -> APIRouter:
         service: ScraperServiceDep,
         runs: RunServiceDep,
         logs: RunLogServiceDep,
-        level: LogLevel | None = None,
+        least: Annotated[str, Query(alias="level", max_length=16)] = "",
         q: Annotated[str, Query(max_length=200)] = "",
     ) -> HTMLResponse:
         scraper = await service.get(user.owner, scraper_id)
         run = await runs.get(user.owner, scraper_id, run_id)
+        # Read as text: the form's "all" sends `level=`, which is no filter, not a 422.
+        level = level_filter(least)
         search = q.strip()
         lines = await logs.lines.page(
             run.id, after=None, limit=LOG_TAIL, level=level, contains=search or None
@@ -476,7 +478,7 @@ def router(pages: Pages) -> APIRouter:
         service: ScraperServiceDep,
         runs: RunServiceDep,
         hub: LiveHubDep,
-        level: LogLevel | None = None,
+        least: Annotated[str, Query(alias="level", max_length=16)] = "",
         after: Annotated[int, Query(ge=0)] = 0,
         q: Annotated[str, Query(max_length=200)] = "",
     ) -> Response:
@@ -486,6 +488,7 @@ def router(pages: Pages) -> APIRouter:
         can_stop = user.can(AccessLevel.WRITE)
         factory = request.app.state.session_factory
         search = q.strip() or None
+        level = level_filter(least)
 
         async def look(position: int) -> tuple[Run | None, list[RunLogLine]]:
             # A short session per look, made only after the worker announced the run: an open
@@ -752,6 +755,14 @@ def short_url(url: str) -> str:
     parts = urlsplit(url)
     rest = parts.path + (f"?{parts.query}" if parts.query else "")
     return rest if rest not in ("", "/") else url
+
+
+def level_filter(text: str) -> LogLevel | None:
+    """The log's least level: a level, or none for empty or unknown text (total)."""
+    try:
+        return LogLevel(text)
+    except ValueError:
+        return None
 
 
 def status_filter(text: str) -> ScraperStatus | None:
