@@ -97,7 +97,7 @@ async def test_the_run_page_breaks_its_answers_down_by_status_code(
     page = (await client.get(f"{DASH}/scrapers/{scraper.id}/runs/{run.id}")).text
     table = page.split('id="run-status-codes"')[1].split("</table>")[0]
     assert "<caption>Answers by status code</caption>" in table
-    assert re.findall(r'badge-\w+">(\d+)</span> ([a-z ]+)</td>', table) == [
+    assert re.findall(r'badge-\w+">(\d+)</span> ([a-z ]+)</span></td>', table) == [
         ("200", "success"),
         ("404", "client error"),
     ]
