@@ -234,3 +234,38 @@ async def test_run_events_carry_the_client_as_tenant(
         ).all()
     assert [r.type for r in rows] == ["run.started", "items.collected", "run.completed"]
     assert {r.tenant for r in rows} == {who.owner}
+
+
+async def test_the_items_stored_grow_with_each_heartbeat_while_the_run_runs(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    # One item a page, 10 pages a second: far fewer than a batch (100) between beats.
+    site = LocalWebsite(pages=400)
+    await site.start()
+    try:
+        who = await make_client(db_engine, "write")
+        scraper_id, run_id = await start_crawl(
+            client, who, url=f"{site.url}/page/0", rate_limit=10, max_pages=400
+        )
+        seen: list[tuple[str, int, int]] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            run = (
+                await client.get(f"{BASE}/{scraper_id}/runs/{run_id}", headers=who.headers)
+            ).json()
+            seen.append((run["status"], run["stats"]["pages_fetched"], run["items_collected"]))
+            if run["status"] not in ("pending", "running") or run["items_collected"] > 0:
+                break
+            await asyncio.sleep(0.1)
+        status, _, items = seen[-1]
+        assert status == "running", seen
+        assert items > 0, seen
+        # And the count is what is stored: the results already hold those items.
+        stored = await client.get(
+            f"{BASE}/{scraper_id}/results?run_id={run_id}&limit=1000", headers=who.headers
+        )
+        assert len(stored.json()["data"]) >= items
+        await client.post(f"{BASE}/{scraper_id}/stop", headers=who.headers)
+        await wait_for_status(client, who, scraper_id, run_id, {"stopped", "completed"})
+    finally:
+        await site.stop()

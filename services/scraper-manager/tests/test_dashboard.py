@@ -325,18 +325,21 @@ async def test_an_admin_deletes_a_scraper_with_its_runs_and_is_told_so(
     assert (await client.get(f"/api/v1/scrapers/{kept.id}", headers=who.headers)).status_code == 200
 
 
-async def test_running_twice_shows_the_conflict_as_a_message(
+async def test_run_now_from_a_stale_page_shows_the_run_under_way_instead_of_a_refusal(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     who = await make_client(db_engine, "write")
     scraper = await make_scraper(db_engine, who.owner)
-    await make_run(db_engine, scraper, status=RunStatus.RUNNING)
+    await make_run(db_engine, scraper)
+    running = await make_run(db_engine, scraper, status=RunStatus.RUNNING)
     token = await sign_in(client, who)
     answer = await client.post(f"{DASH}/scrapers/{scraper.id}/run", data={"csrf_token": token})
     assert answer.status_code == 303
+    assert answer.headers["location"] == f"{DASH}/scrapers/{scraper.id}/runs/{running.id}"
     page = await client.get(answer.headers["location"])
-    assert "Not started: Scraper" in page.text
-    assert "is already running" in page.text
+    assert "Run #2 is already under way." in page.text
+    assert "Not started" not in page.text
+    assert ">Stop</button>" in page.text
 
 
 async def test_another_owners_scraper_run_log_and_downloads_are_404(
@@ -462,6 +465,8 @@ async def test_a_scrapers_page_offers_stop_only_while_a_run_is_under_way(
     assert ">Run now</button>" in finished_page
     assert ">Stop</button>" not in finished_page
     assert ">Stop</button>" in running_page
+    # Stop takes Run now's place: a second run could only be refused.
+    assert ">Run now</button>" not in running_page
 
 
 async def test_a_scrapers_page_charts_pages_and_items_of_its_runs(
@@ -475,7 +480,9 @@ async def test_a_scrapers_page_charts_pages_and_items_of_its_runs(
     chart = page.split('<div class="run-chart">')[1].split("</p>")[0]
     assert "Pages (solid line, dots) and items (dashed line, rings) of the last 2 runs" in chart
     assert chart.count("<polyline") == 2
-    assert [f">#{run.id}</text>" in chart for run in runs] == [True, True]
+    # Labelled by the scraper's own run numbers.
+    assert [f">#{run.number}</text>" in chart for run in runs] == [True, True]
+    assert [run.number for run in runs] == [1, 2]
     empty = await make_scraper(db_engine, who.owner)
     assert "run-chart" not in (await client.get(f"{DASH}/scrapers/{empty.id}")).text
 
@@ -485,7 +492,7 @@ async def test_a_scrapers_run_history_pages_newest_first_without_duplicates_or_g
 ) -> None:
     who = await make_client(db_engine, "read")
     scraper = await make_scraper(db_engine, who.owner)
-    created = [(await make_run(db_engine, scraper)).id for _ in range(45)]  # pages of 20
+    created = [(await make_run(db_engine, scraper)).number for _ in range(45)]  # pages of 20
     await sign_in(client, who)
     seen: list[list[int]] = []
     url: str | None = f"{DASH}/scrapers/{scraper.id}"
@@ -499,7 +506,8 @@ async def test_a_scrapers_run_history_pages_newest_first_without_duplicates_or_g
         following = re.search(r'<a href="([^"]+)" rel="next">Next page</a>', page.text)
         url = html.unescape(following.group(1)) if following else None
     assert [len(ids) for ids in seen] == [20, 20, 5]
-    assert [run_id for ids in seen for run_id in ids] == created[::-1]
+    assert [number for numbers in seen for number in numbers] == created[::-1]
+    assert created == list(range(1, 46))
 
 
 # -- editing a scraper through the form ----------------------------------------------------------
@@ -623,14 +631,21 @@ async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
         owner,
         "--level",
         "write",
+        "--ttl-seconds",
+        "600",
         env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(command.communicate(), 60)
     assert command.returncode == 0, err.decode()
-    expires, url = out.decode().strip().splitlines()[-2:]
-    assert datetime.fromisoformat(expires.removeprefix("expires_at: ")) > datetime.now(UTC)
+    # The link alone on stdout (`LINK=$(...)` holds it); what it is on stderr, as
+    # webhook-hub's `portal-link` prints them.
+    [url] = out.decode().splitlines()
+    said = err.decode().strip().splitlines()[-1]
+    assert said.startswith(f"dashboard link for {owner!r} (write), usable once until ")
+    expires = datetime.fromisoformat(said.rsplit(" ", 1)[1].removesuffix(":"))
+    assert timedelta(seconds=590) < expires - datetime.now(UTC) <= timedelta(seconds=600)
     assert url.startswith("https://scrapers.example/dashboard/link/")
     client.cookies.clear()
     first = await open_link(client, httpx.URL(url).path)

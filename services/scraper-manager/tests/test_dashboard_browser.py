@@ -12,13 +12,16 @@ import io
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 from openpyxl import load_workbook
 from playwright.async_api import Page
+from scraper_manager.models import Item, LogLevel, Run, RunLogLine
 from scraper_manager.settings import Settings
+from servicekit.db.engine import create_session_factory
 from servicekit.testing.browser import (
     BrowserPage,
     axe_violations,
@@ -178,11 +181,13 @@ async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_pl
         await page.get_by_role("button", name="Run now").click()
         await page.wait_for_url("**/runs/*")
         run_url = page.url
-        # A second run while this one runs: the 409 as a message.
+        assert await page.get_by_role("heading", level=1).inner_text() == "Run #1"
+        # While it runs, its scraper's page offers Stop in Run now's place: no 409 to earn.
         await page.goto(run_url.split("/runs/")[0])
-        await page.get_by_role("button", name="Run now").click()
-        await page.get_by_text("Not started:").wait_for()
-        await page.goto(run_url)
+        await page.get_by_role("button", name="Stop").wait_for()
+        assert await page.get_by_role("button", name="Run now").count() == 0
+        await page.get_by_role("link", name="Watch run #1").click()
+        await page.wait_for_url(run_url)
         await page.evaluate("window.notReloaded = true")
         await figure_reaches(page, "#run-pages", 3)
         then = {f: await figure(page, f"#run-{f}") for f in FIGURES}
@@ -206,7 +211,7 @@ async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_pl
         assert await page.locator("#log-tail li.log-info").count() >= 1
         await page.get_by_label("Least level").select_option("warning")
         await page.get_by_role("button", name="Filter").click()
-        await page.wait_for_url("**/runs/*?level=warning")
+        await page.wait_for_url("**/runs/*?level=warning&q=")
         filtered_then = await page.locator("#log-tail li").count()
         assert filtered_then >= 1
         await lines_exceed(page, filtered_then)
@@ -226,10 +231,12 @@ async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_pl
             int(await figure(page, "#run-items")), 50
         )
         assert await page.get_by_role("button", name="Stop").count() == 0
-        assert await page.get_by_text("Stopping.").count() == 1
+        # The end is told in the status region, in place of the "Stopping." told before.
+        await page.locator("#flashes", has_text="Run #1 stopped.").wait_for()
+        assert await page.get_by_text("Stopping.").count() == 0
         assert "run ended" in await page.locator("#log-tail").inner_text()
         assert await page.evaluate("window.notReloaded") is True
-        assert page.url.endswith("?level=warning")
+        assert page.url.endswith("?level=warning&q=")
         await assert_accessible(browser_page, "dashboard-run-stopped", screenshot_dir)
     finally:
         await site.stop()
@@ -415,3 +422,223 @@ async def test_the_api_docs_render_offline(
     assert browser_page.blocked_requests == []
     # ReDoc hard-codes its footer logo from its CDN: the CSP stops it before any request.
     assert [v for v in browser_page.csp_violations if "redoc.ly" not in v] == []
+
+
+# -- issue 35: what to scrape, live items, copy buttons, a run's items on a phone ----------------
+
+
+async def light_and_dark(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
+    """axe-core clean at 1280 and 390 px in both schemes, with screenshots of each."""
+    await assert_accessible(watched, name, screenshot_dir)
+    await watched.page.emulate_media(color_scheme="dark")
+    await assert_accessible(watched, f"{name}-dark", screenshot_dir)
+    await watched.page.emulate_media(color_scheme="light")
+
+
+async def test_the_form_says_what_to_scrape_refuses_a_bad_field_at_it_and_the_run_uses_it(
+    browser_page: BrowserPage,
+    server: str,
+    db_engine: AsyncEngine,
+    website: LocalWebsite,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    who = await make_client(db_engine, "write")
+    await open_link(browser_page, server, who)
+    await page.goto(f"{server}/dashboard/scrapers/new")
+    await page.get_by_label("Name").fill("Headings")
+    await page.get_by_label("Start URL").fill(f"{website.url}/page/0")
+    await page.get_by_label("Max pages").fill("3")
+    await page.get_by_label("Rate limit (requests per second)").fill("50")
+    await page.get_by_label("Item selector (optional)").fill("body")
+    await page.get_by_label("Fields").fill("heading: h1::text\ntitle: title::text[")
+    await page.get_by_label("Links to follow (optional)").fill("a")
+    await page.get_by_label("Max depth (optional)").fill("1")
+    await page.get_by_label("Obey robots.txt").uncheck()
+    await page.get_by_label("Concurrency").fill("2")
+    await page.get_by_role("button", name="Create scraper").click()
+    # The API's own refusal, beside the field, tied to it; what was typed stays.
+    error = page.locator("#f-selectors-error")
+    await error.wait_for()
+    assert "is not a valid CSS or XPath expression" in await error.inner_text()
+    assert await page.get_by_label("Fields").get_attribute("aria-invalid") == "true"
+    assert await page.get_by_label("Item selector (optional)").input_value() == "body"
+    assert not await page.get_by_label("Obey robots.txt").is_checked()
+    await light_and_dark(browser_page, "dashboard-form-what-to-scrape", screenshot_dir)
+    await page.get_by_label("Fields").fill("heading: h1::text\ntitle: title::text")
+    await page.get_by_role("button", name="Create scraper").click()
+    await page.wait_for_url(f"{server}/dashboard/scrapers/*")
+    facts = await page.locator("dl.facts").inner_text()
+    for shown in ("each body", "heading: h1::text", "title: title::text", "ignored", "2 at a time"):
+        assert shown in facts, facts
+    await light_and_dark(browser_page, "dashboard-scraper-config", screenshot_dir)
+    await page.get_by_role("button", name="Run now").click()
+    await page.wait_for_url("**/runs/*")
+    await page.locator("#run-status", has_text="completed").wait_for(timeout=20_000)
+    await page.locator("#results tbody tr").first.wait_for()
+    headers = await page.locator("#results thead th").all_inner_texts()
+    assert headers[0] == "url"
+    assert sorted(headers[1:]) == ["heading", "title"]
+    # Depth 1 from page 0: pages 0, 1 and 2, one item each.
+    assert await page.locator("#results tbody tr").count() == 3
+
+
+async def test_the_live_run_page_counts_the_items_stored_while_the_run_runs(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine
+) -> None:
+    # One item a page at 10 pages a second: a batch (100) would take 10 s.
+    site = LocalWebsite(pages=400)
+    await site.start()
+    page = browser_page.page
+    try:
+        who = await make_client(db_engine, "write")
+        async with httpx.AsyncClient(base_url=server) as api:
+            made = await api.post(
+                "/api/v1/scrapers",
+                json={"name": "slow", "url": f"{site.url}/page/0", "rate_limit": 10},
+                headers=who.headers,
+            )
+            scraper_id = made.json()["id"]
+            await open_link(browser_page, server, who)
+            run_id = (
+                await api.post(f"/api/v1/scrapers/{scraper_id}/run", headers=who.headers)
+            ).json()["run_id"]
+            await page.goto(f"{server}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
+            await figure_reaches(page, "#run-items", 1, timeout=8)
+            assert await page.locator("#run-status").inner_text() == "running"
+            assert await figure(page, "#run-pages") < 100
+            await api.post(f"/api/v1/scrapers/{scraper_id}/stop", headers=who.headers)
+            await page.locator("#run-status", has_text="stopped").wait_for(timeout=10_000)
+    finally:
+        await site.stop()
+
+
+async def test_a_copy_button_copies_the_id_and_says_so_in_the_status_region(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine
+) -> None:
+    page = browser_page.page
+    who = await make_client(db_engine, "write")
+    scraper = await make_scraper(db_engine, who.owner)
+    await open_link(browser_page, server, who)
+    await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    await page.goto(f"{server}/dashboard/scrapers/{scraper.id}")
+    await page.get_by_role("button", name="Copy the scraper's id").click()
+    # Said in the page's role=status region, which screen readers announce.
+    region = page.locator('#flashes[role="status"][aria-live="polite"]')
+    await region.get_by_text("Copied to the clipboard.").wait_for()
+    assert await page.evaluate("navigator.clipboard.readText()") == str(scraper.id)
+    assert browser_page.csp_violations == []
+    assert browser_page.page_errors == []
+
+
+async def test_a_runs_fifty_items_stay_a_short_page_on_a_phone_and_each_opens_in_full(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    run = await make_run(db_engine, scraper, items=0)
+    long_text = "A long description of the product, " * 20
+    async with create_session_factory(db_engine)() as session, session.begin():
+        session.add_all(
+            Item(
+                run_id=run.id,
+                scraper_id=scraper.id,
+                url=f"https://shop.example/catalog/products/{n}/a-rather-long-slug-for-it",
+                data={
+                    "title": f"Product {n}",
+                    "description": long_text,
+                    "price": f"{n}.00",
+                    "tags": ["one", "two"],
+                },
+            )
+            for n in range(60)
+        )
+    await open_link(browser_page, server, who)
+    await page.set_viewport_size({"width": 390, "height": 900})
+    await page.goto(f"{server}/dashboard/scrapers/{scraper.id}/runs/{run.id}")
+    assert await page.locator("#results tbody tr").count() == 50
+    height = await page.evaluate("document.documentElement.scrollHeight")
+    assert height < 5000, height  # it was over 10,000 px
+    width = await page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, width
+    await light_and_dark(browser_page, "dashboard-run-items", screenshot_dir)
+    await page.set_viewport_size({"width": 390, "height": 900})
+    await page.locator("#results tbody tr").nth(7).get_by_role("link").click()
+    await page.wait_for_url("**/items/*")
+    facts = await page.locator("dl.item-facts").inner_text()
+    assert "Product 7" in facts
+    assert long_text.strip() in facts  # in full, not cut
+    assert '"one"' in facts
+    await light_and_dark(browser_page, "dashboard-item", screenshot_dir)
+
+
+async def test_the_scrapers_list_is_searched_and_each_row_runs_and_stops_its_scraper(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    # A slow site: the run is still going when it is stopped from its row.
+    site = LocalWebsite(pages=400, delay=0.2)
+    await site.start()
+    page = browser_page.page
+    try:
+        who = await make_client(db_engine, "write")
+        for name in ("Shoes", "Shirts", "News"):
+            await make_scraper(db_engine, who.owner, name=name, url=f"{site.url}/page/0")
+        await open_link(browser_page, server, who)
+        await page.get_by_label("Name or URL contains").fill("sh")
+        await page.get_by_role("button", name="Filter").click()
+        await page.wait_for_url("**/dashboard/?q=sh*")
+        rows = page.locator("table.data tbody tr")
+        assert await rows.count() == 2
+        await light_and_dark(browser_page, "dashboard-scrapers-search", screenshot_dir)
+        await page.get_by_role("button", name="Run now: Shoes").click()
+        await page.wait_for_url("**/runs/*")
+        await page.go_back()
+        await page.reload()
+        await page.get_by_role("button", name="Stop: Shoes").click()
+        await page.wait_for_url("**/runs/*")
+        await page.locator("#run-status", has_text="stopped").wait_for(timeout=10_000)
+    finally:
+        await site.stop()
+
+
+async def test_a_runs_items_are_browsed_and_searched_its_log_searched_and_its_answers_counted(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+) -> None:
+    page = browser_page.page
+    who = await make_client(db_engine, "read")
+    scraper = await make_scraper(db_engine, who.owner)
+    run = await make_run(db_engine, scraper, items=70)
+    async with create_session_factory(db_engine)() as session, session.begin():
+        stored = await session.get(Run, run.id)
+        assert stored is not None
+        stored.status_counts = {"200": 68, "404": 1, "503": 2, "robots_denied": 1}
+        session.add(stored)
+        session.add_all(
+            RunLogLine(run_id=run.id, level=level, at=datetime.now(UTC), message=text)
+            for level, text in (
+                (LogLevel.INFO, "run started"),
+                (LogLevel.WARNING, "request failed, retrying"),
+                (LogLevel.INFO, "run ended"),
+            )
+        )
+    await open_link(browser_page, server, who)
+    await page.goto(f"{server}/dashboard/scrapers/{scraper.id}/runs/{run.id}")
+    codes = page.get_by_role("table", name="Answers by status code")
+    assert await codes.locator("tbody tr").count() == 4
+    await page.get_by_label("Contains").fill("RETRY")
+    await page.get_by_role("button", name="Filter").click()
+    await page.wait_for_url("**/runs/*?*q=RETRY*")
+    assert await page.locator("#log-tail li").count() == 1
+    await light_and_dark(browser_page, "dashboard-run-searched", screenshot_dir)
+    await page.get_by_role("link", name="browse and search every item").click()
+    await page.wait_for_url("**/items")
+    assert await page.locator("#items tbody tr").count() == 50
+    await page.get_by_role("link", name="Next page").click()
+    assert await page.locator("#items tbody tr").count() == 20
+    await page.get_by_label("URL or value contains").fill("page-6")
+    await page.get_by_role("button", name="Search").click()
+    await page.wait_for_url("**/items?q=page-6")
+    # page-6 and page-60 to page-69.
+    assert await page.locator("#items tbody tr").count() == 11
+    await light_and_dark(browser_page, "dashboard-items", screenshot_dir)

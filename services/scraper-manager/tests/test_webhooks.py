@@ -321,6 +321,29 @@ async def test_adding_a_webhook_in_the_dashboard_registers_it_and_shows_its_secr
     assert 'id="secret"' not in (await client.get(f"{DASH}/webhooks")).text
 
 
+async def test_the_secret_shown_once_and_each_webhooks_id_have_a_copy_button(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
+) -> None:
+    who = await make_client(db_engine, "write")
+    token = await sign_in(client, who)
+    added = await client.post(
+        f"{DASH}/webhooks",
+        data={"url": http_receiver.url, "events": ["run.completed"], "csrf_token": token},
+    )
+    assert added.status_code == 201, added.text
+    # A real button (kit/pages.js copies its target and says so in the status region).
+    assert '<button type="button" class="secondary" data-copy="secret">Copy secret</button>' in (
+        added.text
+    )
+    [subscription] = await hub.list(who.owner)
+    listed = (await client.get(f"{DASH}/webhooks")).text
+    assert f'<code id="hook-id-1">{subscription.id}</code>' in listed
+    assert 'data-copy="hook-id-1" aria-label="Copy the id of the webhook to' in listed
+
+
 async def test_a_webhook_without_events_or_with_a_bad_url_is_refused_at_its_field(
     client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
 ) -> None:

@@ -9,6 +9,9 @@ from pathlib import Path
 from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.cli import ExtraCommand, ServiceCLI
 from servicekit.db.engine import create_engine, create_session_factory
+from servicekit.web.pages.links import MAX_LINK_TTL_SECONDS, MIN_LINK_TTL_SECONDS, IssuedLink
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import InterfaceError, OperationalError, ProgrammingError
 
 from scraper_manager.app import create_app
 from scraper_manager.dashboard.links import dashboard_links
@@ -18,6 +21,8 @@ from scraper_manager.settings import Settings
 from scraper_manager.worker import run
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+# As webhook-hub's `portal-link`.
+DEFAULT_LINK_TTL_SECONDS = 3600
 
 
 def configure_oauth_clients(parser: argparse.ArgumentParser) -> None:
@@ -55,28 +60,53 @@ def create_oauth_client(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def configure_dashboard_link(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--owner", required=True)
-    parser.add_argument("--level", required=True, choices=[lv.value for lv in ISSUED_OVER_API])
+    # The options and defaults of webhook-hub's `portal-link`, so the two read alike.
+    parser.add_argument("--owner", required=True, help="the client the dashboard shows")
+    parser.add_argument(
+        "--level",
+        choices=[lv.value for lv in ISSUED_OVER_API],
+        default=AccessLevel.READ.value,
+        help="read sees everything, write changes it, admin also deletes (default: read)",
+    )
+    parser.add_argument(
+        "--ttl-seconds",
+        type=int,
+        default=DEFAULT_LINK_TTL_SECONDS,
+        help=f"{MIN_LINK_TTL_SECONDS} to {MAX_LINK_TTL_SECONDS}, default 3600",
+    )
 
 
 def create_dashboard_link(settings: Settings, args: argparse.Namespace) -> int:
-    async def issue() -> str:
+    if not MIN_LINK_TTL_SECONDS <= args.ttl_seconds <= MAX_LINK_TTL_SECONDS:
+        print(
+            f"--ttl-seconds must be {MIN_LINK_TTL_SECONDS} to {MAX_LINK_TTL_SECONDS}",
+            file=sys.stderr,
+        )
+        return 2
+
+    async def issue() -> IssuedLink:
         engine = create_engine(settings)
         try:
             async with create_session_factory(engine)() as session, session.begin():
-                link = await dashboard_links(session).issue(
+                return await dashboard_links(session).issue(
                     args.owner,
                     AccessLevel(args.level),
                     base_url=settings.public_url or f"http://127.0.0.1:{settings.port}",
-                    ttl=timedelta(minutes=settings.dashboard_link_minutes),
+                    ttl=timedelta(seconds=args.ttl_seconds),
                     api_key_id=None,  # the operator's: no key to end with
                 )
         finally:
             await engine.dispose()
-        print(f"expires_at: {link.expires_at.isoformat()}")
-        return link.url
 
-    print(asyncio.run(issue()))
+    issued = asyncio.run(issue())
+    # What it is on stderr, the link alone on stdout: `LINK=$(scraper-manager dashboard-link
+    # ...)` holds just the link.
+    print(
+        f"dashboard link for {args.owner!r} ({args.level}), usable once until "
+        f"{issued.expires_at.isoformat()}:",
+        file=sys.stderr,
+    )
+    print(issued.url)
     return 0
 
 
@@ -103,8 +133,58 @@ cli = ServiceCLI(
 )
 
 
+# Failures that mean the database cannot be used as configured (none of them a bug here).
+_UNREACHABLE: tuple[type[BaseException], ...] = (OSError, OperationalError, InterfaceError)
+
+
+def database_problem(error: BaseException, database_url: str) -> str | None:
+    """The one line a console script prints when `error` means the database cannot be used
+    (not reached, missing, refused us, or without its tables), naming where and what to do;
+    None for any other error, which keeps its traceback. Total: any error and URL in."""
+    where = shown_url(database_url)
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ProgrammingError) and "does not exist" in str(current):
+            return (
+                f"scraper-manager: the database at {where} has no tables yet: run "
+                "`scraper-manager migrate` (`make run` does it), or set DATABASE_URL "
+                "(SCRAPER_MANAGER_DATABASE_URL) to a migrated database"
+            )
+        if isinstance(current, _UNREACHABLE):
+            reason = " ".join(str(getattr(current, "orig", None) or current).split())[:200]
+            return (
+                f"scraper-manager: cannot use the database at {where} ({reason}): start the "
+                "stack with `make run` first, or set DATABASE_URL "
+                "(SCRAPER_MANAGER_DATABASE_URL) to a reachable PostgreSQL"
+            )
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def shown_url(database_url: str) -> str:
+    """The URL without its password (it is printed)."""
+    try:
+        return make_url(database_url).render_as_string(hide_password=True)
+    except Exception:
+        return "the configured DATABASE_URL"
+
+
 def main() -> None:
-    sys.exit(cli.main())
+    try:
+        code = cli.main()
+    except Exception as exc:
+        try:
+            url = Settings().database_url
+        except Exception:
+            url = ""
+        line = database_problem(exc, url)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        code = 2
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,10 @@ class RunNotFound(NotFound):
     default_message = "Run not found"
 
 
+class ItemNotFound(NotFound):
+    default_message = "Item not found"
+
+
 class WebhookNotFound(NotFound):
     default_message = "Webhook not found"
 

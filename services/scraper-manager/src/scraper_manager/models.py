@@ -83,9 +83,17 @@ class Scraper(SQLModel, table=True):
 
 class Run(SQLModel, table=True):
     __tablename__ = "runs"
+    # The number the database gives at insert is read back in the INSERT's RETURNING.
+    __mapper_args__ = {"eager_defaults": True}
 
     id: int = Field(default=None, primary_key=True)
     scraper_id: int = Field(foreign_key="scrapers.id", index=True, ondelete="CASCADE")
+    # The scraper's own sequence (#1, #2, ...), given by a trigger from the scraper's counter
+    # (migration 0012): every way a run is inserted is numbered alike.
+    number: int = Field(
+        default=None,
+        sa_column=sa.Column(sa.Integer, nullable=False, server_default=sa.FetchedValue()),
+    )
     owner: str = Field(max_length=200)
     # Stored as text (varchar), compared and bound as the enums' values.
     status: RunStatus = Field(default=RunStatus.PENDING, sa_type=sa.String(16))

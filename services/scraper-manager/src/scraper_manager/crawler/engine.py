@@ -427,6 +427,11 @@ class Crawl:
             # Shielded: a fetcher cancelled at stop must not cut a database write in half.
             await asyncio.shield(self._flush())
 
+    async def flush(self) -> None:
+        """Hand over the items collected since the last batch, however few (the worker's
+        heartbeat does, so a run's stored items grow while it runs, not only by the hundred)."""
+        await self._flush()
+
     async def _flush(self) -> None:
         async with self._sink_lock:
             if self._pending:

@@ -394,6 +394,9 @@ class RunExecutor:
                         "error": clean_text(stats.last_error) if stats.last_error else None,
                     },
                 )
+            # The items so far are stored with each beat: a run collecting fewer than a batch
+            # (100) between beats would otherwise show none stored until it ends.
+            await crawl.flush()
             await self.live.changed([run_id])
             if stop_requested and not requested.is_set():
                 crawl.log.info("stop requested")

@@ -1,8 +1,11 @@
-"""What the live run page computes as it polls: the current request rate."""
+"""What the live run page computes as it polls: the current request rate, and the answers
+by status code."""
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from scraper_manager.models import Run
 
@@ -42,3 +45,48 @@ def average_rate(run: Run, seconds: float | None) -> float | None:
     if not seconds:
         return None
     return round(requests_made(run) / seconds, 1)
+
+
+@dataclass(frozen=True)
+class StatusShare:
+    code: str
+    answers: int
+    percent: float
+    kind: str  # what the code means, in words (the badge's colour only helps)
+    tone: str
+
+
+_CLASSES = {
+    "2": ("success", "ok"),
+    "3": ("redirect", "info"),
+    "4": ("client error", "warning"),
+    "5": ("server error", "bad"),
+}
+# What the crawler counts beside status codes (crawler.engine).
+_OUTCOMES = {
+    "robots_denied": "not fetched: robots.txt",
+    "refused": "not fetched: address refused",
+    "truncated": "cut at the size limit",
+}
+
+
+def _kind(code: str) -> tuple[str, str]:
+    if len(code) == 3 and code.isdigit() and code[0] in _CLASSES:
+        return _CLASSES[code[0]]
+    return _OUTCOMES.get(code, "other"), "neutral"
+
+
+def status_breakdown(counts: Mapping[str, object]) -> list[StatusShare]:
+    """A run's answers by HTTP status code (then the crawler's other outcomes), with each
+    one's share. Total: a stored value that is not a positive count is left out."""
+    kept = {
+        str(code): value
+        for code, value in counts.items()
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0
+    }
+    total = sum(kept.values())
+    ordered = sorted(kept.items(), key=lambda pair: (not pair[0].isdigit(), pair[0]))
+    return [
+        StatusShare(code, answers, round(100 * answers / total, 1), *_kind(code))
+        for code, answers in ordered
+    ]

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path as FilePath
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, BackgroundTasks, FastAPI, Form, Path, Query, Request
@@ -35,9 +36,22 @@ from scraper_manager.crawler.queue import enqueue_run
 from scraper_manager.crawler.signals import signal_stop
 from scraper_manager.dashboard.charts import run_chart, sparkline
 from scraper_manager.dashboard.cron_words import describe
-from scraper_manager.dashboard.forms import FORM_FIELDS, ScraperForm, preview_firings, read_form
+from scraper_manager.dashboard.forms import (
+    FORM_FIELDS,
+    LABELS,
+    NEW_FORM,
+    ScraperForm,
+    form_values,
+    preview_firings,
+    read_form,
+)
 from scraper_manager.dashboard.links import dashboard_links
-from scraper_manager.dashboard.live import RateMeter, average_rate, requests_made
+from scraper_manager.dashboard.live import (
+    RateMeter,
+    average_rate,
+    requests_made,
+    status_breakdown,
+)
 from scraper_manager.dependencies import (
     RunLogServiceDep,
     RunServiceDep,
@@ -55,6 +69,7 @@ from scraper_manager.models import (
     RunLogLine,
     RunStatus,
     Scraper,
+    ScraperStatus,
 )
 from scraper_manager.runlog.repository import RunLogRepository
 from scraper_manager.runs.repository import RunRepository
@@ -66,6 +81,7 @@ from scraper_manager.webhooks.service import WebhookService
 
 PREFIX = "/dashboard"
 PREVIEW_ITEMS = 50
+BROWSE_ITEMS = 50
 LOG_TAIL = 200
 SPARKLINE_RUNS = 10
 DOWNLOADS = ("json", "jsonl", "csv", "xlsx")
@@ -113,6 +129,7 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
         zone=ZoneInfo,
         in_words=describe,
         average_rate=lambda run: average_rate(run, duration(run)),
+        status_breakdown=status_breakdown,
     )
     app.include_router(router(pages))
 
@@ -182,8 +199,15 @@ def router(pages: Pages) -> APIRouter:
         user: PageSessionDep,
         service: ScraperServiceDep,
         cursor: Annotated[str | None, Query(max_length=20)] = None,
+        q: Annotated[str, Query(max_length=200)] = "",
+        status: Annotated[str, Query(max_length=16)] = "",
     ) -> HTMLResponse:
-        page = await service.page(user.owner, limit=20, cursor=cursor, status=None)
+        # Read as text: the form's "any status" sends `status=`, which is no filter, not a 422.
+        wanted = status_filter(status)
+        search = q.strip()
+        page = await service.page(
+            user.owner, limit=20, cursor=cursor, status=wanted, search=search or None
+        )
         ids = [s.id for s in page.items]
         latest = await service.scrapers.latest_runs(ids)
         trends = await service.scrapers.recent_items(ids, SPARKLINE_RUNS)
@@ -197,6 +221,13 @@ def router(pages: Pages) -> APIRouter:
                 "sparklines": {i: sparkline(trends.get(i, [])) for i in ids},
                 "next_cursor": page.next_cursor,
                 "can_write": user.can(AccessLevel.WRITE),
+                "q": search,
+                "status": wanted.value if wanted else "",
+                "status_options": [
+                    ("", "any status"),
+                    *[(v.value, v.value) for v in ScraperStatus],
+                ],
+                "filtered": bool(search or wanted),
             },
         )
 
@@ -216,6 +247,7 @@ def router(pages: Pages) -> APIRouter:
                 "form": form,
                 "scraper": scraper,
                 "pools": sorted(settings.proxy_pools),
+                "labels": LABELS,
             },
             status_code=status_code,
         )
@@ -225,7 +257,7 @@ def router(pages: Pages) -> APIRouter:
         request: Request, user: PageSessionDep, settings: SettingsDep
     ) -> HTMLResponse:
         require(user, AccessLevel.WRITE)
-        form = ScraperForm(dict.fromkeys(FORM_FIELDS, "") | {"timezone": "UTC"})
+        form = ScraperForm(dict(NEW_FORM))
         return form_page(request, settings, form)
 
     @routes.post("/scrapers/new")
@@ -255,17 +287,7 @@ def router(pages: Pages) -> APIRouter:
     ) -> HTMLResponse:
         scraper = await service.get(user.owner, scraper_id)
         require(user, AccessLevel.WRITE)
-        values = {
-            "name": scraper.name,
-            "url": scraper.url,
-            "schedule": scraper.schedule or "",
-            "timezone": scraper.timezone,
-            "proxy_pool": scraper.proxy_pool or "",
-            "rate_limit": str(scraper.rate_limit),
-            "max_pages": str(scraper.max_pages),
-            "headers": "\n".join(f"{k}: {v}" for k, v in scraper.headers.items()),
-        }
-        return form_page(request, settings, ScraperForm(values), scraper=scraper)
+        return form_page(request, settings, ScraperForm(form_values(scraper)), scraper=scraper)
 
     @routes.post("/scrapers/{scraper_id}/edit")
     async def update_scraper(
@@ -319,16 +341,18 @@ def router(pages: Pages) -> APIRouter:
         scraper = await service.get(user.owner, scraper_id)
         view = await service.render(scraper)
         history = await runs.page(user.owner, scraper_id, limit=20, cursor=cursor, status=None)
+        active = await service.scrapers.active_run(scraper_id)
         return pages.render(
             request,
             "dashboard/scraper.html",
             {
                 "title": scraper.name,
                 "scraper": view,
+                "active_run": active,
                 "runs": history.items,
                 "chart": run_chart(
                     [
-                        (f"#{r.id}", r.pages_fetched, r.items_collected)
+                        (f"#{r.number}", r.pages_fetched, r.items_collected)
                         for r in history.items[::-1]
                         if r.status != RunStatus.SKIPPED
                     ]
@@ -353,7 +377,16 @@ def router(pages: Pages) -> APIRouter:
         try:
             run = await service.start_run(user.owner, scraper_id)
         except Conflict as exc:
-            return refused(f"{PREFIX}/scrapers/{scraper_id}", f"Not started: {exc.message}.")
+            # A page drawn before the run began still offered Run now: the person is shown
+            # the run under way (which they can stop there) rather than a refusal.
+            active = await service.scrapers.active_run(scraper_id)
+            if active is None:
+                return refused(f"{PREFIX}/scrapers/{scraper_id}", f"Not started: {exc.message}.")
+            response = RedirectResponse(
+                f"{PREFIX}/scrapers/{scraper_id}/runs/{active.id}", status_code=303
+            )
+            pages.flash(response, f"Run #{active.number} is already under way.", "info")
+            return response
         background.add_task(enqueue_run, request.app.state.runtime, run.id)
         return RedirectResponse(f"{PREFIX}/scrapers/{scraper_id}/runs/{run.id}", status_code=303)
 
@@ -406,21 +439,28 @@ def router(pages: Pages) -> APIRouter:
         service: ScraperServiceDep,
         runs: RunServiceDep,
         logs: RunLogServiceDep,
-        level: LogLevel | None = None,
+        least: Annotated[str, Query(alias="level", max_length=16)] = "",
+        q: Annotated[str, Query(max_length=200)] = "",
     ) -> HTMLResponse:
         scraper = await service.get(user.owner, scraper_id)
         run = await runs.get(user.owner, scraper_id, run_id)
-        lines = await logs.lines.page(run.id, after=None, limit=LOG_TAIL, level=level)
+        # Read as text: the form's "all" sends `level=`, which is no filter, not a 422.
+        level = level_filter(least)
+        search = q.strip()
+        lines = await logs.lines.page(
+            run.id, after=None, limit=LOG_TAIL, level=level, contains=search or None
+        )
         results = await results_preview(runs, run)
         return pages.render(
             request,
             "dashboard/run.html",
             {
-                "title": f"Run {run.id} of {scraper.name}",
+                "title": f"Run #{run.number} of {scraper.name}",
                 "scraper": scraper,
                 "run": run,
                 "lines": lines,
                 "level": level.value if level else "",
+                "q": search,
                 "level_options": [("", "all"), *[(lv.value, lv.value) for lv in LogLevel]],
                 **results,
                 "live": run.status not in FINAL_RUN_STATUSES and run.status != RunStatus.SKIPPED,
@@ -438,14 +478,17 @@ def router(pages: Pages) -> APIRouter:
         service: ScraperServiceDep,
         runs: RunServiceDep,
         hub: LiveHubDep,
-        level: LogLevel | None = None,
+        least: Annotated[str, Query(alias="level", max_length=16)] = "",
         after: Annotated[int, Query(ge=0)] = 0,
+        q: Annotated[str, Query(max_length=200)] = "",
     ) -> Response:
         scraper = await service.get(user.owner, scraper_id)
         run = await runs.get(user.owner, scraper_id, run_id)
         max_pages, rate_limit = scraper.max_pages, scraper.rate_limit
         can_stop = user.can(AccessLevel.WRITE)
         factory = request.app.state.session_factory
+        search = q.strip() or None
+        level = level_filter(least)
 
         async def look(position: int) -> tuple[Run | None, list[RunLogLine]]:
             # A short session per look, made only after the worker announced the run: an open
@@ -455,7 +498,7 @@ def router(pages: Pages) -> APIRouter:
                 if current is None:
                     return None, []
                 lines = await RunLogRepository(db).page(
-                    current.id, after=position, limit=LOG_TAIL, level=level
+                    current.id, after=position, limit=LOG_TAIL, level=level, contains=search
                 )
             return current, list(lines)
 
@@ -471,7 +514,9 @@ def router(pages: Pages) -> APIRouter:
             async for _ in stream.changes(lambda: pages.session_holds(request)):
                 # Pages at the same point of the log share each look (the caught-up ones all).
                 position = last
-                current, lines = await stream.read((level, position), partial(look, position))
+                current, lines = await stream.read(
+                    (level, search, position), partial(look, position)
+                )
                 if current is None:
                     return
                 if lines:
@@ -507,10 +552,75 @@ def router(pages: Pages) -> APIRouter:
                 )
                 # The Stop button goes with the run (only a writer's page has one).
                 gone = '<div id="run-actions" hx-swap-oob="delete"></div>' if can_stop else ""
-                yield PageEvent(figures + table + gone, event="done")
+                # The end is said in the status region, in place of what it held ("Stopping."
+                # would otherwise stay above "stopped").
+                told = pages.templates.get_template("dashboard/run_ended.html").render(run=current)
+                yield PageEvent(figures + table + gone + told, event="done")
                 return
 
         return event_stream(events(), on_close=stream.close, on_shutdown=stream.end)
+
+    @routes.get("/scrapers/{scraper_id}/runs/{run_id}/items")
+    async def item_browser(
+        scraper_id: DbId,
+        run_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        runs: RunServiceDep,
+        q: Annotated[str, Query(max_length=200)] = "",
+        cursor: Annotated[str | None, Query(max_length=20)] = None,
+    ) -> HTMLResponse:
+        scraper = await service.get(user.owner, scraper_id)
+        run = await runs.get(user.owner, scraper_id, run_id)
+        search = q.strip()
+        page = await runs.items(
+            run, limit=BROWSE_ITEMS, cursor=cursor, newest_first=False, search=search or None
+        )
+        keys = await runs.runs.item_keys(run.id)
+        return pages.render(
+            request,
+            "dashboard/items.html",
+            {
+                "title": f"Items of run #{run.number} of {scraper.name}",
+                "scraper": scraper,
+                "run": run,
+                "q": search,
+                "base": f"{PREFIX}/scrapers/{scraper_id}/runs/{run_id}",
+                "items": [
+                    {"id": item.id, "record": {"url": item.url, **item.data}} for item in page.items
+                ],
+                "columns": ["url", *[k for k in keys if k != "url"]],
+                "next_cursor": page.next_cursor,
+                "cell": _cell,
+                "short_url": short_url,
+            },
+        )
+
+    @routes.get("/scrapers/{scraper_id}/runs/{run_id}/items/{item_id}")
+    async def item_page(
+        scraper_id: DbId,
+        run_id: DbId,
+        item_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        runs: RunServiceDep,
+    ) -> HTMLResponse:
+        scraper = await service.get(user.owner, scraper_id)
+        run = await runs.get(user.owner, scraper_id, run_id)
+        item = await runs.item(run, item_id)
+        return pages.render(
+            request,
+            "dashboard/item.html",
+            {
+                "title": f"Item of run #{run.number} of {scraper.name}",
+                "scraper": scraper,
+                "run": run,
+                "item": item,
+                "fields": [(k, *_full(v)) for k, v in item.data.items()],
+            },
+        )
 
     @routes.get("/scrapers/{scraper_id}/runs/{run_id}/results.{fmt}")
     async def download(
@@ -630,17 +740,50 @@ async def results_preview(runs: RunService, run: Run) -> dict[str, Any]:
     exports (`url`, then the items' keys in first-seen order), and the downloads."""
     first, keys = await runs.preview(run, PREVIEW_ITEMS)
     return {
-        "items": [{"url": item.url, **item.data} for item in first],
+        # The id beside the record, never among its columns: it links the item's own page.
+        "items": [{"id": item.id, "record": {"url": item.url, **item.data}} for item in first],
         "columns": ["url", *[k for k in keys if k != "url"]],
         "downloads": DOWNLOADS,
         "cell": _cell,
+        "short_url": short_url,
     }
+
+
+def short_url(url: str) -> str:
+    """A crawled URL as a cut-short cell shows it: its path and query (the host is mostly the
+    start URL's, and would leave every cut cell alike), or the URL when it has no path."""
+    parts = urlsplit(url)
+    rest = parts.path + (f"?{parts.query}" if parts.query else "")
+    return rest if rest not in ("", "/") else url
+
+
+def level_filter(text: str) -> LogLevel | None:
+    """The log's least level: a level, or none for empty or unknown text (total)."""
+    try:
+        return LogLevel(text)
+    except ValueError:
+        return None
+
+
+def status_filter(text: str) -> ScraperStatus | None:
+    """The list's status filter: a status, or none for empty or unknown text (total)."""
+    try:
+        return ScraperStatus(text)
+    except ValueError:
+        return None
 
 
 def _field_of(error: ServiceError) -> str:
     """Which form field a service refusal belongs to."""
     code = getattr(error, "code", "")
     return {"unknown_proxy_pool": "proxy_pool", "address_not_allowed": "url"}.get(code, "name")
+
+
+def _full(value: Any) -> tuple[str, bool]:
+    """A value in full, for an item's page: nested values as indented JSON (and said so)."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, indent=2), True
+    return _cell(value), False
 
 
 def _cell(value: Any) -> str:

@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
+import sqlalchemy as sa
 import structlog
 from servicekit.loops import describe, is_outage
 from sqlalchemy import text
@@ -17,6 +18,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from scraper_manager.crawler.runlog import LogLine
 from scraper_manager.crawler.text import clean_text, clean_value
 from scraper_manager.models import LogLevel, RunLogLine
+from scraper_manager.runs.repository import like_escaped
 
 # One statement per batch, whatever its size: arrays unnested server-side.
 _INSERT = text(
@@ -128,9 +130,23 @@ class RunLogRepository:
         self.session = session
 
     async def page(
-        self, run_id: int, *, after: int | None, limit: int, level: LogLevel | None
+        self,
+        run_id: int,
+        *,
+        after: int | None,
+        limit: int,
+        level: LogLevel | None,
+        contains: str | None = None,
     ) -> Sequence[RunLogLine]:
+        """`contains`: a part of the message or of a field's value (the fields' JSON text),
+        any case."""
         statement = select(RunLogLine).where(RunLogLine.run_id == run_id)
+        if contains:
+            pattern = "%" + like_escaped(contains) + "%"
+            statement = statement.where(
+                col(RunLogLine.message).ilike(pattern, escape="\\")
+                | sa.cast(col(RunLogLine.fields), sa.Text).ilike(pattern, escape="\\")
+            )
         if after is not None:
             statement = statement.where(col(RunLogLine.id) > after)
         wanted = levels_from(level)

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
+import sqlalchemy as sa
 from sqlalchemy import text
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.models import Item, Run, RunStatus
+
+
+def like_escaped(text: str) -> str:
+    """`text` for a LIKE pattern (escape `\\`): its `%` and `_` match themselves."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 class RunRepository:
@@ -39,10 +45,23 @@ class RunRepository:
         return (await self.session.exec(statement)).first()
 
     async def items(
-        self, run_id: int, *, cursor: int | None, limit: int, newest_first: bool = False
+        self,
+        run_id: int,
+        *,
+        cursor: int | None,
+        limit: int,
+        newest_first: bool = False,
+        search: str | None = None,
     ) -> Sequence[Item]:
-        """Keyset by id, which is crawl order: a page never shifts while the crawl appends."""
+        """Keyset by id, which is crawl order: a page never shifts while the crawl appends.
+        `search`: a part of the URL or of any value (the data's JSON text), any case."""
         statement = select(Item).where(Item.run_id == run_id)
+        if search:
+            pattern = "%" + like_escaped(search) + "%"
+            statement = statement.where(
+                col(Item.url).ilike(pattern, escape="\\")
+                | sa.cast(col(Item.data), sa.Text).ilike(pattern, escape="\\")
+            )
         if newest_first:
             if cursor is not None:
                 statement = statement.where(col(Item.id) < cursor)
@@ -52,6 +71,10 @@ class RunRepository:
                 statement = statement.where(col(Item.id) > cursor)
             statement = statement.order_by(col(Item.id))
         return (await self.session.exec(statement.limit(limit))).all()
+
+    async def item(self, run_id: int, item_id: int) -> Item | None:
+        statement = select(Item).where(Item.run_id == run_id, Item.id == item_id)
+        return (await self.session.exec(statement)).first()
 
     async def item_keys(self, run_id: int) -> list[str]:
         """The keys of the run's items, in the order they first appear (item by item, in crawl

@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from scraper_manager.models import Item, Run, RunStatus, RunTrigger
 
 RUN_EXAMPLE: dict[str, Any] = {
     "id": 17,
     "scraper_id": 4,
+    "number": 3,
     "status": "completed",
     "trigger": "manual",
     "created_at": "2026-11-22T10:00:00Z",
@@ -53,6 +54,7 @@ class RunOut(BaseModel):
 
     id: int
     scraper_id: int
+    number: int = Field(description="The run's number among its scraper's runs: 1, 2, 3, ...")
     status: RunStatus
     trigger: RunTrigger
     created_at: datetime
@@ -72,6 +74,7 @@ class RunOut(BaseModel):
         return cls(
             id=run.id,
             scraper_id=run.scraper_id,
+            number=run.number,
             status=run.status,
             trigger=run.trigger,
             created_at=run.created_at,

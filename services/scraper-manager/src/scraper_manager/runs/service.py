@@ -15,7 +15,7 @@ from servicekit.paging import Page, decode_id_cursor, page_of
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from scraper_manager.errors import RunNotFound, ScraperNotFound
+from scraper_manager.errors import ItemNotFound, RunNotFound, ScraperNotFound
 from scraper_manager.models import Item, Run, RunStatus, Scraper
 from scraper_manager.runs.export import XlsxRows, csv_cell
 from scraper_manager.runs.repository import RunRepository
@@ -87,12 +87,29 @@ class RunService:
         return await self.get(owner, scraper_id, run_id)
 
     async def items(
-        self, run: Run, *, limit: int, cursor: str | None, newest_first: bool
+        self,
+        run: Run,
+        *,
+        limit: int,
+        cursor: str | None,
+        newest_first: bool,
+        search: str | None = None,
     ) -> Page[Item]:
         rows = await self.runs.items(
-            run.id, cursor=decode_id_cursor(cursor), limit=limit + 1, newest_first=newest_first
+            run.id,
+            cursor=decode_id_cursor(cursor),
+            limit=limit + 1,
+            newest_first=newest_first,
+            search=search,
         )
         return page_of(rows, limit, lambda item: str(item.id))
+
+    async def item(self, run: Run, item_id: int) -> Item:
+        """One item of the run (another run's id is 404 alike)."""
+        found = await self.runs.item(run.id, item_id)
+        if found is None:
+            raise ItemNotFound(f"Item {item_id} not found")
+        return found
 
     async def preview(self, run: Run, limit: int) -> tuple[list[Item], list[str]]:
         """A run's first `limit` items in crawl order, and the keys of all its items in

@@ -10,6 +10,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.models import ACTIVE_RUN_STATUSES, Run, RunStatus, Scraper, ScraperStatus
+from scraper_manager.runs.repository import like_escaped
 
 
 class ScraperRepository:
@@ -27,9 +28,22 @@ class ScraperRepository:
         return (await self.session.exec(statement)).first()
 
     async def page(
-        self, owner: str, *, limit: int, before_id: int | None, status: ScraperStatus | None
+        self,
+        owner: str,
+        *,
+        limit: int,
+        before_id: int | None,
+        status: ScraperStatus | None,
+        search: str | None = None,
     ) -> Sequence[Scraper]:
         statement = select(Scraper).where(Scraper.owner == owner)
+        if search:
+            # A substring of the name or the start URL, its % and _ taken as themselves.
+            pattern = "%" + like_escaped(search) + "%"
+            statement = statement.where(
+                col(Scraper.name).ilike(pattern, escape="\\")
+                | col(Scraper.url).ilike(pattern, escape="\\")
+            )
         if before_id is not None:
             statement = statement.where(col(Scraper.id) < before_id)
         if status is not None:

@@ -164,11 +164,22 @@ class ScraperService:
         )
 
     async def page(
-        self, owner: str, *, limit: int, cursor: str | None, status: ScraperStatus | None
+        self,
+        owner: str,
+        *,
+        limit: int,
+        cursor: str | None,
+        status: ScraperStatus | None,
+        search: str | None = None,
     ) -> Page[ScraperOut]:
-        """Newest first; `cursor` is the last id of the previous page."""
+        """Newest first; `cursor` is the last id of the previous page; `search`: a part of
+        the name or start URL, any case."""
         rows = await self.scrapers.page(
-            owner, limit=limit + 1, before_id=decode_id_cursor(cursor), status=status
+            owner,
+            limit=limit + 1,
+            before_id=decode_id_cursor(cursor),
+            status=status,
+            search=search,
         )
         page = page_of(rows, limit, lambda scraper: str(scraper.id))
         return Page(await self.render_many(page.items), page.next_cursor)

@@ -1,0 +1,94 @@
+"""The console script without a usable database: one line naming the database (its password
+hidden) and what to do, exit code 2, no traceback; `dashboard-link` takes webhook-hub's
+`portal-link` options and defaults."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from scraper_manager.cli import database_problem
+from servicekit.db.admin import database_url_for, drop_database, ensure_database
+
+SCRIPT = str(Path(sys.executable).parent / "scraper-manager")
+
+
+async def run_script(*args: str, database_url: str) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPER_MANAGER_")}
+    env["SCRAPER_MANAGER_DATABASE_URL"] = database_url
+    command = await asyncio.create_subprocess_exec(
+        SCRIPT,
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(command.communicate(), 60)
+    assert command.returncode is not None
+    return command.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("dashboard-link", "--owner", "someone"),
+        ("api-keys", "create", "--owner", "someone", "--level", "read"),
+        ("oauth-clients", "create", "--owner", "someone", "--level", "read"),
+        ("migrate",),
+    ],
+)
+async def test_an_unreachable_database_is_one_line_naming_it_and_what_to_do_exit_2(
+    args: tuple[str, ...],
+) -> None:
+    code, out, err = await run_script(
+        *args, database_url="postgresql://me:hunter2@127.0.0.1:1/scraper_manager"
+    )
+    assert code == 2
+    assert out == ""
+    [line] = err.strip().splitlines()
+    assert line.startswith(
+        "scraper-manager: cannot use the database at postgresql://me:***@127.0.0.1:1/scraper_manager"
+    )
+    assert "`make run` first, or set DATABASE_URL" in line
+    assert "hunter2" not in err
+
+
+async def test_a_database_without_tables_says_to_migrate_it(postgres_server_url: str) -> None:
+    url = database_url_for(postgres_server_url, f"empty_{os.getpid()}")
+    drop_database(url)
+    ensure_database(url)
+    try:
+        code, out, err = await run_script("dashboard-link", "--owner", "someone", database_url=url)
+    finally:
+        drop_database(url)
+    assert (code, out) == (2, "")
+    [line] = err.strip().splitlines()
+    assert "has no tables yet: run `scraper-manager migrate`" in line
+
+
+def test_an_error_that_is_not_the_databases_keeps_its_traceback() -> None:
+    assert database_problem(ValueError("a bug"), "postgresql://x/y") is None
+    assert database_problem(KeyError("k"), "not a url at all") is None
+
+
+def test_a_url_that_cannot_be_parsed_is_not_printed() -> None:
+    line = database_problem(ConnectionRefusedError("refused"), "a:secret at no host")
+    assert line is not None
+    assert "the database at the configured DATABASE_URL (refused)" in line
+    assert "secret" not in line
+
+
+async def test_dashboard_link_refuses_a_ttl_outside_a_minute_to_a_day_as_portal_link_does() -> None:
+    code, out, err = await run_script(
+        "dashboard-link",
+        "--owner",
+        "someone",
+        "--ttl-seconds",
+        "30",
+        database_url="postgresql://x/y",
+    )
+    assert (code, out) == (2, "")
+    assert err.strip() == "--ttl-seconds must be 60 to 86400"
