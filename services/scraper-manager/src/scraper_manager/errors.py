@@ -64,6 +64,10 @@ class AddressNotAllowed(UnprocessableEntity):
     default_message = "url points at an address crawls may not reach"
 
 
+class UnknownItemKey(UnprocessableEntity):
+    default_message = "item_key is not one of the scraper's fields"
+
+
 class UnknownRunEvents(UnprocessableEntity):
     code = "unknown_event_types"
     default_message = "events names types that are not run events"

@@ -76,6 +76,10 @@ class Scraper(SQLModel, table=True):
     timeout_seconds: int = 30
     # Keep only this many latest finished runs (with results and logs); None: by age only.
     keep_runs: int | None = None
+    # The field that identifies an item across runs (change detection); None: not compared.
+    item_key: str | None = Field(default=None, max_length=100)
+    # Revalidate pages with the validators the last run saw (If-None-Match, If-Modified-Since).
+    revalidate: bool = True
     next_fire_at: datetime | None = _tz(default=None)
     created_at: datetime = _tz(default_factory=utcnow)
     updated_at: datetime = _tz(default_factory=utcnow)
@@ -107,6 +111,12 @@ class Run(SQLModel, table=True):
     retries: int = 0
     bytes_received: int = Field(default=0, sa_type=sa.BigInteger)
     status_counts: dict[str, int] = _json(server_default="{}")
+    # Pages answered 304 whose stored items and links were reused.
+    not_modified: int = 0
+    # {compared_run_id, added, removed, changed, duplicates, unkeyed}; None: not compared.
+    changes: dict[str, Any] | None = Field(
+        default=None, sa_column=sa.Column(postgresql.JSONB(), nullable=True)
+    )
     last_error: str | None = None
     stop_requested: bool = False
     worker_id: str | None = Field(default=None, max_length=200)
@@ -122,6 +132,28 @@ class Item(SQLModel, table=True):
     url: str
     data: dict[str, Any] = _json()
     created_at: datetime = _tz(default_factory=utcnow)
+
+
+class ChangeKind(StrEnum):
+    ADDED = "added"
+    REMOVED = "removed"
+    CHANGED = "changed"
+
+
+class RunChange(SQLModel, table=True):
+    """One difference between a run's items and the previous successful run's, by item key.
+    `item` is the new item (the old one for `removed`); `fields` only for `changed`."""
+
+    __tablename__ = "run_changes"
+
+    id: int = Field(default=None, sa_column=sa.Column(sa.BigInteger, primary_key=True))
+    run_id: int = Field(foreign_key="runs.id", ondelete="CASCADE")
+    kind: ChangeKind = Field(sa_type=sa.String(8))
+    key: str
+    item: dict[str, Any] = _json()
+    fields: dict[str, Any] | None = Field(
+        default=None, sa_column=sa.Column(postgresql.JSONB(), nullable=True)
+    )
 
 
 class LogLevel(StrEnum):
@@ -202,6 +234,7 @@ __all__ = [
     "ACTIVE_RUN_STATUSES",
     "FINAL_RUN_STATUSES",
     "ApiKey",
+    "ChangeKind",
     "DashboardLink",
     "DashboardSession",
     "Item",
@@ -210,6 +243,7 @@ __all__ = [
     "OutboxEvent",
     "ProcessedEvent",
     "Run",
+    "RunChange",
     "RunLogLine",
     "RunStatus",
     "RunTrigger",

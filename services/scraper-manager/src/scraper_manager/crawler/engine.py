@@ -36,6 +36,11 @@ from scraper_manager.crawler.extraction import (
 )
 from scraper_manager.crawler.patterns import LinkPattern
 from scraper_manager.crawler.politeness import RobotsRules, TokenBucket
+from scraper_manager.crawler.revalidation import (
+    StoredPages,
+    conditional_headers,
+    validator,
+)
 from scraper_manager.crawler.runlog import RunLog, without_credentials
 from scraper_manager.crawler.text import clean_value, decode
 
@@ -90,6 +95,8 @@ class Response:
     content_type: str
     retry_after: str | None
     url: str  # after redirects
+    etag: str | None = None
+    last_modified: str | None = None
 
 
 @dataclass
@@ -101,6 +108,9 @@ class CrawlStats:
     bytes: int = 0
     status_counts: Counter[str] = field(default_factory=Counter)
     last_error: str | None = None
+    # Pages answered 304 whose stored items and links were reused.
+    not_modified: int = 0
+    items_reused: int = 0
 
 
 class ProxyRotation:
@@ -148,8 +158,11 @@ class Crawl:
         proxy_http: aiohttp.ClientSession | None = None,
         proxy_target: ProxyRoute | None = None,
         log: RunLog | None = None,
+        pages: StoredPages | None = None,
     ) -> None:
         self.config = config
+        # The pages the scraper's last runs saw, to revalidate; None: every page fetched whole.
+        self.pages = pages
         self.http = http
         self.proxy_http = proxy_http or http
         self.proxy_target = proxy_target
@@ -235,12 +248,19 @@ class Crawl:
         return True
 
     async def _visit(self, url: str, depth: int) -> None:
-        fetched = await self._fetch(url)
+        follow = self.config.max_depth is None or depth < self.config.max_depth
+        fetched = await self._fetch(url, follow if self.pages is not None else None)
         if fetched is None:
             return
+        if fetched.status == 304:
+            if await self._reuse(fetched.url, depth, follow):
+                return
+            # Its stored page is gone (pruned meanwhile): fetched whole, once.
+            fetched = await self._fetch(url, None)
+            if fetched is None:
+                return
         if fetched.status >= 400 or "html" not in fetched.content_type:
             return
-        follow = self.config.max_depth is None or depth < self.config.max_depth
         # Parsing is CPU work on attacker-sized input: a large page is parsed in a thread so
         # the worker's event loop (heartbeats, probes, other runs) stays responsive; a small
         # one (the common case) costs less than the hop to a thread. Link matching is RE2's
@@ -253,6 +273,36 @@ class Crawl:
         await self._collect(fetched.url, items)
         for link in links:
             self._enqueue(link, depth + 1)
+        if (
+            self.pages is not None
+            and fetched.status == 200
+            and not fetched.truncated
+            and (fetched.etag is not None or fetched.last_modified is not None)
+        ):
+            self.pages.remember(
+                canonical(fetched.url),
+                fetched.url,
+                fetched.etag,
+                fetched.last_modified,
+                items,
+                links if follow else None,
+            )
+
+    async def _reuse(self, url: str, depth: int, follow: bool) -> bool:
+        """A 304: the page's stored items and links, as if it had been parsed again."""
+        assert self.pages is not None
+        key = canonical(url)
+        stored = await self.pages.stored(key)
+        if stored is None:
+            return False
+        self.stats.not_modified += 1
+        self.stats.items_reused += len(stored.items)
+        self.pages.touch(key)
+        await self._collect(stored.url, stored.items)
+        if follow:
+            for link in stored.links or []:
+                self._enqueue(link, depth + 1)
+        return True
 
     def _parse(self, fetched: Response, follow: bool) -> tuple[list[dict[str, Any]], list[str]]:
         page = Selector(text=decode(fetched.body, fetched.charset))
@@ -273,17 +323,19 @@ class Crawl:
         )
         return [clean_value(item) for item in items], links
 
-    async def _fetch(self, url: str) -> Response | None:
+    async def _fetch(self, url: str, need_links: bool | None = None) -> Response | None:
+        """`need_links`: None sends no validators; else a page's stored validators are sent
+        when what is stored suffices (its links too, when they will be followed)."""
         self._fetches += 1
         sequence = self._fetches
         if not tracing_enabled() or (sequence != 1 and sequence % FETCH_SPAN_EVERY):
-            return await self._fetch_with_retries(url)
+            return await self._fetch_with_retries(url, need_links)
         with tracer.start_as_current_span(
             "crawl fetch",
             kind=SpanKind.CLIENT,
             attributes={"url.full": without_credentials(url), "crawler.fetch.sequence": sequence},
         ) as span:
-            response = await self._fetch_with_retries(url)
+            response = await self._fetch_with_retries(url, need_links)
             if response is not None:
                 span.set_attribute("http.response.status_code", response.status)
             return response
@@ -293,7 +345,7 @@ class Crawl:
             "request failed", {"url.full": without_credentials(url), **attributes}
         )
 
-    async def _fetch_with_retries(self, url: str) -> Response | None:
+    async def _fetch_with_retries(self, url: str, need_links: bool | None) -> Response | None:
         attempt = 0
         while True:
             if self.stop.is_set():
@@ -301,7 +353,7 @@ class Crawl:
             await self.bucket.acquire()
             proxy = self.proxies.take()
             try:
-                response = await self._request(url, proxy)
+                response = await self._request(url, proxy, need_links)
             except (aiohttp.ClientError, AddressRefused, TimeoutError) as exc:
                 refusal = refusal_of(exc)
                 if refusal is not None:
@@ -354,7 +406,17 @@ class Crawl:
         self.log.error("refused by the address policy", url=url, reason=str(refusal))
         logger.warning("request refused by the address policy", url=url[:500], reason=str(refusal))
 
-    async def _request(self, url: str, proxy: str | None) -> Response:
+    def _conditional(self, url: str, need_links: bool | None) -> dict[str, str]:
+        if need_links is None or self.pages is None:
+            return {}
+        validators = self.pages.validators(canonical(url))
+        if validators is None or (need_links and not validators.has_links):
+            return {}
+        return conditional_headers(validators)
+
+    async def _request(
+        self, url: str, proxy: str | None, need_links: bool | None = None
+    ) -> Response:
         """One request and its redirects, each hop a request of its own (so each connects
         through the guard, or is checked before it goes to the proxy)."""
         current = url
@@ -370,6 +432,9 @@ class Crawl:
                 target = routed.url
                 if routed.host_header is not None:
                     sent = {**headers, "Host": routed.host_header}
+            # Each hop asks with the validators stored for its own URL: a page reached through
+            # a redirect is stored under the URL that answered it.
+            sent = {**sent, **self._conditional(current, need_links)}
             session = self.proxy_http if proxy is not None else self.http
             async with session.get(
                 target,
@@ -395,6 +460,8 @@ class Crawl:
                     content_type=response.headers.get("Content-Type", ""),
                     retry_after=response.headers.get("Retry-After"),
                     url=current,
+                    etag=validator(response.headers.get("ETag")),
+                    last_modified=validator(response.headers.get("Last-Modified")),
                 )
         raise TooManyRedirects(f"more than {self.config.max_redirects} redirects")
 

@@ -37,21 +37,28 @@ from sqlalchemy import text
 
 from scraper_manager.crawler.engine import STOP_GRACE_SECONDS, Crawl, CrawlConfig
 from scraper_manager.crawler.queue import enqueue_run, pull_subscription, run_id_of
+from scraper_manager.crawler.revalidation import StoredPages, extraction_fingerprint
 from scraper_manager.crawler.runlog import RunLog, without_credentials
 from scraper_manager.crawler.signals import listen_for_stops
 from scraper_manager.crawler.text import clean_text, clean_value
 from scraper_manager.events import (
+    EVENT_CHANGES,
     ITEMS_COLLECTED,
     RUN_COMPLETED,
     RUN_FAILED,
+    RUN_ITEMS_CHANGED,
     RUN_STARTED,
     RUN_STOPPED,
+    ChangeCounts,
+    ItemChange,
+    ItemsChanged,
     ItemsCollected,
     RunEvent,
 )
 from scraper_manager.models import Run, RunStatus, Scraper
 from scraper_manager.runlog.repository import insert_lines
 from scraper_manager.runlog.service import prune_run_logs
+from scraper_manager.runs.changes import detect_changes, first_changes
 from scraper_manager.runs.live import LIVE_SUBJECT
 from scraper_manager.settings import Settings
 
@@ -127,6 +134,8 @@ def event_of(run: Run) -> RunEvent:
         started_at=run.started_at,
         finished_at=run.finished_at,
         error=run.last_error,
+        not_modified=run.not_modified,
+        changes=None if run.changes is None else ChangeCounts.model_validate(run.changes),
     )
 
 
@@ -301,6 +310,16 @@ class RunExecutor:
             # Through a proxy the proxy connects: the URL is resolved and checked here first.
             return await proxy_target(url, self.policy)
 
+        pages: StoredPages | None = None
+        if scraper.revalidate:
+            pages = StoredPages(
+                self.runtime.session_factory,
+                scraper.id,
+                extraction_fingerprint(config.selectors, config.item_selector, config.follow),
+                keep_days=self.settings.result_retention_days,
+            )
+            known = await pages.load()
+            log.info("revalidating pages", pages_known=known)
         crawl = Crawl(
             config,
             self.http,
@@ -310,6 +329,7 @@ class RunExecutor:
             proxy_http=self.proxy_http,
             proxy_target=route,
             log=log,
+            pages=pages,
         )
         done = asyncio.Event()
         beat = asyncio.create_task(self._heartbeat(run_id, crawl, stop, requested, done))
@@ -345,7 +365,9 @@ class RunExecutor:
                 log.info("stop honoured", in_flight_grace_seconds=STOP_GRACE_SECONDS)
             if error is not None:
                 log.error("run crashed", error=error)
-            status = await self._finish(run_id, crawl, requested.is_set(), error)
+            if pages is not None:
+                await pages.flush()
+            status = await self._finish(run_id, scraper, crawl, requested.is_set(), error)
             stats = crawl.stats
             span.set_attributes(
                 {
@@ -397,6 +419,8 @@ class RunExecutor:
             # The items so far are stored with each beat: a run collecting fewer than a batch
             # (100) between beats would otherwise show none stored until it ends.
             await crawl.flush()
+            if crawl.pages is not None:
+                await crawl.pages.flush()
             await self.live.changed([run_id])
             if stop_requested and not requested.is_set():
                 crawl.log.info("stop requested")
@@ -405,7 +429,7 @@ class RunExecutor:
                 stop.set()
 
     async def _finish(
-        self, run_id: int, crawl: Crawl, stopped: bool, error: str | None
+        self, run_id: int, scraper: Scraper, crawl: Crawl, stopped: bool, error: str | None
     ) -> RunStatus:
         stats = crawl.stats
         if stopped:
@@ -423,6 +447,13 @@ class RunExecutor:
                 seconds=round(crawl.bucket.waited_seconds, 3),
                 interval_seconds=round(crawl.bucket.interval, 3),
             )
+        if stats.not_modified:
+            # Summarised, not one line per page.
+            log.info(
+                "pages not modified, stored items and links reused",
+                pages=stats.not_modified,
+                items=stats.items_reused,
+            )
         (log.info if status == RunStatus.COMPLETED else log.warning)(
             "run ended",
             status=status.value,
@@ -432,6 +463,7 @@ class RunExecutor:
             retries=stats.retries,
             bytes=stats.bytes,
             status_counts=dict(stats.status_counts),
+            not_modified=stats.not_modified,
         )
         log.close()
         async with self.runtime.session_factory() as session, session.begin():
@@ -448,8 +480,17 @@ class RunExecutor:
             run.retries = stats.retries
             run.bytes_received = stats.bytes
             run.status_counts = dict(stats.status_counts)
+            run.not_modified = stats.not_modified
             last_error = error or stats.last_error
             run.last_error = clean_text(last_error) if last_error else None
+            changed: ItemsChanged | None = None
+            if status is RunStatus.COMPLETED and scraper.item_key is not None:
+                # In the run's finishing transaction: a completed run always has its changes.
+                connection = await session.connection()
+                run.changes = await detect_changes(
+                    connection, scraper_id=scraper.id, run_id=run_id, item_key=scraper.item_key
+                )
+                changed = await self._items_changed(connection, run_id, scraper.id, run.changes)
             session.add(run)
             await session.flush()
             kind = {
@@ -458,6 +499,8 @@ class RunExecutor:
                 RunStatus.STOPPED: RUN_STOPPED,
             }[status]
             await record_event(session, kind, event_of(run), tenant=run.owner)
+            if changed is not None:
+                await record_event(session, RUN_ITEMS_CHANGED, changed, tenant=run.owner)
         await self.live.changed([run_id])
         RUNS_FINISHED.labels(status).inc()
         PAGES_FETCHED.inc(stats.pages_fetched)
@@ -472,6 +515,29 @@ class RunExecutor:
             last_error=error or stats.last_error,
         )
         return status
+
+    async def _items_changed(
+        self, connection: Any, run_id: int, scraper_id: int, counts: dict[str, Any]
+    ) -> ItemsChanged | None:
+        """The `run.items_changed` event of a compared run with changes (none otherwise: an
+        unchanged site or a first run says nothing)."""
+        total = counts["added"] + counts["removed"] + counts["changed"]
+        if counts["compared_run_id"] is None or total == 0:
+            return None
+        first = await first_changes(connection, run_id, EVENT_CHANGES)
+        return ItemsChanged(
+            scraper_id=scraper_id,
+            run_id=run_id,
+            compared_run_id=counts["compared_run_id"],
+            added=counts["added"],
+            removed=counts["removed"],
+            changed=counts["changed"],
+            changes=[
+                ItemChange(kind=kind, key=key, item=item, fields=fields)
+                for kind, key, item, fields in first
+            ],
+            more=total > len(first),
+        )
 
 
 def log_prune_loop(settings: Settings) -> WorkerLoop:

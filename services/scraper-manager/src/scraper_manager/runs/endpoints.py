@@ -19,8 +19,16 @@ from scraper_manager.errors import (
     ScraperNotFound,
     declared,
 )
-from scraper_manager.models import RunStatus
-from scraper_manager.runs.schemas import ItemList, ItemOut, RunList, RunOut
+from scraper_manager.events import ChangeCounts
+from scraper_manager.models import ChangeKind, RunStatus
+from scraper_manager.runs.schemas import (
+    ChangeList,
+    ChangeOut,
+    ItemList,
+    ItemOut,
+    RunList,
+    RunOut,
+)
 from scraper_manager.runs.service import XLSX_MEDIA_TYPE
 
 router = APIRouter(prefix="/scrapers/{scraper_id}", tags=["runs"])
@@ -61,6 +69,63 @@ async def get_run(
     scraper_id: DbId, run_id: DbId, principal: ReadPrincipal, service: RunServiceDep
 ) -> RunOut:
     return RunOut.of(await service.get(principal.owner, scraper_id, run_id))
+
+
+@router.get(
+    "/runs/{run_id}/changes",
+    response_model=ChangeList,
+    summary="What the run changed",
+    description=(
+        "The run's items against the previous successful run's, by the scraper's `item_key`: "
+        "`added`, `removed` and `changed` (with `fields`, `{old, new}` of exactly the fields "
+        "that differ), in key order; `kind` keeps one. `format=json` pages them (`limit`, "
+        "`next_cursor` as `cursor`); `jsonl`, `csv` and `xlsx` download them all (CSV and XLSX: "
+        "`change_kind`, `change_key`, `change_fields`, then the item's fields). A run that was "
+        "not compared (no item_key, the first run, not completed) has `changes` null and none."
+    ),
+    responses={
+        **declared(*AUTH, ScraperNotFound, RunNotFound, InvalidCursor, RequestInvalid),
+        200: {
+            "content": {
+                "application/x-ndjson": {
+                    "example": '{"kind": "added", "key": "sku-9", "item": {"sku": "sku-9"}}\n'
+                },
+                "text/csv": {
+                    "example": "change_kind,change_key,change_fields,url,sku\r\n"
+                    "added,sku-9,,https://example.com/p/9,sku-9\r\n"
+                },
+                XLSX_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
+            }
+        },
+    },
+)
+async def changes(
+    scraper_id: DbId,
+    run_id: DbId,
+    principal: ReadPrincipal,
+    service: RunServiceDep,
+    kind: ChangeKind | None = None,
+    format: Literal["json", "jsonl", "csv", "xlsx"] = "json",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=20)] = None,
+) -> ChangeList | StreamingResponse:
+    run = await service.get(principal.owner, scraper_id, run_id)
+    if format != "json":
+        export = await service.export_changes(principal.owner, scraper_id, run, kind, format)
+        return StreamingResponse(
+            export.body,
+            media_type=export.media_type,
+            headers={"Content-Disposition": f'attachment; filename="{export.filename}"'},
+        )
+    scraper = await service.scraper(principal.owner, scraper_id)
+    page = await service.changes(run, kind=kind, limit=limit, cursor=cursor)
+    return ChangeList(
+        run_id=run.id,
+        item_key=scraper.item_key,
+        changes=None if run.changes is None else ChangeCounts.model_validate(run.changes),
+        data=[ChangeOut.of(change) for change in page.items],
+        next_cursor=page.next_cursor,
+    )
 
 
 @router.get(

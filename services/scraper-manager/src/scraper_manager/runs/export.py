@@ -42,10 +42,10 @@ class XlsxRows:
     """A write-only workbook (openpyxl keeps each row in a temporary file, not in memory),
     saved into `target` at the end."""
 
-    def __init__(self, columns: list[str]) -> None:
+    def __init__(self, columns: list[str], title: str = "results") -> None:
         self.book = Workbook(write_only=True)
         # openpyxl's write-only sheet: its class is private, and `create_sheet` is typed Any.
-        self.sheet = self.book.create_sheet("results")
+        self.sheet = self.book.create_sheet(title)
         self.columns = columns
         # Names are client text (selector names, crawled keys): typed as values are.
         self.sheet.append([self._cell(c) for c in columns])

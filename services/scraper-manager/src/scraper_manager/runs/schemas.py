@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scraper_manager.models import Item, Run, RunStatus, RunTrigger
+from scraper_manager.events import ChangeCounts
+from scraper_manager.models import ChangeKind, Item, Run, RunChange, RunStatus, RunTrigger
 
 RUN_EXAMPLE: dict[str, Any] = {
     "id": 17,
@@ -28,6 +29,15 @@ RUN_EXAMPLE: dict[str, Any] = {
         "bytes": 1843200,
         "status_counts": {"200": 40, "503": 1},
         "duration_seconds": 89.0,
+        "not_modified": 12,
+        "changes": {
+            "compared_run_id": 16,
+            "added": 1,
+            "removed": 0,
+            "changed": 1,
+            "duplicates": 0,
+            "unkeyed": 0,
+        },
     },
 }
 ITEM_EXAMPLE: dict[str, Any] = {
@@ -47,6 +57,15 @@ class RunStats(BaseModel):
     bytes: int
     status_counts: dict[str, int]
     duration_seconds: float | None
+    not_modified: int = Field(
+        description="Pages answered 304 whose stored items and links were reused"
+    )
+    changes: ChangeCounts | None = Field(
+        description=(
+            "The comparison with the previous successful run by the scraper's item_key; null "
+            "when not compared (no item_key, or the run did not complete)"
+        )
+    )
 
 
 class RunOut(BaseModel):
@@ -90,6 +109,8 @@ class RunOut(BaseModel):
                 bytes=run.bytes_received,
                 status_counts=run.status_counts,
                 duration_seconds=duration,
+                not_modified=run.not_modified,
+                changes=None if run.changes is None else ChangeCounts.model_validate(run.changes),
             ),
         )
 
@@ -128,4 +149,60 @@ class ItemList(BaseModel):
 
     run_id: int | None
     data: list[ItemOut]
+    next_cursor: str | None
+
+
+CHANGE_EXAMPLE: dict[str, Any] = {
+    "id": 5001,
+    "kind": "changed",
+    "key": "sku-1",
+    "item": {"url": "https://shop.example/p/1", "sku": "sku-1", "price": "11.00"},
+    "fields": {"price": {"old": "12.00", "new": "11.00"}},
+}
+
+
+class ChangeOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [CHANGE_EXAMPLE]})
+
+    id: int
+    kind: ChangeKind
+    key: str = Field(description="The item's item_key value, as text")
+    item: dict[str, Any] = Field(description="The item now (as it was, for `removed`)")
+    fields: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="For `changed`: each field whose value differs, `{old, new}`",
+    )
+
+    @classmethod
+    def of(cls, change: RunChange) -> ChangeOut:
+        return cls(
+            id=change.id,
+            kind=change.kind,
+            key=change.key,
+            item=change.item,
+            fields=change.fields,
+        )
+
+
+class ChangeList(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "run_id": 17,
+                    "item_key": "sku",
+                    "changes": RUN_EXAMPLE["stats"]["changes"],
+                    "data": [CHANGE_EXAMPLE],
+                    "next_cursor": "5001",
+                }
+            ]
+        }
+    )
+
+    run_id: int
+    item_key: str | None = Field(description="The scraper's item_key now")
+    changes: ChangeCounts | None = Field(
+        description="The run's counts; null when the run was not compared (data is empty)"
+    )
+    data: list[ChangeOut]
     next_cursor: str | None

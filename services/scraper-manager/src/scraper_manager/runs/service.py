@@ -9,17 +9,19 @@ import json
 import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from servicekit.paging import Page, decode_id_cursor, page_of
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.errors import ItemNotFound, RunNotFound, ScraperNotFound
-from scraper_manager.models import Item, Run, RunStatus, Scraper
+from scraper_manager.models import ChangeKind, Item, Run, RunChange, RunStatus, Scraper
+from scraper_manager.runs.changes import ChangeRepository
 from scraper_manager.runs.export import XlsxRows, csv_cell
 from scraper_manager.runs.repository import RunRepository
 from scraper_manager.scrapers.repository import ScraperRepository
+from scraper_manager.scrapers.schemas import item_fields
 
 DEFAULT_FIELDS = ("url", "status", "title", "description")
 ExportFormat = Literal["json", "jsonl", "csv", "xlsx"]
@@ -37,9 +39,7 @@ class Export:
 
 def export_columns(scraper: Scraper) -> list[str]:
     """CSV columns: `url`, then the scraper's selector names (or the default item's fields)."""
-    if not scraper.selectors:
-        return list(DEFAULT_FIELDS)
-    return ["url", *[name for name in scraper.selectors if name != "url"]]
+    return item_fields(scraper.selectors)
 
 
 class RunService:
@@ -50,6 +50,9 @@ class RunService:
         self.session_factory = session_factory
         self.runs = RunRepository(session)
         self.scrapers = ScraperRepository(session)
+
+    async def scraper(self, owner: str, scraper_id: int) -> Scraper:
+        return await self._scraper(owner, scraper_id)
 
     async def _scraper(self, owner: str, scraper_id: int) -> Scraper:
         scraper = await self.scrapers.get_owned(scraper_id, owner)
@@ -130,6 +133,52 @@ class RunService:
             filename, "text/csv; charset=utf-8", self._csv(run.id, export_columns(scraper))
         )
 
+    async def changes(
+        self, run: Run, *, kind: ChangeKind | None, limit: int, cursor: str | None
+    ) -> Page[RunChange]:
+        """The run's changes in key order (one kind or all), keyset-paged by id."""
+        rows = await ChangeRepository(self.session).page(
+            run.id, kind=kind, after=decode_id_cursor(cursor), limit=limit + 1
+        )
+        return page_of(rows, limit, lambda change: str(change.id))
+
+    async def export_changes(
+        self, owner: str, scraper_id: int, run: Run, kind: ChangeKind | None, format: ExportFormat
+    ) -> Export:
+        """The run's changes as a download, through the results' writers: JSON and JSONL hold
+        the API's objects; CSV and XLSX one row per change, `change_kind`, `change_key`,
+        `change_fields` (the differing fields as JSON), then the item's fields."""
+        scraper = await self._scraper(owner, scraper_id)
+        suffix = f"-{kind.value}" if kind is not None else ""
+        filename = f"scraper-{scraper_id}-run-{run.id}-changes{suffix}.{format}"
+        records = self._change_records(run.id, kind)
+        columns = ["change_kind", "change_key", "change_fields", *item_fields(scraper.selectors)]
+        if format == "json":
+            return Export(filename, "application/json", _json_array(records))
+        if format == "jsonl":
+            return Export(filename, "application/x-ndjson", _jsonl(records))
+        if format == "xlsx":
+            return Export(filename, XLSX_MEDIA_TYPE, _xlsx(_rows(records), columns, "changes"))
+        return Export(filename, "text/csv; charset=utf-8", _csv(_rows(records), columns))
+
+    async def _change_records(
+        self, run_id: int, kind: ChangeKind | None
+    ) -> AsyncIterator[dict[str, Any]]:
+        # The request's session closes before the body streams: a session of its own.
+        async with self.session_factory() as session:
+            changes = ChangeRepository(session)
+            after: int | None = None
+            while True:
+                rows = await changes.page(run_id, kind=kind, after=after, limit=XLSX_BATCH)
+                for row in rows:
+                    record: dict[str, Any] = {"kind": row.kind, "key": row.key, "item": row.item}
+                    if row.fields is not None:
+                        record["fields"] = row.fields
+                    yield record
+                if len(rows) < XLSX_BATCH:
+                    return
+                after = rows[-1].id
+
     async def _stream(self, run_id: int) -> AsyncIterator[Item]:
         # The request's session closes before the body streams: a session of its own.
         async with self.session_factory() as session:
@@ -184,3 +233,61 @@ class RunService:
             target.seek(0)
             while chunk := await asyncio.to_thread(target.read, SEND_CHUNK):
                 yield chunk
+
+
+async def _rows(records: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    """A change as one flat row of the spreadsheet exports."""
+    async for record in records:
+        yield {
+            "change_kind": record["kind"],
+            "change_key": record["key"],
+            "change_fields": record.get("fields"),
+            **record["item"],
+        }
+
+
+async def _json_array(records: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    yield b"["
+    first = True
+    async for record in records:
+        line = json.dumps(record, ensure_ascii=False, default=str)
+        yield (line if first else "," + line).encode()
+        first = False
+    yield b"]"
+
+
+async def _jsonl(records: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
+    async for record in records:
+        yield (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
+
+
+async def _csv(records: AsyncIterator[dict[str, Any]], columns: list[str]) -> AsyncIterator[bytes]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow([csv_cell(c) for c in columns])
+    async for record in records:
+        writer.writerow([csv_cell(record.get(c)) for c in columns])
+        if buffer.tell() > 64_000:
+            yield buffer.getvalue().encode()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue().encode()
+
+
+async def _xlsx(
+    records: AsyncIterator[dict[str, Any]], columns: list[str], title: str
+) -> AsyncIterator[bytes]:
+    """As the results' XLSX: rows written in a thread into a temporary file, then sent."""
+    rows = XlsxRows(columns, title)
+    batch: list[dict[str, Any]] = []
+    async for record in records:
+        batch.append(record)
+        if len(batch) >= XLSX_BATCH:
+            await asyncio.to_thread(rows.append, batch)
+            batch = []
+    await asyncio.to_thread(rows.append, batch)
+    with tempfile.TemporaryFile() as target:
+        await asyncio.to_thread(rows.save, target)
+        target.seek(0)
+        while chunk := await asyncio.to_thread(target.read, SEND_CHUNK):
+            yield chunk

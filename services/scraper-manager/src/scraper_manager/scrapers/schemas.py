@@ -101,6 +101,28 @@ def check_selectors(selectors: dict[str, str]) -> dict[str, str]:
     return selectors
 
 
+# The fields of a page item when a scraper has no selectors.
+DEFAULT_ITEM_FIELDS = ("url", "status", "title", "description")
+
+
+def item_fields(selectors: dict[str, str]) -> list[str]:
+    """The fields every item of a scraper with these selectors has: `url` and the selectors'
+    names, or the page item's fields without selectors."""
+    if not selectors:
+        return list(DEFAULT_ITEM_FIELDS)
+    return ["url", *[name for name in selectors if name != "url"]]
+
+
+def item_key_refusal(item_key: str | None, selectors: dict[str, str]) -> str | None:
+    """Why `item_key` cannot identify this scraper's items (None: it can, or it is unset)."""
+    if item_key is None:
+        return None
+    fields = item_fields(selectors)
+    if item_key in fields:
+        return None
+    return f"item_key {item_key!r} is not one of the scraper's fields ({', '.join(fields)})"
+
+
 CREATE_EXAMPLE: dict[str, Any] = {
     "name": "catalog",
     "url": "https://shop.example/catalog",
@@ -122,6 +144,8 @@ SCRAPER_EXAMPLE: dict[str, Any] = {
     "concurrency": 4,
     "timeout_seconds": 30,
     "keep_runs": None,
+    "item_key": None,
+    "revalidate": True,
     "status": "completed",
     "next_run_at": "2026-11-23T05:00:00Z",
     "created_at": "2026-11-22T09:00:00Z",
@@ -159,6 +183,23 @@ class ScraperFields(BaseModel):
         description=(
             "Keep only this many latest finished runs, with their results and logs (the "
             "latest run is always kept); null: runs are kept for the service's retention days"
+        ),
+    )
+    item_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description=(
+            "The field that identifies an item across runs (a selector's name, or `url`): each "
+            "successful run is compared with the previous one (added, removed, changed); "
+            "null: runs are not compared"
+        ),
+    )
+    revalidate: bool = Field(
+        default=True,
+        description=(
+            "Send the validators the last run saw (If-None-Match, If-Modified-Since); a page "
+            "answered 304 reuses its stored items and links"
         ),
     )
 
@@ -204,6 +245,8 @@ class ScraperPatch(BaseModel):
     concurrency: int | None = Field(default=None, ge=1, le=32)
     timeout_seconds: int | None = Field(default=None, ge=1, le=120)
     keep_runs: int | None = Field(default=None, ge=1, le=10_000)
+    item_key: str | None = Field(default=None, min_length=1, max_length=100)
+    revalidate: bool | None = None
 
     @field_validator("url")
     @classmethod

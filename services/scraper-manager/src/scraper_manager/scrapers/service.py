@@ -19,11 +19,18 @@ from scraper_manager.errors import (
     NotRunning,
     ScraperLimitReached,
     ScraperNotFound,
+    UnknownItemKey,
     UnknownProxyPool,
 )
 from scraper_manager.models import Run, RunStatus, RunTrigger, Scraper, ScraperStatus
 from scraper_manager.scrapers.repository import ScraperRepository
-from scraper_manager.scrapers.schemas import ScraperConfig, ScraperOut, ScraperPatch, StatusView
+from scraper_manager.scrapers.schemas import (
+    ScraperConfig,
+    ScraperOut,
+    ScraperPatch,
+    StatusView,
+    item_key_refusal,
+)
 from scraper_manager.settings import Settings
 
 
@@ -66,6 +73,11 @@ class ScraperService:
             known = ", ".join(sorted(self.settings.proxy_pools)) or "none are configured"
             raise UnknownProxyPool(f"Unknown proxy_pool '{pool}' ({known})")
 
+    def _check_item_key(self, item_key: str | None, selectors: dict[str, str]) -> None:
+        refusal = item_key_refusal(item_key, selectors)
+        if refusal is not None:
+            raise UnknownItemKey(refusal)
+
     async def get(self, owner: str, scraper_id: int, *, lock: bool = False) -> Scraper:
         scraper = await self.scrapers.get_owned(scraper_id, owner, lock=lock)
         if scraper is None:
@@ -74,6 +86,7 @@ class ScraperService:
 
     async def create(self, owner: str, config: ScraperConfig) -> Scraper:
         self._check_pool(config.proxy_pool)
+        self._check_item_key(config.item_key, config.selectors)
         await self._check_address(config.url)
         if await self.scrapers.count_for(owner) >= self.settings.max_scrapers_per_client:
             raise ScraperLimitReached(
@@ -96,10 +109,20 @@ class ScraperService:
             self._check_pool(changes["proxy_pool"])
         if changes.get("url") is not None:
             await self._check_address(changes["url"])
-        nullable = {"schedule", "proxy_pool", "max_depth", "follow", "item_selector", "keep_runs"}
+        nullable = {
+            "schedule",
+            "proxy_pool",
+            "max_depth",
+            "follow",
+            "item_selector",
+            "keep_runs",
+            "item_key",
+        }
         for field, value in changes.items():
             if value is not None or field in nullable:
                 setattr(scraper, field, value)
+        # Judged on the result: new selectors may drop the key's field, or bring it.
+        self._check_item_key(scraper.item_key, scraper.selectors)
         # Re-register with the scheduler: the next due time follows the new expression.
         scraper.next_fire_at = next_fire(scraper.schedule, scraper.timezone, datetime.now(UTC))
         scraper.updated_at = datetime.now(UTC)

@@ -1,0 +1,223 @@
+"""Incremental crawls: per scraper and page (its canonical URL), the validators the last run
+saw (`ETag`, `Last-Modified`) and what the page gave (its items, its links), so the next run
+asks `If-None-Match` / `If-Modified-Since` and, answered 304, reuses them without reading or
+parsing the page.
+
+What a page gives depends on the scraper's extraction (selectors, item selector, follow): the
+stored rows carry a fingerprint of it, and rows of another fingerprint are not used (a
+scraper whose selectors changed fetches its pages whole once). Validators are loaded once per
+run (a few bytes a page); a page's items and links are read only when it answers 304. What a
+run learns is written in batches, with the heartbeat."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from scraper_manager.crawler.text import clean_text, clean_value
+
+# Validators longer than this are not kept (no real server sends them; a hostile one could).
+MAX_VALIDATOR_LENGTH = 512
+
+
+@dataclass(frozen=True)
+class Validators:
+    etag: str | None
+    last_modified: str | None
+    # False when the page was stored at the depth limit, its links never read.
+    has_links: bool
+
+
+@dataclass(frozen=True)
+class StoredPage:
+    url: str
+    items: list[dict[str, Any]]
+    links: list[str] | None
+
+
+def extraction_fingerprint(
+    selectors: Mapping[str, str], item_selector: str | None, follow: str | None
+) -> str:
+    """What a page's stored items and links depend on, as a digest."""
+    described = json.dumps(
+        {"selectors": dict(selectors), "item_selector": item_selector, "follow": follow},
+        sort_keys=True,
+    )
+    return hashlib.sha256(described.encode()).hexdigest()
+
+
+def validator(value: str | None) -> str | None:
+    """A response's validator header as it may be sent back: visible ASCII and spaces, within
+    a length; anything else is no validator (total: any header value in, a value or None)."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value or len(value) > MAX_VALIDATOR_LENGTH:
+        return None
+    if not all(" " <= ch <= "~" for ch in value):
+        return None
+    return value
+
+
+def conditional_headers(validators: Validators | None) -> dict[str, str]:
+    """The headers that ask for a 304 when the page is unchanged."""
+    if validators is None:
+        return {}
+    headers: dict[str, str] = {}
+    if validators.etag is not None:
+        headers["If-None-Match"] = validators.etag
+    if validators.last_modified is not None:
+        headers["If-Modified-Since"] = validators.last_modified
+    return headers
+
+
+_LOAD = text(
+    """
+    SELECT url, etag, last_modified, links IS NOT NULL FROM page_cache
+    WHERE scraper_id = :scraper_id AND fingerprint = :fingerprint
+    """
+)
+_PRUNE = text(
+    """
+    DELETE FROM page_cache
+    WHERE scraper_id = :scraper_id AND seen_at < now() - make_interval(secs => :seconds)
+    """
+)
+_STORED = text(
+    """
+    SELECT page_url, items, links FROM page_cache
+    WHERE scraper_id = :scraper_id AND url = :url AND fingerprint = :fingerprint
+    """
+)
+_UPSERT = text(
+    """
+    INSERT INTO page_cache (scraper_id, url, page_url, fingerprint, etag, last_modified,
+                            items, links, seen_at)
+    SELECT :scraper_id, p.url, p.page_url, :fingerprint, p.etag, p.last_modified, p.items,
+           p.links, now()
+    FROM unnest(CAST(:urls AS text[]), CAST(:page_urls AS text[]), CAST(:etags AS text[]),
+                CAST(:last_modified AS text[]), CAST(:items AS jsonb[]),
+                CAST(:links AS jsonb[])) AS p(url, page_url, etag, last_modified, items, links)
+    ON CONFLICT (scraper_id, url) DO UPDATE SET
+        page_url = excluded.page_url, fingerprint = excluded.fingerprint,
+        etag = excluded.etag, last_modified = excluded.last_modified,
+        items = excluded.items, links = excluded.links, seen_at = excluded.seen_at
+    """
+)
+_TOUCH = text(
+    """
+    UPDATE page_cache SET seen_at = now()
+    WHERE scraper_id = :scraper_id AND url = ANY(CAST(:urls AS text[]))
+    """
+)
+
+
+class StoredPages:
+    """A scraper's stored pages in PostgreSQL, as one run uses them."""
+
+    def __init__(
+        self,
+        session_factory: async_sessionmaker[AsyncSession],
+        scraper_id: int,
+        fingerprint: str,
+        *,
+        keep_days: float,
+    ) -> None:
+        self.session_factory = session_factory
+        self.scraper_id = scraper_id
+        self.fingerprint = fingerprint
+        self.keep_days = keep_days
+        self._validators: dict[str, Validators] = {}
+        self._learned: dict[str, tuple[str, str | None, str | None, str, str | None]] = {}
+        self._seen: set[str] = set()
+
+    async def load(self) -> int:
+        """Forget pages not seen for `keep_days`, then read the validators of the rest."""
+        async with self.session_factory() as session, session.begin():
+            connection = await session.connection()
+            await connection.execute(
+                _PRUNE, {"scraper_id": self.scraper_id, "seconds": self.keep_days * 86400}
+            )
+            rows = await connection.execute(
+                _LOAD, {"scraper_id": self.scraper_id, "fingerprint": self.fingerprint}
+            )
+            self._validators = {
+                str(url): Validators(etag, last_modified, bool(has_links))
+                for url, etag, last_modified, has_links in rows
+            }
+        return len(self._validators)
+
+    def validators(self, url: str) -> Validators | None:
+        return self._validators.get(url)
+
+    async def stored(self, url: str) -> StoredPage | None:
+        async with self.session_factory() as session:
+            connection = await session.connection()
+            row = (
+                await connection.execute(
+                    _STORED,
+                    {"scraper_id": self.scraper_id, "url": url, "fingerprint": self.fingerprint},
+                )
+            ).first()
+        if row is None:
+            return None
+        page_url, items, links = row
+        return StoredPage(str(page_url), list(items), None if links is None else list(links))
+
+    def remember(
+        self,
+        url: str,
+        page_url: str,
+        etag: str | None,
+        last_modified: str | None,
+        items: list[dict[str, Any]],
+        links: list[str] | None,
+    ) -> None:
+        """A page answered with validators: kept for the next run (written at the next flush;
+        a page seen twice in a batch keeps its latest answer)."""
+        self._learned[url] = (
+            clean_text(page_url),
+            etag,
+            last_modified,
+            json.dumps(clean_value(items), default=str),
+            None if links is None else json.dumps([clean_text(link) for link in links]),
+        )
+
+    def touch(self, url: str) -> None:
+        """A page answered 304: still there, kept from pruning."""
+        self._seen.add(url)
+
+    async def flush(self) -> None:
+        learned, self._learned = self._learned, {}
+        seen, self._seen = self._seen, set()
+        if not learned and not seen:
+            return
+        async with self.session_factory() as session, session.begin():
+            connection = await session.connection()
+            if learned:
+                urls = list(learned)
+                rows = [learned[url] for url in urls]
+                await connection.execute(
+                    _UPSERT,
+                    {
+                        "scraper_id": self.scraper_id,
+                        "fingerprint": self.fingerprint,
+                        "urls": [clean_text(url) for url in urls],
+                        "page_urls": [row[0] for row in rows],
+                        "etags": [row[1] for row in rows],
+                        "last_modified": [row[2] for row in rows],
+                        "items": [row[3] for row in rows],
+                        "links": [row[4] for row in rows],
+                    },
+                )
+            if seen:
+                await connection.execute(
+                    _TOUCH, {"scraper_id": self.scraper_id, "urls": sorted(seen)}
+                )
