@@ -17,6 +17,7 @@ class Catalog:
     # page number -> {sku: price}
     pages: dict[int, dict[str, str]] = field(default_factory=dict)
     validators: bool = True
+    etags: bool = True
     last_modified: str = "Sun, 22 Nov 2026 10:00:00 GMT"
     # What each request asked: (path, If-None-Match, If-Modified-Since, status answered).
     requests: list[tuple[str, str | None, str | None, int]] = field(default_factory=list)
@@ -47,9 +48,11 @@ class Catalog:
         etag = '"' + hashlib.sha256(body.encode()).hexdigest()[:16] + '"'
         asked_etag = request.headers.get("If-None-Match")
         asked_since = request.headers.get("If-Modified-Since")
-        headers = {"ETag": etag, "Last-Modified": self.last_modified} if self.validators else {}
+        headers = {"Last-Modified": self.last_modified} if self.validators else {}
+        if self.validators and self.etags:
+            headers["ETag"] = etag
         unchanged = False
-        if self.validators and asked_etag is not None:
+        if self.validators and self.etags and asked_etag is not None:
             unchanged = asked_etag == etag
         elif self.validators and asked_since is not None:
             unchanged = parsedate_to_datetime(asked_since) >= parsedate_to_datetime(

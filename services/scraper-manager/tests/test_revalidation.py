@@ -1,0 +1,203 @@
+"""Incremental crawls through the real worker against a shop on loopback that answers 304 to
+validators: the second run sends `If-None-Match` / `If-Modified-Since`, reuses each unchanged
+page's items and links without its body, and counts them; `revalidate: false` turns it off."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from scraper_manager.crawler.revalidation import (
+    Validators,
+    conditional_headers,
+    extraction_fingerprint,
+    validator,
+)
+from scraper_manager.settings import Settings
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.catalog import Catalog
+from tests.factories import make_client
+from tests.test_changes import BASE, SHOP, crawl, create
+
+
+@pytest.fixture
+async def catalog() -> AsyncIterator[Catalog]:
+    # Three linked pages: /shop/1 and /shop/2 are reached only through links of earlier pages.
+    shop = Catalog(pages={0: {"A": "1.00"}, 1: {"B": "2.00"}, 2: {"C": "3.00"}})
+    await shop.start()
+    yield shop
+    await shop.stop()
+
+
+def items_of(results: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return sorted((i["url"], i["data"]["sku"], i["data"]["price"]) for i in results["data"])
+
+
+async def results(client: httpx.AsyncClient, headers: dict[str, str], sid: int, rid: int) -> Any:
+    response = await client.get(f"{BASE}/{sid}/results?run_id={rid}", headers=headers)
+    return response.json()
+
+
+async def test_an_unchanged_site_answers_304_and_its_items_and_links_are_reused(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, catalog: Catalog
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await create(client, who, url=catalog.url, **SHOP)
+    first = await crawl(client, who, scraper["id"])
+    catalog.requests.clear()
+    second = await crawl(client, who, scraper["id"])
+    # Every page was asked conditionally and answered 304: no page body came...
+    assert [(path, status) for path, _, _, status in catalog.requests] == [
+        ("/shop/0", 304),
+        ("/shop/1", 304),
+        ("/shop/2", 304),
+    ]
+    assert all(etag and since for _, etag, since, _ in catalog.requests)
+    # ... and yet /shop/1 and /shop/2 were reached (their links came from storage) and every
+    # item was collected again.
+    assert second["stats"]["not_modified"] == 3
+    assert second["stats"]["bytes"] == 0
+    assert second["stats"]["status_counts"] == {"304": 3}
+    assert second["items_collected"] == first["items_collected"] == 3
+    assert items_of(await results(client, who.headers, scraper["id"], second["id"])) == items_of(
+        await results(client, who.headers, scraper["id"], first["id"])
+    )
+    log = await client.get(f"{BASE}/{scraper['id']}/runs/{second['id']}/log", headers=who.headers)
+    [line] = [x for x in log.json()["data"] if x["message"].startswith("pages not modified")]
+    assert line["fields"] == {"pages": 3, "items": 3}
+
+
+async def test_a_changed_page_is_fetched_whole_and_its_new_items_are_collected(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, catalog: Catalog
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await create(client, who, url=catalog.url, **SHOP)
+    await crawl(client, who, scraper["id"])
+    catalog.pages[1] = {"B": "2.50"}
+    catalog.requests.clear()
+    second = await crawl(client, who, scraper["id"])
+    assert [(path, status) for path, _, _, status in catalog.requests] == [
+        ("/shop/0", 304),
+        ("/shop/1", 200),
+        ("/shop/2", 304),
+    ]
+    assert second["stats"]["not_modified"] == 2
+    assert second["stats"]["changes"]["changed"] == 1
+    prices = {
+        sku: price
+        for _, sku, price in items_of(
+            await results(client, who.headers, scraper["id"], second["id"])
+        )
+    }
+    assert prices == {"A": "1.00", "B": "2.50", "C": "3.00"}
+
+
+async def test_a_site_with_last_modified_only_is_revalidated_by_date(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, catalog: Catalog
+) -> None:
+    catalog.etags = False
+    who = await make_client(db_engine, "write")
+    scraper = await create(client, who, url=catalog.url, **SHOP)
+    await crawl(client, who, scraper["id"])
+    catalog.requests.clear()
+    second = await crawl(client, who, scraper["id"])
+    assert [(etag, status) for _, etag, _, status in catalog.requests] == [(None, 304)] * 3
+    assert second["stats"]["not_modified"] == 3
+    catalog.touch()  # every page newer than the date the last run saw
+    catalog.requests.clear()
+    third = await crawl(client, who, scraper["id"])
+    assert {status for *_, status in catalog.requests} == {200}
+    assert third["stats"]["not_modified"] == 0
+
+
+async def test_revalidate_false_sends_no_validators(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, catalog: Catalog
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await create(client, who, url=catalog.url, revalidate=False, **SHOP)
+    assert scraper["revalidate"] is False
+    await crawl(client, who, scraper["id"])
+    catalog.requests.clear()
+    second = await crawl(client, who, scraper["id"])
+    assert [(etag, since, status) for _, etag, since, status in catalog.requests] == [
+        (None, None, 200)
+    ] * 3
+    assert second["stats"]["not_modified"] == 0
+
+
+async def test_new_selectors_fetch_every_page_whole_once(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, catalog: Catalog
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await create(client, who, url=catalog.url, **SHOP)
+    await crawl(client, who, scraper["id"])
+    patched = await client.patch(
+        f"{BASE}/{scraper['id']}",
+        json={"selectors": {"sku": "span.sku::text", "cost": "span.price::text"}},
+        headers=who.headers,
+    )
+    assert patched.status_code == 200, patched.text
+    catalog.requests.clear()
+    second = await crawl(client, who, scraper["id"])
+    # The stored items were extracted by other selectors: not reused, no validators sent.
+    assert {(etag, status) for _, etag, _, status in catalog.requests} == {(None, 200)}
+    found = await results(client, who.headers, scraper["id"], second["id"])
+    assert {i["data"]["cost"] for i in found["data"]} == {"1.00", "2.00", "3.00"}
+
+
+async def test_pages_stored_at_the_depth_limit_are_fetched_whole_when_their_links_are_needed(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, catalog: Catalog
+) -> None:
+    who = await make_client(db_engine, "write")
+    scraper = await create(client, who, url=catalog.url, max_depth=1, **SHOP)
+    await crawl(client, who, scraper["id"])  # /shop/1 stored without its links
+    await client.patch(f"{BASE}/{scraper['id']}", json={"max_depth": None}, headers=who.headers)
+    catalog.requests.clear()
+    second = await crawl(client, who, scraper["id"])
+    assert [(path, status) for path, _, _, status in catalog.requests] == [
+        ("/shop/0", 304),
+        ("/shop/1", 200),
+        ("/shop/2", 200),
+    ]
+    assert second["items_collected"] == 3
+
+
+# -- the pure parts ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "kept"),
+    [
+        ('"abc"', '"abc"'),
+        (' W/"abc" ', 'W/"abc"'),
+        ("Sun, 22 Nov 2026 10:00:00 GMT", "Sun, 22 Nov 2026 10:00:00 GMT"),
+        (None, None),
+        ("", None),
+        ("caf\u00e9", None),
+        ("a\x00b", None),
+        ("x" * 513, None),
+    ],
+)
+def test_only_a_printable_bounded_validator_is_sent_back(
+    header: str | None, kept: str | None
+) -> None:
+    assert validator(header) == kept
+
+
+def test_conditional_headers_carry_the_validators_there_are() -> None:
+    assert conditional_headers(None) == {}
+    assert conditional_headers(Validators('"e"', None, True)) == {"If-None-Match": '"e"'}
+    assert conditional_headers(Validators(None, "Sun, 22 Nov 2026", True)) == {
+        "If-Modified-Since": "Sun, 22 Nov 2026"
+    }
+
+
+def test_the_fingerprint_follows_what_extraction_depends_on() -> None:
+    base = extraction_fingerprint({"a": "h1"}, None, None)
+    assert base == extraction_fingerprint({"a": "h1"}, None, None)
+    assert base != extraction_fingerprint({"a": "h2"}, None, None)
+    assert base != extraction_fingerprint({"a": "h1"}, "div", None)
+    assert base != extraction_fingerprint({"a": "h1"}, None, "a.next")
