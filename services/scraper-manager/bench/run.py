@@ -126,6 +126,10 @@ def main() -> int:
     )
     # Issue 16's figures: the run log's overhead and the XLSX export's memory.
     subprocess.run([sys.executable, str(Path(__file__).with_name("runlog_xlsx.py"))], check=True)
+    # Issue 33's figures: incremental crawls and change detection.
+    subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("changes_revalidation.py"))], check=True
+    )
     return 0 if same else 1
 
 

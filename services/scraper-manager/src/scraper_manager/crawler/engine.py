@@ -292,7 +292,7 @@ class Crawl:
         """A 304: the page's stored items and links, as if it had been parsed again."""
         assert self.pages is not None
         key = canonical(url)
-        stored = await self.pages.stored(key)
+        stored = self.pages.stored(key)
         if stored is None:
             return False
         self.stats.not_modified += 1

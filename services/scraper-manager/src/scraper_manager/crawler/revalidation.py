@@ -5,9 +5,11 @@ parsing the page.
 
 What a page gives depends on the scraper's extraction (selectors, item selector, follow): the
 stored rows carry a fingerprint of it, and rows of another fingerprint are not used (a
-scraper whose selectors changed fetches its pages whole once). Validators are loaded once per
-run (a few bytes a page); a page's items and links are read only when it answers 304. What a
-run learns is written in batches, with the heartbeat."""
+scraper whose selectors changed fetches its pages whole once). A run reads its scraper's
+stored pages once, at its start, in one query (at most its `max_pages` most recently seen),
+items and links kept as their JSON text and decoded only for a page that answers 304: a query
+per 304 would cost more CPU than the parse it saves. What a run learns is written in batches,
+with the heartbeat."""
 
 from __future__ import annotations
 
@@ -80,20 +82,16 @@ def conditional_headers(validators: Validators | None) -> dict[str, str]:
 
 _LOAD = text(
     """
-    SELECT url, etag, last_modified, links IS NOT NULL FROM page_cache
+    SELECT url, etag, last_modified, page_url, CAST(items AS text), CAST(links AS text)
+    FROM page_cache
     WHERE scraper_id = :scraper_id AND fingerprint = :fingerprint
+    ORDER BY seen_at DESC LIMIT :limit
     """
 )
 _PRUNE = text(
     """
     DELETE FROM page_cache
     WHERE scraper_id = :scraper_id AND seen_at < now() - make_interval(secs => :seconds)
-    """
-)
-_STORED = text(
-    """
-    SELECT page_url, items, links FROM page_cache
-    WHERE scraper_id = :scraper_id AND url = :url AND fingerprint = :fingerprint
     """
 )
 _UPSERT = text(
@@ -129,12 +127,15 @@ class StoredPages:
         fingerprint: str,
         *,
         keep_days: float,
+        limit: int,
     ) -> None:
         self.session_factory = session_factory
         self.scraper_id = scraper_id
         self.fingerprint = fingerprint
         self.keep_days = keep_days
+        self.limit = limit
         self._validators: dict[str, Validators] = {}
+        self._stored: dict[str, tuple[str, str, str | None]] = {}
         self._learned: dict[str, tuple[str, str | None, str | None, str, str | None]] = {}
         self._seen: set[str] = set()
 
@@ -146,30 +147,27 @@ class StoredPages:
                 _PRUNE, {"scraper_id": self.scraper_id, "seconds": self.keep_days * 86400}
             )
             rows = await connection.execute(
-                _LOAD, {"scraper_id": self.scraper_id, "fingerprint": self.fingerprint}
+                _LOAD,
+                {
+                    "scraper_id": self.scraper_id,
+                    "fingerprint": self.fingerprint,
+                    "limit": self.limit,
+                },
             )
-            self._validators = {
-                str(url): Validators(etag, last_modified, bool(has_links))
-                for url, etag, last_modified, has_links in rows
-            }
+            for url, etag, last_modified, page_url, items, links in rows:
+                self._validators[url] = Validators(etag, last_modified, links is not None)
+                self._stored[url] = (page_url, items, links)
         return len(self._validators)
 
     def validators(self, url: str) -> Validators | None:
         return self._validators.get(url)
 
-    async def stored(self, url: str) -> StoredPage | None:
-        async with self.session_factory() as session:
-            connection = await session.connection()
-            row = (
-                await connection.execute(
-                    _STORED,
-                    {"scraper_id": self.scraper_id, "url": url, "fingerprint": self.fingerprint},
-                )
-            ).first()
-        if row is None:
+    def stored(self, url: str) -> StoredPage | None:
+        found = self._stored.get(url)
+        if found is None:
             return None
-        page_url, items, links = row
-        return StoredPage(str(page_url), list(items), None if links is None else list(links))
+        page_url, items, links = found
+        return StoredPage(page_url, json.loads(items), None if links is None else json.loads(links))
 
     def remember(
         self,

@@ -317,6 +317,7 @@ class RunExecutor:
                 scraper.id,
                 extraction_fingerprint(config.selectors, config.item_selector, config.follow),
                 keep_days=self.settings.result_retention_days,
+                limit=config.max_pages,
             )
             known = await pages.load()
             log.info("revalidating pages", pages_known=known)

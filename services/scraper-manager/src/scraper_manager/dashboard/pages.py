@@ -63,6 +63,7 @@ from scraper_manager.errors import UnknownRunEvents
 from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.models import (
     FINAL_RUN_STATUSES,
+    ChangeKind,
     DashboardSession,
     LogLevel,
     Run,
@@ -83,6 +84,8 @@ PREFIX = "/dashboard"
 PREVIEW_ITEMS = 50
 BROWSE_ITEMS = 50
 LOG_TAIL = 200
+# Changes shown on a run's page; the downloads hold them all.
+CHANGES_SHOWN = 100
 SPARKLINE_RUNS = 10
 DOWNLOADS = ("json", "jsonl", "csv", "xlsx")
 TONES = {
@@ -441,9 +444,22 @@ def router(pages: Pages) -> APIRouter:
         logs: RunLogServiceDep,
         least: Annotated[str, Query(alias="level", max_length=16)] = "",
         q: Annotated[str, Query(max_length=200)] = "",
+        kind: Annotated[str, Query(max_length=16)] = "",
     ) -> HTMLResponse:
         scraper = await service.get(user.owner, scraper_id)
         run = await runs.get(user.owner, scraper_id, run_id)
+        # Read as text: "all" sends `kind=`; an unknown kind shows all rather than a 422 page.
+        change_kind = kind if kind in {k.value for k in ChangeKind} else ""
+        shown = (
+            await runs.changes(
+                run,
+                kind=ChangeKind(change_kind) if change_kind else None,
+                limit=CHANGES_SHOWN,
+                cursor=None,
+            )
+            if run.changes is not None
+            else None
+        )
         # Read as text: the form's "all" sends `level=`, which is no filter, not a 422.
         level = level_filter(least)
         search = q.strip()
@@ -463,6 +479,9 @@ def router(pages: Pages) -> APIRouter:
                 "q": search,
                 "level_options": [("", "all"), *[(lv.value, lv.value) for lv in LogLevel]],
                 **results,
+                "changes": shown.items if shown else [],
+                "more_changes": bool(shown and shown.next_cursor),
+                "change_kind": change_kind,
                 "live": run.status not in FINAL_RUN_STATUSES and run.status != RunStatus.SKIPPED,
                 "duration": duration,
                 "can_write": user.can(AccessLevel.WRITE),
@@ -632,6 +651,22 @@ def router(pages: Pages) -> APIRouter:
     ) -> Response:
         run = await runs.get(user.owner, scraper_id, run_id)
         export = await runs.export(user.owner, scraper_id, run, fmt)
+        return StreamingResponse(
+            export.body,
+            media_type=export.media_type,
+            headers={"Content-Disposition": f'attachment; filename="{export.filename}"'},
+        )
+
+    @routes.get("/scrapers/{scraper_id}/runs/{run_id}/changes.{fmt}")
+    async def download_changes(
+        scraper_id: DbId,
+        run_id: DbId,
+        fmt: Literal["json", "jsonl", "csv", "xlsx"],
+        user: PageSessionDep,
+        runs: RunServiceDep,
+    ) -> Response:
+        run = await runs.get(user.owner, scraper_id, run_id)
+        export = await runs.export_changes(user.owner, scraper_id, run, None, fmt)
         return StreamingResponse(
             export.body,
             media_type=export.media_type,
