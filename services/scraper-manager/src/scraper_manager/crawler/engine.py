@@ -255,7 +255,8 @@ class Crawl:
         if fetched.status == 304:
             if await self._reuse(fetched.url, depth, follow):
                 return
-            # Its stored page is gone (pruned meanwhile): fetched whole, once.
+            # A 304 to a page with nothing stored (a server answering one unasked): fetched
+            # whole, once, without validators.
             fetched = await self._fetch(url, None)
             if fetched is None:
                 return

@@ -286,6 +286,17 @@ class RunExecutor:
                     tenant=scraper.owner,
                 )
 
+        pages: StoredPages | None = None
+        known = 0
+        if scraper.revalidate:
+            pages = StoredPages(
+                self.runtime.session_factory,
+                scraper.id,
+                extraction_fingerprint(config.selectors, config.item_selector, config.follow),
+                keep_days=self.settings.result_retention_days,
+                limit=config.max_pages,
+            )
+            known = await pages.load()
         log = RunLog(self.settings.run_log_max_lines)
         log.info(
             "run started",
@@ -304,23 +315,15 @@ class RunExecutor:
             # Header names only: their values may be credentials.
             headers=sorted(config.headers),
             worker=self.worker,
+            revalidate=scraper.revalidate,
+            # Pages stored by earlier runs, asked with their validators.
+            pages_known=known,
         )
 
         async def route(url: str) -> ProxyTarget:
             # Through a proxy the proxy connects: the URL is resolved and checked here first.
             return await proxy_target(url, self.policy)
 
-        pages: StoredPages | None = None
-        if scraper.revalidate:
-            pages = StoredPages(
-                self.runtime.session_factory,
-                scraper.id,
-                extraction_fingerprint(config.selectors, config.item_selector, config.follow),
-                keep_days=self.settings.result_retention_days,
-                limit=config.max_pages,
-            )
-            known = await pages.load()
-            log.info("revalidating pages", pages_known=known)
         crawl = Crawl(
             config,
             self.http,
