@@ -249,11 +249,6 @@ class Stack:
             # The crawler's address policy holds everywhere; on a developer's machine the sites
             # to crawl are often on loopback, which `make run` allows explicitly.
             env.setdefault(f"{service.prefix}ALLOWED_NETWORKS", '["127.0.0.0/8", "::1/128"]')
-            # The dashboard's webhooks page links to the hub's portal for the full delivery log.
-            env.setdefault(
-                f"{service.prefix}WEBHOOK_HUB_PORTAL_URL",
-                f"http://127.0.0.1:{self.ports['webhook-hub']}/portal/",
-            )
         if service.name == "commerce-content":
             # Set explicitly so `make run` can print it; the service's own development
             # default, so a console script in a second terminal agrees with it.

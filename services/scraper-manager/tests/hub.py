@@ -5,6 +5,7 @@ own on the test PostgreSQL server and on the tests' NATS."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -14,21 +15,35 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 from servicekit.db.admin import database_url_for, drop_database
 
 BIN = Path(sys.executable).parent
 
 
 @contextmanager
-def webhook_hub_worker(postgres_server_url: str, nats_url: str) -> Iterator[str]:
-    """Yields the hub's database URL while its worker runs."""
-    database_url = database_url_for(postgres_server_url, f"hub_for_scrapers_{os.getpid()}")
+def webhook_hub_worker(
+    postgres_server_url: str,
+    nats_url: str,
+    *,
+    name: str = "hub_for_scrapers",
+    serve_port: int | None = None,
+) -> Iterator[str]:
+    """Yields the hub's database URL while its worker runs; with `serve_port`, its API (and
+    portal) too, on that loopback port and as its PUBLIC_URL, answering /readyz first."""
+    database_url = database_url_for(postgres_server_url, f"{name}_{os.getpid()}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOK_HUB_")}
     env.update(
         WEBHOOK_HUB_DATABASE_URL=database_url,
         WEBHOOK_HUB_NATS_URL=nats_url,
         WEBHOOK_HUB_LOG_JSON="false",
     )
+    if serve_port is not None:
+        env.update(
+            WEBHOOK_HUB_HOST="127.0.0.1",
+            WEBHOOK_HUB_PORT=str(serve_port),
+            WEBHOOK_HUB_PUBLIC_URL=f"http://127.0.0.1:{serve_port}",
+        )
     drop_database(database_url)
     subprocess.run(
         [str(BIN / "webhook-hub"), "migrate", "--create-database"],
@@ -37,20 +52,39 @@ def webhook_hub_worker(postgres_server_url: str, nats_url: str) -> Iterator[str]
         capture_output=True,
         timeout=120,
     )
+    commands = ["worker"] if serve_port is None else ["worker", "serve"]
     with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(
-            [str(BIN / "webhook-hub"), "worker"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
+        processes = [
+            subprocess.Popen(
+                [str(BIN / "webhook-hub"), command], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+            for command in commands
+        ]
         try:
+            if serve_port is not None:
+                _ready(f"http://127.0.0.1:{serve_port}/readyz", processes[1])
             yield database_url
         finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
     drop_database(database_url)
+
+
+def _ready(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"webhook-hub serve exited ({process.returncode})"
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"webhook-hub serve was not ready at {url} in 60 s")
 
 
 async def eventually_true(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:

@@ -1,6 +1,7 @@
 """The console script without a usable database: one line naming the database (its password
-hidden) and what to do, exit code 2, no traceback; `dashboard-link` takes webhook-hub's
-`portal-link` options and defaults."""
+hidden) and what to do, exit code 2, no traceback (servicekit's ServiceCLI; its rules are
+tested there), for the kit's commands and this service's own; `dashboard-link` takes
+webhook-hub's `portal-link` options and defaults."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from scraper_manager.cli import database_problem
 from servicekit.db.admin import database_url_for, drop_database, ensure_database
 
 SCRIPT = str(Path(sys.executable).parent / "scraper-manager")
@@ -67,18 +67,6 @@ async def test_a_database_without_tables_says_to_migrate_it(postgres_server_url:
     assert (code, out) == (2, "")
     [line] = err.strip().splitlines()
     assert "has no tables yet: run `scraper-manager migrate`" in line
-
-
-def test_an_error_that_is_not_the_databases_keeps_its_traceback() -> None:
-    assert database_problem(ValueError("a bug"), "postgresql://x/y") is None
-    assert database_problem(KeyError("k"), "not a url at all") is None
-
-
-def test_a_url_that_cannot_be_parsed_is_not_printed() -> None:
-    line = database_problem(ConnectionRefusedError("refused"), "a:secret at no host")
-    assert line is not None
-    assert "the database at the configured DATABASE_URL (refused)" in line
-    assert "secret" not in line
 
 
 async def test_dashboard_link_refuses_a_ttl_outside_a_minute_to_a_day_as_portal_link_does() -> None:

@@ -4,6 +4,8 @@ leaves a subscription in the hub that scraper-manager does not know of."""
 
 from __future__ import annotations
 
+import html
+import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -16,12 +18,14 @@ from nats.aio.client import Client as NatsClient
 from scraper_manager.app import create_app
 from scraper_manager.models import ScraperWebhook, WebhookStatus
 from scraper_manager.settings import Settings
-from scraper_manager.webhooks.service import SOURCE, WebhookService
+from scraper_manager.webhooks.service import SOURCE, WebhookService, portal_level
+from servicekit.auth.api_keys import AccessLevel
 from servicekit.contracts.webhook_hub import HubSubscriptions, HubUnavailable
-from servicekit.db.engine import create_session_factory
+from servicekit.db.engine import create_session_factory, to_sqlalchemy_url
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.runtime import NatsConnection
 from servicekit.testing import HttpReceiver, serve_app
+from servicekit.web.pages.links import hash_token
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
@@ -51,8 +55,6 @@ async def hub(
 ) -> AsyncIterator[HubSubscriptions]:
     """The hub as scraper-manager asks it, once it knows scraper-manager's event types
     (published by the app under test when it connects; the hub syncs them every 5 s)."""
-    from servicekit.db.engine import to_sqlalchemy_url
-
     engine = create_async_engine(to_sqlalchemy_url(hub_database), poolclass=NullPool)
 
     async def knows_run_events() -> bool:
@@ -388,18 +390,113 @@ async def test_removing_a_webhook_in_the_dashboard_deletes_it_and_another_owners
     assert http_receiver.url not in (await client.get(f"{DASH}/webhooks")).text
 
 
-async def test_the_portal_link_is_shown_only_when_the_operator_configured_it(
-    service_settings: Settings, db_engine: AsyncEngine, hub: HubSubscriptions
+# -- the delivery portal button (a one-time link asked of the hub on the click) ---------------
+
+
+async def hub_link(hub_database: str, url: str) -> tuple[str, str]:
+    """The owner and level of the hub's portal link behind `url`, read in the hub's table."""
+    engine = create_async_engine(to_sqlalchemy_url(hub_database), poolclass=NullPool)
+    try:
+        async with engine.connect() as connection:
+            row = (
+                await connection.execute(
+                    text("SELECT owner, level FROM portal_links WHERE token_hash = :h"),
+                    {"h": hash_token(url.rsplit("/", 1)[1])},
+                )
+            ).one()
+    finally:
+        await engine.dispose()
+    return str(row[0]), str(row[1])
+
+
+def portal_url_in(page: str) -> str:
+    found = re.search(r'<meta http-equiv="refresh" content="0; url=([^"]+)">', page)
+    assert found, "the page does not move on to the portal"
+    return html.unescape(found.group(1))
+
+
+@pytest.mark.parametrize(("level", "portal"), [("read", "read"), ("admin", "write")])
+async def test_the_portal_button_asks_the_hub_for_a_link_at_the_users_level_at_most_write(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    hub_database: str,
+    http_receiver: HttpReceiver,
+    level: str,
+    portal: str,
+) -> None:
+    who = await make_client(db_engine, level)
+    writer = await make_client(db_engine, "write", owner=who.owner)
+    assert (await register(client, writer, http_receiver.url)).status_code == 201
+    token = await sign_in(client, who)
+    page = await client.get(f"{DASH}/webhooks")
+    assert "Open the delivery portal" in page.text
+    opened = await client.post(f"{DASH}/webhooks/portal", data={"csrf_token": token})
+    assert opened.status_code == 200, opened.text
+    assert opened.headers["cache-control"] == "no-store"
+    url = portal_url_in(opened.text)
+    assert "/portal/link/" in url
+    assert await hub_link(hub_database, url) == (who.owner, portal)
+
+
+async def test_the_portal_button_needs_the_pages_csrf_token(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
 ) -> None:
     who = await make_client(db_engine, "read")
-    portal = "https://hooks.example/portal/"
-    configured = service_settings.model_copy(update={"webhook_hub_portal_url": portal})
-    for settings, shown in ((configured, True), (service_settings, False)):
-        async with serve_app(create_app(settings)) as http:
-            await sign_in(http, who)
-            page = await http.get(f"{DASH}/webhooks")
-        assert page.status_code == 200
-        assert (f'href="{portal}"' in page.text) is shown
+    await sign_in(client, who)
+    refused = await client.post(f"{DASH}/webhooks/portal", data={})
+    assert refused.status_code == 403
+
+
+async def test_without_webhooks_there_is_no_portal_button_and_a_post_says_to_add_one(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
+) -> None:
+    who = await make_client(db_engine, "write")
+    token = await sign_in(client, who)
+    assert "Open the delivery portal" not in (await client.get(f"{DASH}/webhooks")).text
+    answered = await client.post(f"{DASH}/webhooks/portal", data={"csrf_token": token})
+    assert answered.status_code == 409
+    assert "add a webhook first" in answered.text
+
+
+async def test_when_the_hub_does_not_answer_the_portal_button_says_so_on_the_page(
+    db_engine: AsyncEngine, service_settings: Settings, restartable_nats: EmbeddedNats
+) -> None:
+    """On a NATS where no webhook-hub answers: the webhooks page again, saying so."""
+    who = await make_client(db_engine, "read")
+    await add_active_row(db_engine, who.owner)
+    settings = service_settings.model_copy(
+        update={"nats_url": restartable_nats.url, "hub_request_timeout_seconds": 1}
+    )
+    async with serve_app(create_app(settings)) as http:
+        token = await sign_in(http, who)
+        answered = await http.post(f"{DASH}/webhooks/portal", data={"csrf_token": token})
+    assert answered.status_code == 503
+    assert 'role="alert" id="portal-error">webhook-hub did not answer; try again shortly' in (
+        answered.text
+    )
+    assert "https://client.example/hooks" in answered.text
+
+
+def test_a_dashboard_users_level_opens_the_portal_at_read_or_write() -> None:
+    assert portal_level(AccessLevel.READ) == "read"
+    assert portal_level(AccessLevel.WRITE) == "write"
+    assert portal_level(AccessLevel.ADMIN) == "write"
+
+
+async def add_active_row(engine: AsyncEngine, owner: str) -> None:
+    """A webhook as registration leaves it, whatever the hub holds (here: no hub at all)."""
+    async with create_session_factory(engine)() as session, session.begin():
+        session.add(
+            ScraperWebhook(
+                id=uuid.uuid4().hex,
+                subscription_id=str(uuid.uuid4()),
+                status=WebhookStatus.ACTIVE,
+                owner=owner,
+                url="https://client.example/hooks",
+                events=["run.failed"],
+            )
+        )
 
 
 async def test_when_the_hub_does_not_answer_the_webhooks_page_says_so_per_webhook(

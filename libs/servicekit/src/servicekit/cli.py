@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import nats
 import uvicorn
 import uvloop
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import InterfaceError, OperationalError, ProgrammingError
 
 from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.auth.repository import ApiKeyRepository
@@ -30,6 +32,48 @@ if TYPE_CHECKING:  # the worker and admin commands never load the web framework
     from fastapi import FastAPI
 
 Command = Callable[[Any, argparse.Namespace], int]
+# The long-running commands keep their tracebacks (an operator's logs want them), and
+# `streams` reaches NATS, not the database: the others use the database and end on one line
+# when it cannot be used (`database_problem`).
+_NOT_DATABASE_COMMANDS = frozenset({"serve", "worker", "streams"})
+# Failures that mean the database cannot be used as configured (none of them a bug here).
+_UNREACHABLE: tuple[type[BaseException], ...] = (OSError, OperationalError, InterfaceError)
+
+
+def database_problem(
+    error: BaseException, database_url: str, *, name: str, env_prefix: str = ""
+) -> str | None:
+    """The one line console script `name` prints when `error` means the database cannot be
+    used (not reached, missing, refused us, or without its tables), naming where (password
+    hidden) and what to do; None for any other error, which keeps its traceback. Total: any
+    error and URL in."""
+    where = shown_url(database_url)
+    variable = f"DATABASE_URL ({env_prefix}DATABASE_URL)" if env_prefix else "DATABASE_URL"
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ProgrammingError) and "does not exist" in str(current):
+            return (
+                f"{name}: the database at {where} has no tables yet: run `{name} migrate` "
+                f"(`make run` does it), or set {variable} to a migrated database"
+            )
+        if isinstance(current, _UNREACHABLE):
+            reason = " ".join(str(getattr(current, "orig", None) or current).split())[:200]
+            return (
+                f"{name}: cannot use the database at {where} ({reason}): start the stack with "
+                f"`make run` first, or set {variable} to a reachable PostgreSQL"
+            )
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def shown_url(database_url: str) -> str:
+    """The URL without its password (it is printed)."""
+    try:
+        return make_url(database_url).render_as_string(hide_password=True)
+    except Exception:
+        return "the configured DATABASE_URL"
 
 
 @dataclass
@@ -158,8 +202,27 @@ class ServiceCLI:
         return parser
 
     def main(self, argv: Sequence[str] | None = None) -> int:
+        """Run the command; a database command whose database cannot be used prints one line
+        (`database_problem`) and answers 2, where it printed a traceback of a few hundred."""
         args = self.parser().parse_args(argv)
         settings = self._settings()
+        if args.command in _NOT_DATABASE_COMMANDS:
+            return self._run(args, settings)
+        try:
+            return self._run(args, settings)
+        except Exception as exc:
+            line = database_problem(
+                exc,
+                settings.database_url,
+                name=self.name,
+                env_prefix=str(type(settings).model_config.get("env_prefix", "")),
+            )
+            if line is None:
+                raise
+            print(line, file=sys.stderr)
+            return 2
+
+    def _run(self, args: argparse.Namespace, settings: ServiceSettings) -> int:
         if args.command == "serve":
             app = self._app(settings)
             keep_out_of_collections()

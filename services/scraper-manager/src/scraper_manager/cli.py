@@ -10,8 +10,6 @@ from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
 from servicekit.cli import ExtraCommand, ServiceCLI
 from servicekit.db.engine import create_engine, create_session_factory
 from servicekit.web.pages.links import MAX_LINK_TTL_SECONDS, MIN_LINK_TTL_SECONDS, IssuedLink
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import InterfaceError, OperationalError, ProgrammingError
 
 from scraper_manager.app import create_app
 from scraper_manager.dashboard.links import dashboard_links
@@ -133,58 +131,8 @@ cli = ServiceCLI(
 )
 
 
-# Failures that mean the database cannot be used as configured (none of them a bug here).
-_UNREACHABLE: tuple[type[BaseException], ...] = (OSError, OperationalError, InterfaceError)
-
-
-def database_problem(error: BaseException, database_url: str) -> str | None:
-    """The one line a console script prints when `error` means the database cannot be used
-    (not reached, missing, refused us, or without its tables), naming where and what to do;
-    None for any other error, which keeps its traceback. Total: any error and URL in."""
-    where = shown_url(database_url)
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ProgrammingError) and "does not exist" in str(current):
-            return (
-                f"scraper-manager: the database at {where} has no tables yet: run "
-                "`scraper-manager migrate` (`make run` does it), or set DATABASE_URL "
-                "(SCRAPER_MANAGER_DATABASE_URL) to a migrated database"
-            )
-        if isinstance(current, _UNREACHABLE):
-            reason = " ".join(str(getattr(current, "orig", None) or current).split())[:200]
-            return (
-                f"scraper-manager: cannot use the database at {where} ({reason}): start the "
-                "stack with `make run` first, or set DATABASE_URL "
-                "(SCRAPER_MANAGER_DATABASE_URL) to a reachable PostgreSQL"
-            )
-        current = current.__cause__ or current.__context__
-    return None
-
-
-def shown_url(database_url: str) -> str:
-    """The URL without its password (it is printed)."""
-    try:
-        return make_url(database_url).render_as_string(hide_password=True)
-    except Exception:
-        return "the configured DATABASE_URL"
-
-
 def main() -> None:
-    try:
-        code = cli.main()
-    except Exception as exc:
-        try:
-            url = Settings().database_url
-        except Exception:
-            url = ""
-        line = database_problem(exc, url)
-        if line is None:
-            raise
-        print(line, file=sys.stderr)
-        code = 2
-    sys.exit(code)
+    sys.exit(cli.main())
 
 
 if __name__ == "__main__":

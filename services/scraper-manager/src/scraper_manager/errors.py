@@ -77,6 +77,16 @@ class WebhookRefused(UnprocessableEntity):
     default_message = "webhook-hub refused the webhook"
 
 
+class NoPortalYet(Conflict):
+    """webhook-hub opens its portal to a service's tenant only once the service subscribed
+    it (`hub.subscriptions.portal-link`): a client without webhooks has nothing there."""
+
+    code = "no_webhooks_in_portal"
+    default_message = (
+        "The delivery portal shows your webhooks' deliveries: add a webhook first, then open it."
+    )
+
+
 class RegistrationFailed(ServiceUnavailable):
     code = "registration_failed"
     default_message = (

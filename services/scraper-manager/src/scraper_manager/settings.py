@@ -64,9 +64,6 @@ class Settings(PageSettings, LiveStreamSettings):
     # request's own address when unset), and how long such a link stays usable.
     public_url: str | None = None
     dashboard_link_minutes: int = 15
-    # webhook-hub's portal (its full delivery log), linked from the dashboard's webhooks page
-    # when set; `make run` sets it to the hub's `/portal/`.
-    webhook_hub_portal_url: str | None = None
     # How many of each webhook's last deliveries the dashboard shows (the hub answers ≤ 50).
     dashboard_deliveries: int = Field(default=5, ge=1, le=50)
 

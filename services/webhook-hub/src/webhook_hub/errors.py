@@ -153,6 +153,14 @@ class EventNotRecorded(ServiceUnavailable):
 # --- portal ----------------------------------------------------------------------------------
 
 
+class TenantNotSubscribed(NotFound):
+    """A service asked a portal link (NATS) for a tenant it has no subscription of: services
+    speak only for their own tenants, as their `list` and `delete` see only their own."""
+
+    code = "tenant_not_found"
+    default_message = "No subscription of this tenant was made by this source"
+
+
 class NeedsLevel(Forbidden):
     """A page action the session's level does not allow (as the API's 403)."""
 

@@ -1,5 +1,6 @@
-"""webhook-hub's NATS request/reply service, `hub.subscriptions.{create,list,delete,deliveries}`: the
-requests, the replies and a small client. webhook-hub answers with these models and
+"""webhook-hub's NATS request/reply service,
+`hub.subscriptions.{create,list,delete,deliveries,portal-link}`: the requests, the replies and a
+small client. webhook-hub answers with these models and
 scraper-manager asks with them, so the wire is written once.
 
 Every request names `source` (the asking service) and `tenant` (the subscription's owner).
@@ -22,9 +23,17 @@ from servicekit.errors import ServiceError, ServiceUnavailable
 
 SUBJECT_PREFIX = "hub.subscriptions."
 QUEUE_GROUP = "webhook-hub"
-Action = Literal["create", "list", "delete", "deliveries"]
+Action = Literal["create", "list", "delete", "deliveries", "portal-link"]
 # The most deliveries one `deliveries` request answers (a dashboard shows the last few).
 MAX_DELIVERIES = 50
+# A portal link's lifetime, as `webhook-hub portal-link` and `POST /webhooks/portal-links` take
+# it (servicekit.web.pages.links's bounds, not imported: it loads the web framework).
+PORTAL_LINK_MIN_TTL_SECONDS = 60
+PORTAL_LINK_MAX_TTL_SECONDS = 24 * 3600
+PORTAL_LINK_DEFAULT_TTL_SECONDS = 3600
+# The levels a service may ask a portal link at: `admin` (deleting endpoints) is the owner's
+# own key's or the operator's, never another service's to hand out.
+PortalLevel = Literal["read", "write"]
 
 
 def subject(action: Action) -> str:
@@ -62,6 +71,18 @@ class ListDeliveries(TenantRequest):
 
     id: uuid.UUID
     limit: int = Field(default=10, ge=1, le=MAX_DELIVERIES)
+
+
+class PortalLinkRequest(TenantRequest):
+    """A one-time link into the hub's portal for `tenant`, at `level`: refused (404) unless
+    `tenant` holds a subscription that `source` made (a service speaks for its own tenants)."""
+
+    level: PortalLevel = "read"
+    ttl_seconds: int = Field(
+        default=PORTAL_LINK_DEFAULT_TTL_SECONDS,
+        ge=PORTAL_LINK_MIN_TTL_SECONDS,
+        le=PORTAL_LINK_MAX_TTL_SECONDS,
+    )
 
 
 class SubscriptionRecord(BaseModel):
@@ -114,6 +135,14 @@ class DeliveriesListed(BaseModel):
     deliveries: list[DeliveryRecord]
 
 
+class PortalLinkIssued(BaseModel):
+    """The link opens a portal session once, before `expires_at`; hand it to the browser only."""
+
+    ok: Literal[True] = True
+    url: str
+    expires_at: datetime
+
+
 class Refused(BaseModel):
     """A request the hub did not carry out; `status` and `code` are its HTTP API's."""
 
@@ -143,7 +172,7 @@ class HubUnavailable(ServiceUnavailable):
     default_message = "webhook-hub did not answer; try again shortly"
 
 
-Reply = TypeVar("Reply", Created, Listed, Deleted, DeliveriesListed)
+Reply = TypeVar("Reply", Created, Listed, Deleted, DeliveriesListed, PortalLinkIssued)
 
 
 class NatsLink(Protocol):
@@ -183,6 +212,18 @@ class HubSubscriptions:
     async def delete(self, tenant: str, subscription_id: uuid.UUID) -> None:
         request = DeleteSubscription(source=self.source, tenant=tenant, id=subscription_id)
         await self._ask("delete", request, Deleted)
+
+    async def portal_link(
+        self,
+        tenant: str,
+        level: PortalLevel = "read",
+        *,
+        ttl_seconds: int = PORTAL_LINK_DEFAULT_TTL_SECONDS,
+    ) -> PortalLinkIssued:
+        request = PortalLinkRequest(
+            source=self.source, tenant=tenant, level=level, ttl_seconds=ttl_seconds
+        )
+        return await self._ask("portal-link", request, PortalLinkIssued)
 
     async def _ask(self, action: Action, request: TenantRequest, reply: type[Reply]) -> Reply:
         try:

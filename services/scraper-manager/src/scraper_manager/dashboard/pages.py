@@ -18,6 +18,7 @@ from fastapi import APIRouter, BackgroundTasks, FastAPI, Form, Path, Query, Requ
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from servicekit.auth import AccessLevel
+from servicekit.contracts.webhook_hub import HubUnavailable
 from servicekit.errors import Conflict, Forbidden, ServiceError
 from servicekit.web.live import LiveHubDep
 from servicekit.web.pages import (
@@ -59,7 +60,7 @@ from scraper_manager.dependencies import (
     SettingsDep,
     WebhookServiceDep,
 )
-from scraper_manager.errors import UnknownRunEvents
+from scraper_manager.errors import NoPortalYet, UnknownRunEvents
 from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.models import (
     FINAL_RUN_STATUSES,
@@ -696,6 +697,7 @@ def router(pages: Pages) -> APIRouter:
         form: dict[str, Any] | None = None,
         errors: dict[str, str] | None = None,
         created: Any = None,
+        portal_error: str | None = None,
         status_code: int = 200,
     ) -> HTMLResponse:
         return pages.render(
@@ -710,7 +712,7 @@ def router(pages: Pages) -> APIRouter:
                 "form": form or {"url": "", "events": []},
                 "errors": errors or {},
                 "created": created,
-                "portal_url": settings.webhook_hub_portal_url,
+                "portal_error": portal_error,
                 "can_write": user.can(AccessLevel.WRITE),
                 "can_delete": user.can(AccessLevel.ADMIN),
             },
@@ -753,6 +755,31 @@ def router(pages: Pages) -> APIRouter:
                 )
         return await webhooks_page(
             request, user, settings, service, form=form, errors=errors, status_code=422
+        )
+
+    @routes.post("/webhooks/portal")
+    async def open_portal(
+        request: Request, user: PageSessionDep, settings: SettingsDep, service: WebhookServiceDep
+    ) -> HTMLResponse:
+        """A fresh one-time link into webhook-hub's portal for this user, asked on the click
+        (a POST: it mints a credential). The browser is sent on by the answer page's meta
+        refresh, not a 303: the page's CSP (`form-action 'self'`) stops a form's redirect to
+        another origin in Chromium."""
+        try:
+            issued = await service.portal_link(user.owner, user.level)
+        except (HubUnavailable, NoPortalYet) as exc:
+            return await webhooks_page(
+                request,
+                user,
+                settings,
+                service,
+                portal_error=exc.message,
+                status_code=exc.status_code,
+            )
+        return pages.render(
+            request,
+            "dashboard/portal_open.html",
+            {"title": "Opening the delivery portal", "url": issued.url},
         )
 
     @routes.post("/webhooks/{webhook_id}/delete")

@@ -27,11 +27,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import structlog
+from servicekit.auth.api_keys import AccessLevel
 from servicekit.contracts.webhook_hub import (
     DeliveryRecord,
     HubRefused,
     HubSubscriptions,
     HubUnavailable,
+    PortalLevel,
+    PortalLinkIssued,
 )
 from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop
@@ -40,6 +43,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.errors import (
+    NoPortalYet,
     RegistrationFailed,
     UnknownRunEvents,
     WebhookNotFound,
@@ -53,6 +57,15 @@ from scraper_manager.webhooks.schemas import WebhookCreate, WebhookCreated, Webh
 
 logger = structlog.get_logger(__name__)
 SOURCE = "scraper-manager"
+# The portal link the dashboard asks for is handed to the browser at once (redirected to):
+# five minutes cover its landing page, and a link copied out of the history soon expires.
+PORTAL_LINK_SECONDS = 300
+
+
+def portal_level(level: AccessLevel) -> PortalLevel:
+    """The hub's portal at the dashboard user's level, but never above write: the hub hands a
+    service no admin link (deleting endpoints there would bypass our own record of them)."""
+    return "write" if level.allows(AccessLevel.WRITE) else "read"
 
 
 def out(webhook: ScraperWebhook) -> WebhookOut:
@@ -126,6 +139,19 @@ class WebhookService:
             *(self.deliveries(owner, webhook.id, limit) for webhook in webhooks)
         )
         return [WebhookOutcomes(w, d) for w, d in zip(webhooks, outcomes, strict=True)]
+
+    async def portal_link(self, owner: str, level: AccessLevel) -> PortalLinkIssued:
+        """A one-time link into webhook-hub's portal for `owner`, signed in at `level` mapped
+        by `portal_level`; NoPortalYet when the hub holds no webhook of theirs, HubUnavailable
+        when it does not answer."""
+        try:
+            return await self.hub.portal_link(
+                owner, portal_level(level), ttl_seconds=PORTAL_LINK_SECONDS
+            )
+        except HubRefused as exc:
+            if exc.reply.status == 404:
+                raise NoPortalYet() from None
+            raise WebhookRefused(exc.reply.error) from None
 
     async def list(self, owner: str) -> list[WebhookOut]:
         async with self.session_factory() as session:

@@ -1,5 +1,6 @@
 """NATS request/reply for other services: `hub.subscriptions.create`, `.list`, `.delete`,
-and `.deliveries` (read only: the last deliveries' outcomes of one subscription).
+`.deliveries` (read only: the last deliveries' outcomes of one subscription) and
+`.portal-link` (a one-time portal link for a tenant the service subscribed).
 
 A service (scraper-manager) subscribes a tenant of its own to event types it emits. The
 subscription belongs to that tenant and is delivered by the same engine, signed the same way.
@@ -11,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import timedelta
 
 import structlog
 from nats.aio.msg import Msg
 from pydantic import BaseModel, ValidationError
+from servicekit.auth.api_keys import AccessLevel
 from servicekit.contracts.webhook_hub import (
     QUEUE_GROUP,
     SUBJECT_PREFIX,
@@ -28,6 +31,8 @@ from servicekit.contracts.webhook_hub import (
     Listed,
     ListSubscriptions,
     NewSubscriptionRecord,
+    PortalLinkIssued,
+    PortalLinkRequest,
     Refused,
     SubscriptionRecord,
 )
@@ -36,6 +41,8 @@ from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop
 
 from webhook_hub.deliveries.service import DeliveryService
+from webhook_hub.errors import TenantNotSubscribed
+from webhook_hub.portal.service import portal_links
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 from webhook_hub.subscriptions.schemas import SubscriptionCreate
@@ -107,6 +114,31 @@ class SubscriptionRequests:
             ]
         )
 
+    async def portal_link(self, request: PortalLinkRequest) -> PortalLinkIssued:
+        """Issued as `POST /webhooks/portal-links` and `webhook-hub portal-link` issue theirs,
+        for a tenant that holds a subscription `source` made; no key to end with (as the
+        operator's CLI link): the asking service vouches for the person it hands it to."""
+        async with self.runtime.session_factory() as session, session.begin():
+            service = SubscriptionService(session, self.settings, self.guard)
+            made = await service.page(
+                request.tenant,
+                limit=1,
+                cursor=None,
+                is_active=None,
+                event_type=None,
+                source=request.source,
+            )
+            if not made.items:
+                raise TenantNotSubscribed()
+            issued = await portal_links(session).issue(
+                request.tenant,
+                AccessLevel(request.level),
+                base_url=self.settings.public_url or f"http://127.0.0.1:{self.settings.port}",
+                ttl=timedelta(seconds=request.ttl_seconds),
+                api_key_id=None,
+            )
+        return PortalLinkIssued(url=issued.url, expires_at=issued.expires_at)
+
     @staticmethod
     async def _made_by_source(
         service: SubscriptionService, tenant: str, subscription_id: uuid.UUID, source: str
@@ -129,6 +161,8 @@ class SubscriptionRequests:
                 reply = await self.delete(DeleteSubscription.model_validate(payload))
             elif action == "deliveries":
                 reply = await self.deliveries(ListDeliveries.model_validate(payload))
+            elif action == "portal-link":
+                reply = await self.portal_link(PortalLinkRequest.model_validate(payload))
             else:
                 reply = Refused.of(NotFound("unknown action"))
         except (ValidationError, ValueError) as exc:

@@ -1,0 +1,63 @@
+"""The console script without a usable database: `seed` and the kit's commands print one line
+naming the database (its password hidden) and what to do, exit 2, no traceback (servicekit's
+ServiceCLI; its rules are tested there)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from servicekit.db.admin import database_url_for, drop_database, ensure_database
+
+SCRIPT = str(Path(sys.executable).parent / "commerce-content")
+
+
+async def run_script(*args: str, database_url: str) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMMERCE_CONTENT_")}
+    env["COMMERCE_CONTENT_DATABASE_URL"] = database_url
+    command = await asyncio.create_subprocess_exec(
+        SCRIPT, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(command.communicate(), 60)
+    assert command.returncode is not None
+    return command.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("seed",),
+        ("api-keys", "create", "--owner", "someone", "--level", "read"),
+    ],
+)
+async def test_an_unreachable_database_is_one_line_naming_it_and_what_to_do_exit_2(
+    args: tuple[str, ...],
+) -> None:
+    code, out, err = await run_script(
+        *args, database_url="postgresql://me:hunter2@127.0.0.1:1/commerce_content"
+    )
+    assert (code, out) == (2, "")
+    [line] = err.strip().splitlines()
+    assert line.startswith(
+        "commerce-content: cannot use the database at postgresql://me:***@127.0.0.1:1/commerce_content"
+    )
+    assert "`make run` first, or set DATABASE_URL (COMMERCE_CONTENT_DATABASE_URL)" in line
+    assert "hunter2" not in err
+
+
+async def test_seed_on_a_database_without_tables_says_to_migrate_it(
+    postgres_server_url: str,
+) -> None:
+    url = database_url_for(postgres_server_url, f"content_empty_{os.getpid()}")
+    drop_database(url)
+    ensure_database(url)
+    try:
+        code, out, err = await run_script("seed", database_url=url)
+    finally:
+        drop_database(url)
+    assert (code, out) == (2, "")
+    [line] = err.strip().splitlines()
+    assert "has no tables yet: run `commerce-content migrate`" in line
