@@ -41,6 +41,8 @@ class Settings(ServiceSettings):
     # finds its stock.
     checkout_expiry_minutes: int = Field(default=60, ge=31, le=1440)
     checkout_expiry_grace_seconds: float = Field(default=600.0, ge=0)
+    # How long an Idempotency-Key of a checkout returns its first answer (Stripe: 24 h).
+    checkout_idempotency_hours: float = Field(default=24.0, gt=0)
     payment_webhook_secret: SecretStr = SecretStr("dev-insecure-payment-webhook-secret")
     currency: str = "usd"
     # Where this service is reached from outside: the sandbox payment page links to it and
