@@ -257,6 +257,17 @@ class CheckoutIdempotencyKey(SQLModel, table=True):
     created_at: datetime = _tz(default_factory=utcnow, index=True)
 
 
+class PersistedQuery(SQLModel, table=True):
+    """A GraphQL document by its SHA-256 (graphql_api/persisted.py)."""
+
+    __tablename__ = "persisted_queries"
+
+    sha256: str = Field(primary_key=True, max_length=64)
+    document: str = Field(sa_type=sa.Text)
+    registered: bool = False  # from a manifest: runs in allow-list mode
+    created_at: datetime = _tz(default_factory=utcnow)
+
+
 class PaymentNotification(SQLModel, table=True):
     """Provider events already processed: a repeated notification changes nothing."""
 

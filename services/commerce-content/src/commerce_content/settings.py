@@ -62,6 +62,9 @@ class Settings(ServiceSettings):
     graphql_max_aliases: int = 15
     graphql_max_tokens: int = 2000
     graphql_max_cost: int = 1000
+    # Production's allow-list mode: only documents imported from a manifest
+    # (`persisted-queries import`) run; automatic persisted queries store nothing.
+    graphql_allow_list: bool = False
     # GraphiQL at GET /graphql for browsers; always off in production, like introspection.
     graphql_ide: bool = True
 
