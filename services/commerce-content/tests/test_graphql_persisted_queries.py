@@ -219,6 +219,29 @@ async def test_allow_list_mode_refuses_a_document_stored_by_apq(
     assert refused.json()["errors"][0]["extensions"]["code"] == NOT_ALLOWED
 
 
+async def test_a_document_refused_in_allow_list_mode_runs_once_a_manifest_registers_it(
+    http: httpx.AsyncClient,
+    allow_list: httpx.AsyncClient,
+    service_settings: Settings,
+    tmp_path: Path,
+) -> None:
+    query = fresh_query()
+    digest = sha256(query)
+    await http.post("/graphql", json={"query": query, "extensions": persisted(digest)})
+    refused = await allow_list.post("/graphql", json={"extensions": persisted(digest)})
+    assert refused.status_code == 400  # and the process has seen it unregistered
+    run_cli(
+        "commerce-content",
+        service_settings,
+        "persisted-queries",
+        "import",
+        str(write_manifest(tmp_path, query)),
+    )
+    allowed = await allow_list.post("/graphql", json={"extensions": persisted(digest)})
+    assert allowed.status_code == 200
+    assert "errors" not in allowed.json()
+
+
 def test_importing_a_manifest_with_a_wrong_hash_fails_and_registers_nothing(
     service_settings: Settings, tmp_path: Path
 ) -> None:

@@ -236,7 +236,11 @@ async def _persisted(
         lookup = digest
         if digest is None and allow_list and isinstance(query, str) and query.strip():
             lookup = sha256_hex(query)
-        found = None if lookup is None else await _store(request).find(session, lookup)
+        found = (
+            None
+            if lookup is None
+            else await _store(request).find(session, lookup, registered=allow_list)
+        )
         return decide(digest, query, found, allow_list=allow_list)
     except PersistedQueryRefused as refused:
         raise RequestRefused(

@@ -168,16 +168,19 @@ _STORE = text(
 class PersistedQueryStore:
     """Hash -> document, shared by replicas in PostgreSQL, with this process's recently used
     documents in memory (a document never changes under its hash, so the copy never goes
-    stale; only `registered` can turn true, which matters only in allow-list mode, where
-    requests never store anything and a miss reads the table again)."""
+    stale; only `registered` can turn true, which `find` checks in allow-list mode)."""
 
     def __init__(self, capacity: int = CACHED_DOCUMENTS) -> None:
         self.capacity = capacity
         self.cached: OrderedDict[str, Document] = OrderedDict()
 
-    async def find(self, session: AsyncSession, digest: str) -> Document | None:
+    async def find(
+        self, session: AsyncSession, digest: str, *, registered: bool = False
+    ) -> Document | None:
+        """The document under `digest`. With `registered` (allow-list mode), a copy not
+        registered when it was read is read again: a manifest may have registered it since."""
         document = self.cached.get(digest)
-        if document is not None:
+        if document is not None and (document.registered or not registered):
             self.cached.move_to_end(digest)
             return document
         connection = await session.connection()
