@@ -161,6 +161,7 @@ bench: $(BENCH_VENV)/.synced wrk nginx
 	$(BENCH_RUN) python services/webhook-hub/bench/live_streams.py
 	UV=$(UV) $(BENCH_RUN) python services/scraper-manager/bench/run.py
 	$(BENCH_RUN) python services/commerce-content/bench/run.py
+	$(BENCH_RUN) python services/commerce-content/bench/persisted_lookup.py
 	$(BENCH_RUN) python libs/servicekit/bench/tracing_overhead.py
 
 fmt: install

@@ -14,6 +14,7 @@ from commerce_content.errors import ResourceErrorBody, render_error, resource_bo
 from commerce_content.events import registry
 from commerce_content.graphql_api.directives import field_rate_limiter
 from commerce_content.graphql_api.endpoint import router as graphql_router
+from commerce_content.graphql_api.persisted import PersistedQueryStore
 from commerce_content.graphql_api.schema import build_schema
 from commerce_content.orders.endpoints import router as orders_router
 from commerce_content.orders.sandbox import sandbox_router
@@ -54,5 +55,6 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(admin_action_router, prefix="/api")
     app.state.graphql_schema = build_schema(settings)
     app.state.graphql_field_limiter = field_rate_limiter(settings.rate_limit_storage_url)
+    app.state.persisted_queries = PersistedQueryStore()
     app.include_router(graphql_router)
     return app

@@ -2,13 +2,20 @@
 
 import argparse
 import asyncio
+import json
 import sys
 from pathlib import Path
 
 from servicekit.auth.jwt import InvalidToken, JWTCodec
 from servicekit.cli import ExtraCommand, ServiceCLI
+from servicekit.db.engine import create_engine
 
 from commerce_content.app import create_app
+from commerce_content.graphql_api.persisted import (
+    InvalidManifest,
+    import_manifest,
+    manifest_operations,
+)
 from commerce_content.graphql_api.schema import build_schema
 from commerce_content.identity.dependencies import user_id_of
 from commerce_content.seed import seed_demo
@@ -74,6 +81,39 @@ def print_graphql_schema(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def configure_persisted_queries(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="persisted_command", required=True)
+    imported = actions.add_parser(
+        "import",
+        help="register a manifest's operations (the only ones run in allow-list mode)",
+    )
+    imported.add_argument(
+        "file",
+        type=Path,
+        help="Apollo's persisted query manifest, or a JSON object {sha256: document}",
+    )
+
+
+def run_persisted_queries(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        operations = manifest_operations(json.loads(args.file.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:  # InvalidManifest and JSON errors are ValueErrors
+        kind = "invalid manifest" if isinstance(exc, InvalidManifest) else "cannot read"
+        print(f"{kind}: {exc}", file=sys.stderr)
+        return 2
+
+    async def register() -> None:
+        engine = create_engine(settings)
+        try:
+            await import_manifest(engine, operations)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(register())
+    print(f"registered {len(operations)} operations")
+    return 0
+
+
 cli = ServiceCLI(
     name="commerce-content",
     settings=Settings,
@@ -88,6 +128,12 @@ cli = ServiceCLI(
             "print the GraphQL SDL",
             configure_graphql_schema,
             print_graphql_schema,
+        ),
+        ExtraCommand(
+            "persisted-queries",
+            "register persisted GraphQL operations from a manifest",
+            configure_persisted_queries,
+            run_persisted_queries,
         ),
     ],
 )

@@ -3,6 +3,7 @@ the request's session (servicekit's `SessionDep`) and the app's settings."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -12,6 +13,7 @@ from commerce_content.admin_action.service import AuditService
 from commerce_content.articles.service import ArticleService
 from commerce_content.contact.service import ContactService
 from commerce_content.orders.checkout import CheckoutService
+from commerce_content.orders.idempotency import IdempotentCheckout
 from commerce_content.orders.notifications import PaymentNotificationService
 from commerce_content.orders.repository import OrderRepository
 from commerce_content.payments.provider import payment_provider
@@ -30,6 +32,10 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 def get_checkout_service(session: SessionDep, settings: SettingsDep) -> CheckoutService:
     return CheckoutService(session, settings, payment_provider(settings))
+
+
+def get_idempotent_checkout(session: SessionDep, settings: SettingsDep) -> IdempotentCheckout:
+    return IdempotentCheckout(session, timedelta(hours=settings.checkout_idempotency_hours))
 
 
 def get_payment_notification_service(
@@ -63,6 +69,7 @@ def get_order_repository(session: SessionDep) -> OrderRepository:
 
 
 CheckoutServiceDep = Annotated[CheckoutService, Depends(get_checkout_service)]
+IdempotentCheckoutDep = Annotated[IdempotentCheckout, Depends(get_idempotent_checkout)]
 PaymentNotificationServiceDep = Annotated[
     PaymentNotificationService, Depends(get_payment_notification_service)
 ]

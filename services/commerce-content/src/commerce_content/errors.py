@@ -81,6 +81,13 @@ class UpstreamUnavailable(CommerceError, ServiceUnavailable):
     """A dependency (NATS, the payment provider) is not answering (503)."""
 
 
+class IdempotencyKeyReused(CommerceError, UnprocessableEntity):
+    """An `Idempotency-Key` already used with another request within its window (422)."""
+
+    code = "idempotency_key_reused"
+    default_message = "The Idempotency-Key was used with another request"
+
+
 class CheckoutError(CommerceError, BadRequest):
     """A cart the shop refuses. REST answers 400 `{error: "<ORDER_CODE>: <text>"}` (the code
     first, so clients tell them apart without a second envelope); GraphQL's `createOrder`

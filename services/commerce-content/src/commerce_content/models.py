@@ -243,6 +243,31 @@ class OrderItem(SQLModel, table=True):
     order: "Order" = Relationship(back_populates="items")
 
 
+class CheckoutIdempotencyKey(SQLModel, table=True):
+    """A checkout's `Idempotency-Key`, claimed in the order's transaction, with the answer it
+    returns again (orders/idempotency.py)."""
+
+    __tablename__ = "checkout_idempotency_keys"
+
+    scope: str = Field(primary_key=True, max_length=300)
+    key: str = Field(primary_key=True, max_length=255)
+    fingerprint: str = Field(max_length=64)
+    order_id: uuid.UUID | None = Field(default=None, foreign_key="orders.id", ondelete="CASCADE")
+    payment_url: str | None = None
+    created_at: datetime = _tz(default_factory=utcnow, index=True)
+
+
+class PersistedQuery(SQLModel, table=True):
+    """A GraphQL document by its SHA-256 (graphql_api/persisted.py)."""
+
+    __tablename__ = "persisted_queries"
+
+    sha256: str = Field(primary_key=True, max_length=64)
+    document: str = Field(sa_type=sa.Text)
+    registered: bool = False  # from a manifest: runs in allow-list mode
+    created_at: datetime = _tz(default_factory=utcnow)
+
+
 class PaymentNotification(SQLModel, table=True):
     """Provider events already processed: a repeated notification changes nothing."""
 

@@ -41,6 +41,8 @@ class Settings(ServiceSettings):
     # finds its stock.
     checkout_expiry_minutes: int = Field(default=60, ge=31, le=1440)
     checkout_expiry_grace_seconds: float = Field(default=600.0, ge=0)
+    # How long an Idempotency-Key of a checkout returns its first answer (Stripe: 24 h).
+    checkout_idempotency_hours: float = Field(default=24.0, gt=0)
     payment_webhook_secret: SecretStr = SecretStr("dev-insecure-payment-webhook-secret")
     currency: str = "usd"
     # Where this service is reached from outside: the sandbox payment page links to it and
@@ -60,6 +62,9 @@ class Settings(ServiceSettings):
     graphql_max_aliases: int = 15
     graphql_max_tokens: int = 2000
     graphql_max_cost: int = 1000
+    # Production's allow-list mode: only documents imported from a manifest
+    # (`persisted-queries import`) run; automatic persisted queries store nothing.
+    graphql_allow_list: bool = False
     # GraphiQL at GET /graphql for browsers; always off in production, like introspection.
     graphql_ide: bool = True
 

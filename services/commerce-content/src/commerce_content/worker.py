@@ -1,5 +1,5 @@
-"""`commerce-content worker`: the outbox relay, mail and its retention, and the expiry of
-unpaid orders."""
+"""`commerce-content worker`: the outbox relay, mail and its retention, the expiry of
+unpaid orders and the pruning of checkout idempotency keys."""
 
 import asyncio
 
@@ -8,6 +8,7 @@ from servicekit.retention import mail_retention_loop
 from servicekit.worker import run_worker
 
 from commerce_content.events import registry
+from commerce_content.orders.idempotency import idempotency_retention_loop
 from commerce_content.orders.stock import order_expiry_loop
 from commerce_content.settings import Settings
 
@@ -17,6 +18,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         settings,
         source="commerce-content",
         registry=registry,
-        loops=[mail_loop(settings), mail_retention_loop(settings), order_expiry_loop(settings)],
+        loops=[
+            mail_loop(settings),
+            mail_retention_loop(settings),
+            order_expiry_loop(settings),
+            idempotency_retention_loop(settings),
+        ],
         stop=stop,
     )

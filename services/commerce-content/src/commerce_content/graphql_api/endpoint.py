@@ -32,6 +32,14 @@ from commerce_content.errors import NotAuthenticated
 from commerce_content.graphql_api.context import GraphQLContext
 from commerce_content.graphql_api.directives import Errors
 from commerce_content.graphql_api.errors import BAD_USER_INPUT
+from commerce_content.graphql_api.persisted import (
+    PersistedQueryRefused,
+    PersistedQueryStore,
+    Resolved,
+    decide,
+    persisted_hash,
+    sha256_hex,
+)
 from commerce_content.graphql_api.schema import CommerceSchema
 from commerce_content.identity.dependencies import Caller, identify
 from commerce_content.settings import Settings
@@ -160,14 +168,15 @@ async def _execute(
     params: dict[str, Any],
     allowed: set[OperationType],
 ) -> Response:
-    query = params.get("query")
+    settings: Settings = request.app.state.settings
+    persisted = await _persisted(request, session, params, settings.graphql_allow_list)
+    query = persisted.query
     if not isinstance(query, str) or not query.strip():
         raise RequestRefused(400, "A GraphQL request needs a `query` string", BAD_USER_INPUT)
     operation_name = params.get("operationName")
     if operation_name is not None and not isinstance(operation_name, str):
         raise RequestRefused(400, "operationName must be a string", BAD_USER_INPUT)
     variables = _variables(params.get("variables"))
-    settings: Settings = request.app.state.settings
     context = GraphQLContext(
         request=request,
         settings=settings,
@@ -197,6 +206,9 @@ async def _execute(
         raise RequestRefused(
             400, f"The document has no operation{named} to run", BAD_USER_INPUT
         ) from exc
+    if persisted.register is not None and result.data is not None:
+        # Stored once it ran: a document that does not validate is never kept.
+        await _store(request).store(session, persisted.register, query)
     body: dict[str, Any] = {"data": result.data}
     if result.errors:
         body["errors"] = [error.formatted for error in result.errors]
@@ -207,6 +219,33 @@ async def _execute(
         headers["Cache-Control"] = context.cache_control
     # pydantic-core's encoder: a page of products is a large document.
     return Response(to_json(body), media_type="application/json", headers=headers)
+
+
+def _store(request: Request) -> PersistedQueryStore:
+    store: PersistedQueryStore = request.app.state.persisted_queries
+    return store
+
+
+async def _persisted(
+    request: Request, session: AsyncSession, params: dict[str, Any], allow_list: bool
+) -> Resolved:
+    """The document to run, from `query` or from `extensions.persistedQuery`."""
+    query = params.get("query")
+    try:
+        digest = persisted_hash(params.get("extensions"))
+        lookup = digest
+        if digest is None and allow_list and isinstance(query, str) and query.strip():
+            lookup = sha256_hex(query)
+        found = (
+            None
+            if lookup is None
+            else await _store(request).find(session, lookup, registered=allow_list)
+        )
+        return decide(digest, query, found, allow_list=allow_list)
+    except PersistedQueryRefused as refused:
+        raise RequestRefused(
+            refused.status, str(refused), refused.code, refused.headers
+        ) from refused
 
 
 @router.post(
@@ -232,6 +271,12 @@ async def _execute(
                             "query": {"type": "string"},
                             "variables": {"type": "object"},
                             "operationName": {"type": "string"},
+                            "extensions": {
+                                "type": "object",
+                                "description": "`persistedQuery: {version: 1, sha256Hash}`"
+                                " (Apollo's automatic persisted queries): the hash alone runs"
+                                " a stored document, or answers `PersistedQueryNotFound`.",
+                            },
                         },
                     },
                     "example": QUERY_EXAMPLE,
@@ -265,7 +310,8 @@ async def graphql_post(
     summary="Run a GraphQL query from the address",
     description=(
         "A query (never a mutation) in the address: `query`, `variables` as JSON,"
-        " `operationName`; HTTP caches may keep the answer (`Cache-Control` from"
+        " `operationName`, `extensions` (JSON; a persisted query's hash instead of `query`);"
+        " HTTP caches may keep the answer (`Cache-Control` from"
         " `@cacheControl`). Browsers asking for HTML without `query` get GraphiQL outside"
         " production."
     ),
@@ -277,12 +323,19 @@ async def graphql_get(
     query: str | None = None,
     variables: str | None = None,
     operationName: str | None = None,
+    extensions: str | None = None,
 ) -> Response:
     """A query in the address (`query`, `variables` as JSON, `operationName`), which HTTP
     caches can keep; without `query`, browsers get GraphiQL outside production."""
     settings: Settings = request.app.state.settings
     wants_html = "text/html" in request.headers.get("accept", "")
-    if query is None and wants_html and settings.graphql_ide and not settings.is_production:
+    if (
+        query is None
+        and extensions is None
+        and wants_html
+        and settings.graphql_ide
+        and not settings.is_production
+    ):
         # From the vendored assets (strawberry's page loads them from a CDN): works offline.
         return graphiql_response(request, PATH)
     try:
@@ -290,7 +343,12 @@ async def graphql_get(
             request,
             session,
             background,
-            {"query": query, "variables": variables, "operationName": operationName},
+            {
+                "query": query,
+                "variables": variables,
+                "operationName": operationName,
+                "extensions": extensions,
+            },
             {OperationType.QUERY},
         )
     except RequestRefused as refused:

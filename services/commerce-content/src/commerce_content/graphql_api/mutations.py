@@ -7,15 +7,21 @@ later mutations of the same request are not affected.
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import timedelta
 from enum import Enum
 from typing import Any
 
 import strawberry
+from graphql import GraphQLError
 
 from commerce_content.content_api.notifier import notify_content_saved
 from commerce_content.errors import (
+    AlreadyDone,
     CheckoutError,
+    IdempotencyKeyReused,
     InvalidProduct,
+    InvalidRequest,
     ProductError,
     ProductNotFound,
     ProductUnavailable,
@@ -23,6 +29,7 @@ from commerce_content.errors import (
 )
 from commerce_content.graphql_api.context import Context
 from commerce_content.graphql_api.directives import guarded_field
+from commerce_content.graphql_api.errors import BAD_USER_INPUT
 from commerce_content.graphql_api.ids import InvalidIdentifier, category_key, decode_id
 from commerce_content.graphql_api.inputs import (
     AddressInput,
@@ -34,11 +41,15 @@ from commerce_content.graphql_api.inputs import (
 )
 from commerce_content.graphql_api.types import Order, Product
 from commerce_content.identity.roles import Role
-from commerce_content.orders.checkout import CartLine, CheckoutService
+from commerce_content.orders import idempotency
+from commerce_content.orders.checkout import CartLine, CheckoutResult, CheckoutService
+from commerce_content.orders.repository import OrderRepository
 from commerce_content.payments.provider import payment_provider
 from commerce_content.products.service import ProductService, SavedProduct
 
 MAX_ORDER_LINES = 100
+IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+IDEMPOTENCY_KEY_IN_USE = "IDEMPOTENCY_KEY_IN_USE"
 CREATE_ORDER_RATE = (5, "10s")
 
 
@@ -123,6 +134,22 @@ def _check_order_input(input: CreateOrderInput) -> None:
     cart and the email included)."""
     if len(input.items) > MAX_ORDER_LINES:
         raise CheckoutError(f"at most {MAX_ORDER_LINES} items", field=("items",))
+
+
+def _as_json(value: Any) -> Any:
+    """The input as plain JSON values, for the idempotency key's fingerprint (UNSET, an
+    omitted field, is left out like an absent JSON member)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: _as_json(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if getattr(value, f.name) is not strawberry.UNSET
+        }
+    if isinstance(value, list):
+        return [_as_json(item) for item in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
 
 
 def _address(address: AddressInput | None) -> dict[str, Any] | None:
@@ -244,19 +271,47 @@ class Mutation:
     )
     async def create_order(self, info: Context, input: CreateOrderInput) -> CreateOrderPayload:
         context = info.context
+        try:
+            key = idempotency.parse_key(context.request.headers.get(idempotency.HEADER))
+        except InvalidRequest as exc:
+            raise GraphQLError(exc.message, extensions={"code": BAD_USER_INPUT}) from exc
         email = given(input.customer_email)
         user_id = context.caller.user_id if context.caller is not None else None
         async with context.db() as session:
             service = CheckoutService(session, context.settings, payment_provider(context.settings))
-            try:
+            once = idempotency.IdempotentCheckout(
+                session, timedelta(hours=context.settings.checkout_idempotency_hours)
+            )
+
+            async def run() -> CheckoutResult:
                 _check_order_input(input)
+                return await service.checkout(
+                    _cart(input.items), email, _address(given(input.shipping_address)), user_id
+                )
+
+            try:
+                # The key's claim is inside the savepoint: a refused cart holds no key.
                 async with session.begin_nested():
-                    result = await service.checkout(
-                        _cart(input.items), email, _address(given(input.shipping_address)), user_id
+                    answer = await once.run(
+                        idempotency.scope_of(context.caller),
+                        key,
+                        idempotency.fingerprint(idempotency.GRAPHQL_SURFACE, _as_json(input)),
+                        run,
                     )
             except CheckoutError as error:
                 return CreateOrderPayload(order=None, user_errors=[order_user_error(error)])
-        return CreateOrderPayload(order=Order.of(result.order), user_errors=[])
+            except IdempotencyKeyReused as exc:
+                raise GraphQLError(
+                    exc.message, extensions={"code": IDEMPOTENCY_KEY_REUSED}
+                ) from exc
+            except AlreadyDone as exc:
+                raise GraphQLError(
+                    exc.message, extensions={"code": IDEMPOTENCY_KEY_IN_USE}
+                ) from exc
+            order = await OrderRepository(session).get(answer.order_id)
+        if order is None:  # the order was just made or read in this transaction
+            raise RuntimeError(f"order {answer.order_id} vanished")
+        return CreateOrderPayload(order=Order.of(order), user_errors=[])
 
     @guarded_field(auth=Role.MANAGER, description="Create a product (a draft unless published).")
     async def create_product(

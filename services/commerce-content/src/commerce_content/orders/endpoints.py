@@ -3,25 +3,34 @@ PaymentNotificationService."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Header, Request, Response
 from pydantic import BaseModel
+from servicekit.web.session import SessionDep
 
-from commerce_content.dependencies import CheckoutServiceDep, PaymentNotificationServiceDep
+from commerce_content.dependencies import (
+    CheckoutServiceDep,
+    IdempotentCheckoutDep,
+    PaymentNotificationServiceDep,
+)
 from commerce_content.errors import (
     CheckoutError,
+    IdempotencyKeyReused,
     InsufficientStock,
     InvalidAddress,
     InvalidRequest,
     NoSuchThing,
+    NotAuthenticated,
     PaymentDeclined,
     ProductUnavailable,
     TooManyRequests,
     plain_errors,
 )
+from commerce_content.identity.dependencies import Caller, identify
 from commerce_content.openapi import documented, with_errors
-from commerce_content.orders.checkout import CartLine, ShippingAddress
+from commerce_content.orders import idempotency
+from commerce_content.orders.checkout import CartLine, CheckoutResult, ShippingAddress
 from commerce_content.rate_limit.limiter import enforce_rate_limit
 
 router = APIRouter(prefix="/orders", tags=["orders"])
@@ -103,7 +112,10 @@ async def _json_object(request: Request) -> dict[str, Any]:
             " and a payment session is created. Pay at `paymentUrl`: with the sandbox"
             " provider, open it and press Pay (or `POST {paymentUrl}/pay`). Errors are 400"
             " `{error: <text>}`, the text starting with the GraphQL OrderErrorCode when there"
-            " is one (`INSUFFICIENT_STOCK: items[0]: ...`).",
+            " is one (`INSUFFICIENT_STOCK: items[0]: ...`). With an `Idempotency-Key` header"
+            " (a V4 UUID), a retry with the same key and body returns the first answer for 24"
+            " hours (`Idempotent-Replayed: true`) instead of a second order; the same key with"
+            " another body is 422. Keys are scoped to the bearer credential's caller, if any.",
             request=CHECKOUT_EXAMPLE,
             request_schema=CHECKOUT_SCHEMA,
             response={
@@ -113,6 +125,8 @@ async def _json_object(request: Request) -> dict[str, Any]:
         ),
         plain_errors(
             InvalidRequest,
+            NotAuthenticated,
+            IdempotencyKeyReused,
             CheckoutError,
             InsufficientStock,
             InvalidAddress,
@@ -123,22 +137,62 @@ async def _json_object(request: Request) -> dict[str, Any]:
     ),
     dependencies=[Depends(enforce_rate_limit)],
 )
-async def checkout(request: Request, service: CheckoutServiceDep) -> CheckoutCreated:
+async def checkout(
+    request: Request,
+    response: Response,
+    service: CheckoutServiceDep,
+    once: IdempotentCheckoutDep,
+    session: SessionDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias=idempotency.HEADER,
+            description="A V4 UUID: a retry with the same key and body returns the first"
+            " answer for 24 hours; the same key with another body is 422.",
+        ),
+    ] = None,
+) -> CheckoutCreated:
     """`items` (non-empty, `{productId, quantity}`), `customerEmail`, `shippingAddress`
     (`{name, line1, line2?, city, postalCode, state?, country}`, snake_case accepted too;
-    country ISO 3166-1 alpha-2)."""
+    country ISO 3166-1 alpha-2). `Idempotency-Key` makes a retry return the first answer."""
+    key = idempotency.parse_key(idempotency_key)
     body = await _json_object(request)
     items = body.get("items")
     if not isinstance(items, list) or not items:
         raise InvalidRequest("items is required and must not be empty")
     if not all(isinstance(item, dict) for item in items):
         raise InvalidRequest("every item is an object with productId and quantity")
-    result = await service.checkout(
-        [CartLine(item.get("productId"), item.get("quantity")) for item in items],
-        body.get("customerEmail"),
-        body.get("shippingAddress"),
+    caller = None if key is None else await _optional_caller(request, session)
+
+    async def run() -> CheckoutResult:
+        return await service.checkout(
+            [CartLine(item.get("productId"), item.get("quantity")) for item in items],
+            body.get("customerEmail"),
+            body.get("shippingAddress"),
+        )
+
+    answer = await once.run(
+        idempotency.scope_of(caller),
+        key,
+        idempotency.fingerprint(idempotency.REST_SURFACE, body),
+        run,
     )
-    return CheckoutCreated(orderId=str(result.order.id), paymentUrl=result.payment_url)
+    if answer.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    return CheckoutCreated(orderId=str(answer.order_id), paymentUrl=answer.payment_url)
+
+
+async def _optional_caller(request: Request, session: SessionDep) -> Caller | None:
+    """Checkout is public; a bearer credential sent with an Idempotency-Key scopes the key to
+    its caller, so it must be right (401): a wrong one must not fall back to the shared
+    anonymous scope."""
+    header = request.headers.get("authorization")
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise NotAuthenticated("Use 'Authorization: Bearer <token>'")
+    return await identify(token.strip(), request.app.state.settings, session)
 
 
 @router.post(
