@@ -29,7 +29,10 @@ from servicekit.histograms import BatchHistogram
 from servicekit.loops import is_outage
 
 from webhook_hub.delivery_engine.activity import DeliveryActivity
+from webhook_hub.delivery_engine.breakers import Breakers
 from webhook_hub.delivery_engine.decisions import (
+    Admission,
+    BreakerRules,
     Outcome,
     RetryRules,
     attempt_that_raised,
@@ -154,6 +157,19 @@ class DeliveryEngine:
         self._tickets: dict[int, EventTicket] = {}
         self._results: list[AttemptResult] = []
         self._set_aside: list[DeliveryJob] = []
+        # Circuit breakers (decisions.py): the deliveries of a subscription whose attempts
+        # fail in a row are held (stored, not attempted) but for one probe at a time; when
+        # one succeeds, its held deliveries are made due at once (`_resumed`, at the next
+        # flush).
+        self._breakers = Breakers(
+            BreakerRules(
+                settings.circuit_breaker_failures,
+                settings.circuit_probe_seconds,
+                settings.circuit_probe_max_seconds,
+            )
+        )
+        self._held: list[DeliveryJob] = []
+        self._resumed: set[uuid.UUID] = set()
         self._results_ready = asyncio.Event()
         # Woken by new due deliveries (NOTIFY) and by finished attempts when the last claim
         # left due deliveries for want of a slot (`wake_claims_on_free_slot`).
@@ -188,9 +204,17 @@ class DeliveryEngine:
             self.offer(job, now)
 
     def offer(self, job: DeliveryJob, now: float) -> None:
-        """Start the job if its subscription and its owner have room, else queue it."""
+        """Start the job if its subscription and its owner have room, else queue it; held
+        instead while its subscription's breaker is open (but for a probe)."""
+        if self._breakers and self._breakers.admit(job, time.time()) is Admission.HOLD:
+            self._hold([job])
+            return
         if self._scheduler.offer(job, now):
             self._start(job)
+
+    def _hold(self, jobs: list[DeliveryJob]) -> None:
+        self._held.extend(jobs)
+        self._results_ready.set()
 
     async def room(self) -> None:
         """Wait while the queues hold as many deliveries as dispatch may leave waiting."""
@@ -221,7 +245,10 @@ class DeliveryEngine:
         if limits.limit <= 0:
             self._claim_held_back = wake_claims_on_free_slot(limits, [], False)
             return []
+        held, probing = self._breakers.claim_view(time.time())
         rows, excluded_due = await self._store.claim(
+            held=[str(s) for s in held],
+            probing=[str(s) for s in probing],
             saturated=[str(s) for s in limits.saturated],
             saturated_owners=limits.saturated_owners,
             per_subscription=self._settings.per_subscription_concurrency,
@@ -304,6 +331,8 @@ class DeliveryEngine:
                     result = attempt_that_raised(current, datetime.now(UTC), exc)
                 self._results.append(result)
                 self._results_ready.set()
+                if self._breakers or not result.succeeded:
+                    self._breaker_after(result)
                 done, current = current, None
                 current, others = self._scheduler.finish(done)
                 for other in others:
@@ -319,6 +348,26 @@ class DeliveryEngine:
             if self._claim_held_back:
                 self._wake.wake()
 
+    def _breaker_after(self, result: AttemptResult) -> None:
+        """Tell the subscription's breaker how an attempt ended: when it opens, the jobs
+        queued for the subscription are held; when it closes, its held deliveries are due at
+        once (resumed with the next flush)."""
+        job = result.job
+        opened, closed = self._breakers.record(job, result.succeeded, time.time())
+        if opened:
+            logger.warning(
+                "subscription's attempts fail in a row; its deliveries are held, probed",
+                subscription_id=str(job.subscription_id),
+            )
+            self._hold(self._scheduler.take_queue(job.subscription_id))
+        if closed:
+            logger.info(
+                "subscription's probe succeeded; its held deliveries are due",
+                subscription_id=str(job.subscription_id),
+            )
+            self._resumed.add(job.subscription_id)
+            self._results_ready.set()
+
     # --- recording -----------------------------------------------------------------------
 
     async def flush(self) -> int:
@@ -326,18 +375,29 @@ class DeliveryEngine:
         events that are stored in full. When the database is unreachable all is kept and
         retried; anything else is the batch's own doing, and one item must not hold up the
         others: they are then recorded one by one (`_record_one_by_one`)."""
-        if not self._results and not self._set_aside:
+        if not self._results and not self._set_aside and not self._held and not self._resumed:
             return 0
         batch, self._results = self._results[:FLUSH_BATCH], self._results[FLUSH_BATCH:]
-        aside, self._set_aside = self._set_aside[:FLUSH_BATCH], self._set_aside[FLUSH_BATCH:]
+        # Held deliveries are set aside too: stored pending (or released), but due only once
+        # their subscription's breaker closes or after its longest wait between probes.
+        held, self._held = self._held[:FLUSH_BATCH], self._held[FLUSH_BATCH:]
+        waited, self._set_aside = self._set_aside[:FLUSH_BATCH], self._set_aside[FLUSH_BATCH:]
+        aside = waited + held
+        later = {job.delivery_id.int for job in held if self._breakers.is_open(job.subscription_id)}
+        resumed, self._resumed = self._resumed, set()
         refused: list[DeliveryJob] = []
         try:
-            await self._record(batch, aside)
+            await self._record(batch, aside, later, resumed)
         except Exception as exc:
             if is_outage(exc):
                 self._results = batch + self._results
-                self._set_aside = aside + self._set_aside
+                self._set_aside = waited + self._set_aside
+                self._held = held + self._held
+                self._resumed |= resumed
                 raise
+            # The resumption goes with the next flush; the rest is recorded item by item (held
+            # ones due at once: a fall-back).
+            self._resumed |= resumed
             # The batch's own doing (a value refused, a result that cannot be read): the same
             # write would fail the same way again, holding up every outcome behind it.
             batch, aside, refused = await self._record_one_by_one(batch, aside)
@@ -363,8 +423,16 @@ class DeliveryEngine:
                 logger.warning("could not announce recorded deliveries", error=repr(exc))
         return len(batch) + len(aside)
 
-    async def _record(self, batch: list[AttemptResult], aside: list[DeliveryJob]) -> None:
-        await self._store.record(batch, aside)
+    async def _record(
+        self,
+        batch: list[AttemptResult],
+        aside: list[DeliveryJob],
+        later: Set[int] = frozenset(),
+        resumed: Set[uuid.UUID] = frozenset(),
+    ) -> None:
+        await self._store.record(
+            batch, aside, later, resumed, self._settings.circuit_probe_max_seconds
+        )
 
     async def _record_one_by_one(
         self, batch: list[AttemptResult], aside: list[DeliveryJob]
@@ -436,7 +504,7 @@ class DeliveryEngine:
 
     async def _flush_loop(self, stop: asyncio.Event, progress: Progress) -> None:
         progress(RECORDING_LOOP, 0.5)
-        while not stop.is_set() or self._results or self._set_aside or self._tasks:
+        while not stop.is_set() or self._results or self._set_aside or self._held or self._tasks:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._results_ready.wait(), 0.5)
             self._results_ready.clear()
@@ -453,7 +521,13 @@ class DeliveryEngine:
             except Exception as exc:
                 logger.warning("could not record delivery outcomes; retrying", error=repr(exc))
                 await asyncio.sleep(1.0)
-            done = stop.is_set() and not self._tasks and not self._results and not self._set_aside
+            done = (
+                stop.is_set()
+                and not self._tasks
+                and not self._results
+                and not self._set_aside
+                and not self._held
+            )
             self.activity.report(time.monotonic(), force=done)
             if done:
                 return

@@ -54,9 +54,23 @@ def first_row(result: AttemptResult, step: NextStep) -> tuple[Any, ...]:
     return delivery_row(result.job, state)
 
 
-def pending_row(job: DeliveryJob, now: datetime) -> tuple[Any, ...]:
-    """A delivery set aside before its first attempt: due now, for any worker's claim loop."""
-    state = (DeliveryStatus.PENDING, 0, now, None, None, None, now, None, None, None, None, None)
+def pending_row(job: DeliveryJob, now: datetime, due: datetime | None = None) -> tuple[Any, ...]:
+    """A delivery set aside before its first attempt: due now (or at `due`: held by its
+    subscription's breaker), for any worker's claim loop."""
+    state = (
+        DeliveryStatus.PENDING,
+        0,
+        due or now,
+        None,
+        None,
+        None,
+        now,
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
     return delivery_row(job, state)
 
 

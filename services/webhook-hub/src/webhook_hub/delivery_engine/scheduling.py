@@ -172,6 +172,20 @@ class Scheduler:
                 self._forget_queue(key, owner)
         return aside, self.pump() if self.waiting else []
 
+    def take_queue(self, subscription_id: uuid.UUID) -> list[DeliveryJob]:
+        """Take out every job waiting for `subscription_id` (its breaker opened: they are
+        held instead), oldest first."""
+        key = subscription_id.int
+        queue = self._waiting.get(key)
+        if queue is None:
+            return []
+        jobs = [job for _, job in queue]
+        for job in jobs:
+            self._remove_load(job.owner)
+        self.waiting -= len(jobs)
+        self._forget_queue(key, jobs[0].owner)
+        return jobs
+
     def pump(self) -> list[DeliveryJob]:
         """The waiting jobs that now have room, owner by owner, their slots taken."""
         started: list[DeliveryJob] = []

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence, Set
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -98,8 +98,22 @@ MATCHING = """
 _PENDING: BindParameter[str] = bindparam(
     "pending", DeliveryStatus.PENDING.value, literal_execute=True
 )
+# The claims' lease of what they picked, and the job's columns.
+_LEASE_PICKED = """
+    UPDATE deliveries d
+    SET lease_until = now() + make_interval(secs => s.timeout_seconds * 2 + :lease_extra)
+    FROM picked, subscriptions s
+    WHERE d.id = picked.id AND s.id = d.subscription_id AND d.status = :pending
+      AND (d.lease_until IS NULL OR d.lease_until < now()) AND s.is_active
+    RETURNING d.id, d.subscription_id, d.event_type, d.event_time,
+              d.payload::text AS payload_json, d.attempts,
+              s.endpoint_url, s.secret, s.secret_old, s.secret_rotated_at, s.headers,
+              s.timeout_seconds, s.owner, d.traceparent, d.tracestate, s.send_trace_context
+"""
 _CLAIM = text(
-    """
+    "".join(
+        (
+            """
     WITH candidates AS (
         -- Bounded scan of the due index, so a deep backlog does not make every claim slower.
         SELECT d.id, d.subscription_id, d.next_attempt_at, s.owner
@@ -108,6 +122,7 @@ _CLAIM = text(
           AND (d.lease_until IS NULL OR d.lease_until < now())
           AND s.is_active
           AND NOT (d.subscription_id = ANY(CAST(:saturated AS uuid[])))
+          AND NOT (d.subscription_id = ANY(CAST(:held AS uuid[])))
           AND NOT (s.owner = ANY(CAST(:saturated_owners AS varchar[])))
         ORDER BY d.next_attempt_at
         LIMIT :scan
@@ -120,16 +135,30 @@ _CLAIM = text(
         SELECT id FROM due WHERE rank <= :per_subscription AND owner_rank <= :per_owner
         ORDER BY next_attempt_at LIMIT :limit
     )
-    UPDATE deliveries d
-    SET lease_until = now() + make_interval(secs => s.timeout_seconds * 2 + :lease_extra)
-    FROM picked, subscriptions s
-    WHERE d.id = picked.id AND s.id = d.subscription_id AND d.status = :pending
-      AND (d.lease_until IS NULL OR d.lease_until < now())
-    RETURNING d.id, d.subscription_id, d.event_type, d.event_time,
-              d.payload::text AS payload_json, d.attempts,
-              s.endpoint_url, s.secret, s.secret_old, s.secret_rotated_at, s.headers,
-              s.timeout_seconds, s.owner, d.traceparent, d.tracestate, s.send_trace_context
-    """
+    """,
+            _LEASE_PICKED,
+        )
+    )
+).bindparams(_PENDING)
+# The probe of each subscription whose breaker is open here and whose probe is due: its
+# pending delivery next in line, due or not (a probe that waited for the retry schedule would
+# leave a recovered endpoint waiting as long).
+_CLAIM_PROBES = text(
+    "".join(
+        (
+            """
+    WITH picked AS (
+        SELECT p.id FROM unnest(CAST(:probing AS uuid[])) AS u(subscription_id),
+        LATERAL (SELECT d.id FROM deliveries d
+                 WHERE d.status = :pending AND d.subscription_id = u.subscription_id
+                   AND d.next_attempt_at IS NOT NULL
+                   AND (d.lease_until IS NULL OR d.lease_until < now())
+                 ORDER BY d.next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED) AS p
+    )
+    """,
+            _LEASE_PICKED,
+        )
+    )
 ).bindparams(_PENDING)
 # After a claim that excluded subscriptions or owners at their cap: whether any of their
 # deliveries are due (then a finished attempt should wake the claim loop).
@@ -153,6 +182,13 @@ _FAIL_UNREADABLE = text(
     WHERE d.id = u.id
     """
 )
+# A subscription's breaker closed (a probe succeeded): its held deliveries, and those waiting
+# for a retry, are due at once. Through the due index: the pending deliveries, not the
+# subscription's whole log.
+_RESUME = text(
+    "UPDATE deliveries SET next_attempt_at = now() WHERE status = :pending"
+    " AND next_attempt_at > now() AND subscription_id = ANY(CAST(:ids AS uuid[]))"
+).bindparams(_PENDING)
 # Claimed deliveries that waited too long for a slot go back to the claim loops at once.
 _RELEASE = text(
     "UPDATE deliveries SET lease_until = NULL WHERE id = ANY(CAST(:ids AS uuid[]))"
@@ -380,6 +416,15 @@ class DeliveryWrites:
         assert isinstance(value, datetime)
         return value
 
+    async def resume(self, subscription_ids: Set[uuid.UUID]) -> None:
+        """Subscriptions whose breaker closed: their pending deliveries are due now, and the
+        claim loops are woken to take them."""
+        if not subscription_ids:
+            return
+        connection = await self.session.connection()
+        await connection.execute(_RESUME, {"ids": [str(i) for i in subscription_ids]})
+        await wake_delivery_workers(self.session)
+
     async def release(self, delivery_ids: Sequence[uuid.UUID]) -> None:
         """Claimed deliveries that waited too long for a slot: their leases end now, and the
         claim loops are woken to take them back."""
@@ -394,10 +439,14 @@ class DeliveryWrites:
         results: Sequence[AttemptResult],
         settings: Settings,
         set_aside: Sequence[DeliveryJob] = (),
+        later: Set[int] = frozenset(),
+        held_until: datetime | None = None,
     ) -> list[uuid.UUID]:
         """Write a batch of results (and deliveries set aside unsent, as pending): the
         attempt log, each delivery's next step, each subscription's consecutive-failure
-        count, and auto-disable. Returns the ids of subscriptions it disabled.
+        count, and auto-disable. Returns the ids of subscriptions it disabled. Set-aside
+        deliveries whose id's `int` is in `later` (held by their subscription's breaker) are
+        due at `held_until`, the others now.
 
         An event's first attempt has no delivery row yet (its event message stands for it
         until then): the row is written here, already in the state the attempt left it in
@@ -435,7 +484,10 @@ class DeliveryWrites:
         set_aside = [job for job in set_aside if job.subscription_id in live]
         now = datetime.now(UTC)
         new_rows = [first_row(r, step) for r, step in firsts]
-        new_rows += [pending_row(job, now) for job in set_aside]
+        new_rows += [
+            pending_row(job, now, held_until if job.delivery_id.int in later else None)
+            for job in set_aside
+        ]
         try:
             # The common case, by COPY: nothing stored before, no subscription deleted
             # meanwhile.
@@ -608,6 +660,8 @@ class DeliveryStore:
     async def claim(
         self,
         *,
+        held: Sequence[str] = (),
+        probing: Sequence[str] = (),
         saturated: Sequence[str],
         saturated_owners: Sequence[str],
         per_subscription: int,
@@ -616,7 +670,8 @@ class DeliveryStore:
         lease_extra: float,
     ) -> tuple[Sequence[Row[Any]], bool]:
         """Lease up to `limit` due deliveries, at most `per_subscription` and `per_owner` of
-        each, none of the `saturated` subscriptions' or owners'. Returns the claimed rows
+        each, none of the `saturated` subscriptions' or owners' nor of those `held` by their
+        breaker; and the probe (`_CLAIM_PROBES`) of each `probing` one. Returns the claimed rows
         (`_CLAIM`'s columns) and, when fewer than `limit` came back and some were excluded,
         whether the excluded have due deliveries."""
         excluded = {"saturated": saturated, "saturated_owners": saturated_owners}
@@ -630,6 +685,7 @@ class DeliveryStore:
                     _CLAIM,
                     {
                         **excluded,
+                        "held": [*held, *probing],
                         "per_subscription": per_subscription,
                         "per_owner": per_owner,
                         "limit": limit,
@@ -638,6 +694,11 @@ class DeliveryStore:
                     },
                 )
             ).all()
+            if probing:
+                probes = await connection.execute(
+                    _CLAIM_PROBES, {"probing": probing, "lease_extra": lease_extra}
+                )
+                rows = [*rows, *probes.all()]
             excluded_due = False
             if len(rows) < limit and (saturated or saturated_owners):
                 excluded_due = bool((await connection.execute(_EXCLUDED_DUE, excluded)).scalar())
@@ -653,12 +714,26 @@ class DeliveryStore:
 
     # --- recording -------------------------------------------------------------------------
 
-    async def record(self, results: Sequence[AttemptResult], aside: Sequence[DeliveryJob]) -> None:
+    async def record(
+        self,
+        results: Sequence[AttemptResult],
+        aside: Sequence[DeliveryJob],
+        later: Set[int] = frozenset(),
+        resumed: Set[uuid.UUID] = frozenset(),
+        hold_seconds: float = 0.0,
+    ) -> None:
         """One transaction: `results` recorded (`DeliveryWrites.record_outcomes`), the
-        deliveries set aside stored as pending (new ones) or released (claimed ones)."""
+        deliveries set aside stored as pending (new ones) or released (claimed ones); those
+        in `later` (held by a breaker) due in `hold_seconds`; the `resumed` subscriptions'
+        pending deliveries due now (after the held ones are stored)."""
         async with self._session_factory() as session, session.begin():
             writes = DeliveryWrites(session)
             await writes.record_outcomes(
-                results, self._settings, [job for job in aside if not job.stored]
+                results,
+                self._settings,
+                [job for job in aside if not job.stored],
+                later,
+                datetime.now(UTC) + timedelta(seconds=hold_seconds),
             )
             await writes.release([job.delivery_id for job in aside if job.stored])
+            await writes.resume(resumed)
