@@ -241,3 +241,41 @@ async def test_other_subscriptions_are_sent_while_one_is_held(
     async with AsyncSession(db_engine) as session:
         rows = await rows_of(session, other_owners_subscription.id)
     assert [status for status, *_ in rows] == ["succeeded"] * len(others)
+
+
+async def test_failed_probes_count_towards_the_auto_disable_threshold(
+    own_database: Settings, own_engine: AsyncEngine
+) -> None:
+    # The spec's rule holds with the breaker: failed attempts in a row, probes included,
+    # disable the subscription at the threshold (10 here); held deliveries add nothing.
+    settings = breaker_settings(own_database, probe=0.05, per_subscription=1).model_copy(
+        update={"failure_threshold": 10}
+    )
+    refusing = f"http://127.0.0.1:{free_port()}/hook"
+    subscription = await new_subscription(own_engine, refusing)
+    sender = plain_sender()
+    engine = engine_of(own_engine, settings, sender)
+    active_sql = "SELECT CAST(is_active AS int) FROM subscriptions WHERE id = :id"
+    try:
+        async with running(engine):
+            now = time.monotonic()
+            for job in jobs_to(subscription, refusing, 30):
+                engine.offer(job, now)
+            for _ in range(200):
+                if not await scalar(own_engine, active_sql, subscription.id):
+                    break
+                await asyncio.sleep(0.1)
+    finally:
+        await sender.close()
+    failures = await scalar(
+        own_engine, "SELECT failure_count FROM subscriptions WHERE id = :id", subscription.id
+    )
+    attempted = await scalar(
+        own_engine,
+        "SELECT sum(attempts) FROM deliveries WHERE subscription_id = :id",
+        subscription.id,
+    )
+    assert await scalar(own_engine, active_sql, subscription.id) == 0
+    # A probe in flight as the tenth failure was recorded may add one more.
+    assert failures == attempted
+    assert 10 <= failures < 30
