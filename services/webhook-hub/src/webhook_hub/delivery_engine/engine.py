@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Set
 from datetime import UTC, datetime
 from typing import Any
@@ -84,6 +85,11 @@ _FAILED = ATTEMPTS.labels(AttemptOutcome.FAILED.value)
 FLUSH_INTERVAL_SECONDS = 0.2
 FLUSH_BATCH = 1000
 CLAIM_PAUSE_SECONDS = 0.05
+# A kept delivery's row falls due for every worker's claim this long after it is stored (a
+# worker that dies leaves its kept deliveries to the others then); this worker sends it only
+# while its attempt, timeout and this margin included, ends before.
+KEEP_SECONDS = 60.0
+KEEP_MARGIN_SECONDS = 5.0
 # The engine's loops as the worker's `/readyz` names them when they make no progress.
 CLAIM_LOOP = "delivery-claims"
 RECORDING_LOOP = "delivery-recording"
@@ -170,6 +176,10 @@ class DeliveryEngine:
         )
         self._held: list[DeliveryJob] = []
         self._resumed: set[uuid.UUID] = set()
+        # Deliveries set aside and stored but kept here to send (`flush`): per subscription,
+        # oldest first, with the wall-clock time their row falls due for every worker's claim.
+        self._kept: dict[int, deque[tuple[float, DeliveryJob]]] = {}
+        self._kept_count = 0
         self._results_ready = asyncio.Event()
         # Woken by new due deliveries (NOTIFY) and by finished attempts when the last claim
         # left due deliveries for want of a slot (`wake_claims_on_free_slot`).
@@ -236,7 +246,13 @@ class DeliveryEngine:
             self._room.set()
 
     def set_aside_all(self) -> None:
+        """Everything waiting here goes back to the database (on the way out): kept
+        deliveries too, their leases released."""
         self.set_aside_stale(float("inf"))
+        for queue in self._kept.values():
+            self._set_aside.extend(job for _, job in queue)
+        self._kept.clear()
+        self._kept_count = 0
 
     # --- due deliveries, from the database -------------------------------------------------
 
@@ -335,6 +351,8 @@ class DeliveryEngine:
                     self._breaker_after(result)
                 done, current = current, None
                 current, others = self._scheduler.finish(done)
+                if current is None and self._kept and not others:
+                    self.start_kept()
                 for other in others:
                     self._start(other)
                 if self._scheduler.waiting < self._settings.dispatch_backlog:
@@ -368,6 +386,45 @@ class DeliveryEngine:
             self._resumed.add(job.subscription_id)
             self._results_ready.set()
 
+    # --- kept deliveries ----------------------------------------------------------------
+
+    def _keep(self, jobs: list[DeliveryJob]) -> None:
+        due = time.time() + KEEP_SECONDS
+        for job in jobs:
+            job.stored = True
+            self._kept.setdefault(job.subscription_id.int, deque()).append((due, job))
+        self._kept_count += len(jobs)
+
+    def _next_kept(self, key: int, now: float) -> DeliveryJob | None:
+        """The subscription's next kept delivery that may still go out from here (one that
+        could be in flight when its row falls due is left to the claims: sent twice
+        otherwise), or None."""
+        queue = self._kept.get(key)
+        while queue:
+            due, job = queue.popleft()
+            self._kept_count -= 1
+            if now + job.timeout_seconds + KEEP_MARGIN_SECONDS < due:
+                if not queue:
+                    del self._kept[key]
+                return job
+        self._kept.pop(key, None)
+        return None
+
+    def start_kept(self) -> None:
+        """Start kept deliveries whose subscriptions have room and nothing queued (a free
+        slot of theirs otherwise passes to the queue, as it would to a claim)."""
+        now = time.time()
+        for key in list(self._kept):
+            while key in self._kept:
+                head = self._kept[key][0][1]
+                if not self._scheduler.has_room(head) or (
+                    self._breakers and self._breakers.is_open(head.subscription_id)
+                ):
+                    break
+                job = self._next_kept(key, now)
+                if job is not None:
+                    self.offer(job, time.monotonic())
+
     # --- recording -----------------------------------------------------------------------
 
     async def flush(self) -> int:
@@ -383,11 +440,22 @@ class DeliveryEngine:
         held, self._held = self._held[:FLUSH_BATCH], self._held[FLUSH_BATCH:]
         waited, self._set_aside = self._set_aside[:FLUSH_BATCH], self._set_aside[FLUSH_BATCH:]
         aside = waited + held
-        later = {job.delivery_id.int for job in held if self._breakers.is_open(job.subscription_id)}
+        hold = self._settings.circuit_probe_max_seconds
+        due_in = {
+            job.delivery_id.int: (hold, 0.0)
+            for job in held
+            if self._breakers.is_open(job.subscription_id)
+        }
+        # New deliveries set aside are kept in this worker's hands while there is room: stored
+        # leased to it for `KEEP_SECONDS`, sent from memory as their subscription's slots
+        # free, so the row is written twice (set aside, outcome), not three times and claimed.
+        room = self._settings.dispatch_backlog - self._kept_count
+        kept = [job for job in waited if not job.stored][: max(room, 0)]
+        due_in.update((job.delivery_id.int, (0.0, KEEP_SECONDS)) for job in kept)
         resumed, self._resumed = self._resumed, set()
         refused: list[DeliveryJob] = []
         try:
-            await self._record(batch, aside, later, resumed)
+            await self._record(batch, aside, due_in, resumed)
         except Exception as exc:
             if is_outage(exc):
                 self._results = batch + self._results
@@ -401,6 +469,8 @@ class DeliveryEngine:
             # The batch's own doing (a value refused, a result that cannot be read): the same
             # write would fail the same way again, holding up every outcome behind it.
             batch, aside, refused = await self._record_one_by_one(batch, aside)
+        else:
+            self._keep(kept)
         try:
             observe(batch)  # once recorded, so a retried flush counts nothing twice
             self.activity.record(batch)
@@ -427,12 +497,10 @@ class DeliveryEngine:
         self,
         batch: list[AttemptResult],
         aside: list[DeliveryJob],
-        later: Set[int] = frozenset(),
+        due_in: dict[int, tuple[float, float]] | None = None,
         resumed: Set[uuid.UUID] = frozenset(),
     ) -> None:
-        await self._store.record(
-            batch, aside, later, resumed, self._settings.circuit_probe_max_seconds
-        )
+        await self._store.record(batch, aside, due_in, resumed)
 
     async def _record_one_by_one(
         self, batch: list[AttemptResult], aside: list[DeliveryJob]
@@ -511,6 +579,8 @@ class DeliveryEngine:
             await asyncio.sleep(FLUSH_INTERVAL_SECONDS)
             now = time.monotonic()
             self.set_aside_stale(now)
+            if self._kept:
+                self.start_kept()
             self._show_queue_depths()
             try:
                 # A full batch means more results are waiting: record them all.

@@ -50,13 +50,17 @@ def first_row(result: AttemptResult, step: NextStep) -> tuple[Any, ...]:
         result.response_body,
         result.duration_ms,
         result.error,
+        None,
     )
     return delivery_row(result.job, state)
 
 
-def pending_row(job: DeliveryJob, now: datetime, due: datetime | None = None) -> tuple[Any, ...]:
+def pending_row(
+    job: DeliveryJob, now: datetime, due: datetime | None = None, lease: datetime | None = None
+) -> tuple[Any, ...]:
     """A delivery set aside before its first attempt: due now (or at `due`: held by its
-    subscription's breaker), for any worker's claim loop."""
+    subscription's breaker), for any worker's claim loop once its `lease` (kept by the worker
+    that set it aside) is over."""
     state = (
         DeliveryStatus.PENDING,
         0,
@@ -70,6 +74,7 @@ def pending_row(job: DeliveryJob, now: datetime, due: datetime | None = None) ->
         None,
         None,
         None,
+        lease,
     )
     return delivery_row(job, state)
 

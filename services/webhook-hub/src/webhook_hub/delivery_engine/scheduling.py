@@ -103,6 +103,15 @@ class Scheduler:
 
     # --- changes -----------------------------------------------------------------------------
 
+    def has_room(self, job: DeliveryJob) -> bool:
+        """Whether `job` would start at once if offered now."""
+        key = job.subscription_id.int
+        return (
+            key not in self._waiting
+            and self._in_flight.get(key, 0) < self.per_subscription
+            and self.admissible(job.owner)
+        )
+
     def offer(self, job: DeliveryJob, now: float) -> bool:
         """True: start `job` now (its slot is taken); false: it waits in its queue."""
         key = job.subscription_id.int
