@@ -451,7 +451,8 @@ class DeliveryEngine:
         # free, so the row is written twice (set aside, outcome), not three times and claimed.
         room = self._settings.dispatch_backlog - self._kept_count
         kept = [job for job in waited if not job.stored][: max(room, 0)]
-        due_in.update((job.delivery_id.int, (0.0, KEEP_SECONDS)) for job in kept)
+        # Due when the lease ends (as claims lease): not in the claims' scans before.
+        due_in.update((job.delivery_id.int, (KEEP_SECONDS, KEEP_SECONDS)) for job in kept)
         resumed, self._resumed = self._resumed, set()
         refused: list[DeliveryJob] = []
         try:

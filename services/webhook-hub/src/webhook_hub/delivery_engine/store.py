@@ -103,10 +103,14 @@ _PENDING: BindParameter[str] = bindparam(
 # read does: each is one statement, atomic by itself, so no BEGIN/COMMIT round trips, no
 # planning of the CTE at every call, no SQLAlchemy result rows. The status is a literal: the
 # due index is partial on `status = 'pending'`, and only a literal lets every plan use it.
-# The claims' lease of what they picked, and the job's columns.
+# The claims' lease of what they picked, and the job's columns. A leased delivery is not due
+# before its lease ends either: the claims' scans of the due index (`next_attempt_at <=
+# now()`) then stop before the deliveries in flight instead of reading each of them to see
+# its lease (thousands of rows per claim with a slow endpoint).
 _LEASE_PICKED = """
     UPDATE deliveries d
-    SET lease_until = now() + make_interval(secs => s.timeout_seconds * 2 + %(lease_extra)s)
+    SET lease_until = now() + make_interval(secs => s.timeout_seconds * 2 + %(lease_extra)s),
+        next_attempt_at = now() + make_interval(secs => s.timeout_seconds * 2 + %(lease_extra)s)
     FROM picked, subscriptions s
     WHERE d.id = picked.id AND s.id = d.subscription_id AND d.status = 'pending'
       AND (d.lease_until IS NULL OR d.lease_until < now()) AND s.is_active
