@@ -90,6 +90,9 @@ CLAIM_PAUSE_SECONDS = 0.05
 # while its attempt, timeout and this margin included, ends before.
 KEEP_SECONDS = 60.0
 KEEP_MARGIN_SECONDS = 5.0
+# At most this many times `DISPATCH_BACKLOG` deliveries are kept (a job holds its payload and
+# body: about a kilobyte or two); beyond, set-aside deliveries are due at once, for the claims.
+KEEP_PER_BACKLOG = 4
 # The engine's loops as the worker's `/readyz` names them when they make no progress.
 CLAIM_LOOP = "delivery-claims"
 RECORDING_LOOP = "delivery-recording"
@@ -449,7 +452,7 @@ class DeliveryEngine:
         # New deliveries set aside are kept in this worker's hands while there is room: stored
         # leased to it for `KEEP_SECONDS`, sent from memory as their subscription's slots
         # free, so the row is written twice (set aside, outcome), not three times and claimed.
-        room = self._settings.dispatch_backlog - self._kept_count
+        room = KEEP_PER_BACKLOG * self._settings.dispatch_backlog - self._kept_count
         kept = [job for job in waited if not job.stored][: max(room, 0)]
         # Due when the lease ends (as claims lease): not in the claims' scans before.
         due_in.update((job.delivery_id.int, (KEEP_SECONDS, KEEP_SECONDS)) for job in kept)
