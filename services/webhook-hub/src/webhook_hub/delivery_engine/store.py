@@ -5,9 +5,9 @@ if another module writes either table). The portal and the API read through `del
 Two entry points:
 
 - `DeliveryStore`, the worker's (built once in worker.py, passed to dispatch and the
-  engine): it holds the session factory its transactions come from and dispatch's own
-  connection, and opens a transaction per claim, per recorded batch, per failing of
-  unreadable rows.
+  engine): it holds the session factory its transactions come from, dispatch's own
+  connection and the claim loop's, and opens a transaction per recorded batch, per failing
+  of unreadable rows.
 - `DeliveryWrites`, the writes within a unit of work someone else owns (an API request's
   session, which also locks the portal's rollup; a test's session rolled back at its end).
   `DeliveryStore.record` uses it too, inside its own transaction.
@@ -21,7 +21,12 @@ events/s; the styles are not mixed within a statement):
 - `COPY deliveries` / `COPY delivery_attempts` (each recorded batch): the psycopg driver
   connection under the recording transaction's SQLAlchemy connection, binary COPY: values
   adapted in psycopg's C code, not item by item as array parameters are.
-- The claim, release, failing of unreadable rows, the INSERT fallbacks of a batch COPY
+- The claims (`CLAIM`, `CLAIM_PROBES`, `EXCLUDED_DUE`): the claim loop's own psycopg
+  connection, autocommit, prepared. Each is one statement, atomic by itself: no BEGIN and
+  COMMIT round trips, and no planning of the CTE at every claim (0.7 to 1 ms of
+  PostgreSQL's CPU a claim, measured with EXPLAIN ANALYZE; the generic plan scans the same
+  due index).
+- The release, resumption, failing of unreadable rows, the INSERT fallbacks of a batch COPY
   refused, the UPDATE of retried deliveries, the subscription locks and tallies, recover and
   `NOTIFY`: SQLAlchemy `text` on the transaction's AsyncConnection, one statement per batch
   over arrays (unnest), sharing the transaction (and its locking order: subscriptions first,
