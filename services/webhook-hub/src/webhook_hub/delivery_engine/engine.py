@@ -355,7 +355,8 @@ class DeliveryEngine:
                 done, current = current, None
                 current, others = self._scheduler.finish(done)
                 if current is None and self._kept and not others:
-                    self.start_kept()
+                    # The slot passes to the subscription's next kept delivery, in this task.
+                    current = self._kept_for(done)
                 for other in others:
                     self._start(other)
                 if self._scheduler.waiting < self._settings.dispatch_backlog:
@@ -412,6 +413,19 @@ class DeliveryEngine:
                 return job
         self._kept.pop(key, None)
         return None
+
+    def _kept_for(self, done: DeliveryJob) -> DeliveryJob | None:
+        """The next kept delivery of `done`'s subscription, its slot taken, if it has room."""
+        key = done.subscription_id.int
+        queue = self._kept.get(key)
+        if not queue or not self._scheduler.has_room(done):
+            return None
+        if self._breakers and self._breakers.is_open(done.subscription_id):
+            return None
+        job = self._next_kept(key, time.time())
+        if job is None or not self._scheduler.offer(job, time.monotonic()):
+            return None
+        return job
 
     def start_kept(self) -> None:
         """Start kept deliveries whose subscriptions have room and nothing queued (a free
