@@ -400,9 +400,9 @@ class DeliveryEngine:
         self._kept_count += len(jobs)
 
     def _next_kept(self, key: int, now: float) -> DeliveryJob | None:
-        """The subscription's next kept delivery that may still go out from here (one that
-        could be in flight when its row falls due is left to the claims: sent twice
-        otherwise), or None."""
+        """The subscription's next kept delivery that may still go out from here, or None.
+        One that could still be in flight when its lease ends (then any worker may claim it:
+        sent twice) goes back to the claims instead, its lease released."""
         queue = self._kept.get(key)
         while queue:
             due, job = queue.popleft()
@@ -411,8 +411,20 @@ class DeliveryEngine:
                 if not queue:
                     del self._kept[key]
                 return job
+            self._set_aside.append(job)
         self._kept.pop(key, None)
         return None
+
+    def release_late_kept(self, now: float) -> None:
+        """Kept deliveries this worker could not send before their leases end go back to the
+        claims now, for any worker with room, rather than when the lease ends."""
+        for key in list(self._kept):
+            queue = self._kept[key]
+            while queue and now + queue[0][1].timeout_seconds + KEEP_MARGIN_SECONDS >= queue[0][0]:
+                self._set_aside.append(queue.popleft()[1])
+                self._kept_count -= 1
+            if not queue:
+                del self._kept[key]
 
     def _kept_for(self, done: DeliveryJob) -> DeliveryJob | None:
         """The next kept delivery of `done`'s subscription, its slot taken, if it has room."""
@@ -598,6 +610,7 @@ class DeliveryEngine:
             now = time.monotonic()
             self.set_aside_stale(now)
             if self._kept:
+                self.release_late_kept(time.time())
                 self.start_kept()
             self._show_queue_depths()
             try:
