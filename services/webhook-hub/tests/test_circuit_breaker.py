@@ -31,7 +31,8 @@ def failed(breaker: Breaker | None, times: int, now: float = 0.0) -> Breaker | N
 
 def opened_at(now: float) -> Breaker:
     breaker = failed(None, RULES.failures, now)
-    assert breaker is not None and breaker.open
+    assert breaker is not None
+    assert breaker.open
     return breaker
 
 
@@ -41,7 +42,8 @@ def test_a_subscription_without_failures_sends() -> None:
 
 def test_failures_below_the_threshold_keep_sending() -> None:
     breaker = failed(None, RULES.failures - 1)
-    assert breaker is not None and not breaker.open
+    assert breaker is not None
+    assert not breaker.open
     assert admission(breaker, 0.0) is Admission.SEND
 
 
@@ -85,7 +87,9 @@ def test_a_failed_probe_doubles_the_wait_up_to_the_cap() -> None:
         now = breaker.probe_at
         breaker = probe_sent(breaker, n, now, timeout=15.0)
         after, closed = after_attempt(breaker, n, False, now, RULES)
-        assert after is not None and after.open and not closed
+        assert after is not None
+        assert after.open
+        assert not closed
         waits.append(after.probe_at - now)
         breaker = after
     assert waits == [2.0, 4.0, 8.0, 10.0, 10.0, 10.0]

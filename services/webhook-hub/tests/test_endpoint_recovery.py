@@ -27,7 +27,7 @@ from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
 
 from tests.recording_factories import first_attempt, make_subscription, rows_of
-from tests.scripted_server import answer, start_scripted
+from tests.scripted_server import Reply, answer, start_scripted
 from tests.test_engine_recording import engine_of, plain_sender
 
 FAILURES = 3
@@ -159,7 +159,7 @@ async def test_held_deliveries_are_not_attempted_while_the_breaker_is_open(
 ) -> None:
     # One attempt at a time, answered 500: the third failure opens the breaker; the first
     # probe is far beyond the test.
-    server, listener = await start_scripted(lambda _: answer(500))
+    server, listener = await start_scripted(lambda _: Reply(answer(500)))
     settings = breaker_settings(service_settings, probe=600.0, per_subscription=1)
     jobs = jobs_to(committed_subscription, f"http://127.0.0.1:{server.port}/hook", 10)
     sender = plain_sender()
@@ -188,7 +188,7 @@ async def test_held_deliveries_are_not_attempted_while_the_breaker_is_open(
 async def test_held_deliveries_do_not_count_as_failures(
     db_engine: AsyncEngine, service_settings: Settings, committed_subscription: Subscription
 ) -> None:
-    server, listener = await start_scripted(lambda _: answer(500))
+    server, listener = await start_scripted(lambda _: Reply(answer(500)))
     settings = breaker_settings(service_settings, probe=600.0, per_subscription=1)
     jobs = jobs_to(committed_subscription, f"http://127.0.0.1:{server.port}/hook", 10)
     sender = plain_sender()
