@@ -485,7 +485,7 @@ class DeliveryEngine:
         resumed, self._resumed = self._resumed, set()
         refused: list[DeliveryJob] = []
         try:
-            await self._record(batch, aside, due_in, resumed)
+            disabled = await self._record(batch, aside, due_in, resumed)
         except Exception as exc:
             if is_outage(exc):
                 self._results = batch + self._results
@@ -501,6 +501,10 @@ class DeliveryEngine:
             batch, aside, refused = await self._record_one_by_one(batch, aside)
         else:
             self._keep(kept)
+            # A disabled subscription's kept deliveries wait in the database, as its other
+            # pending ones do (their leases end; claims skip inactive subscriptions).
+            for subscription_id in disabled:
+                self._kept_count -= len(self._kept.pop(subscription_id.int, ()))
         try:
             observe(batch)  # once recorded, so a retried flush counts nothing twice
             self.activity.record(batch)
@@ -529,8 +533,8 @@ class DeliveryEngine:
         aside: list[DeliveryJob],
         due_in: dict[int, tuple[float, float]] | None = None,
         resumed: Set[uuid.UUID] = frozenset(),
-    ) -> None:
-        await self._store.record(batch, aside, due_in, resumed)
+    ) -> list[uuid.UUID]:
+        return await self._store.record(batch, aside, due_in, resumed)
 
     async def _record_one_by_one(
         self, batch: list[AttemptResult], aside: list[DeliveryJob]

@@ -775,14 +775,15 @@ class DeliveryStore:
         aside: Sequence[DeliveryJob],
         due_in: Mapping[int, tuple[float, float]] | None = None,
         resumed: Set[uuid.UUID] = frozenset(),
-    ) -> None:
+    ) -> list[uuid.UUID]:
         """One transaction: `results` recorded (`DeliveryWrites.record_outcomes`), the
         deliveries set aside stored as pending (new ones) or released (claimed ones); those
         in `due_in` (by the id's `int`) due and leased for so many seconds; the `resumed` subscriptions'
-        pending deliveries due now (after the held ones are stored)."""
+        pending deliveries due now (after the held ones are stored). Returns the ids of the
+        subscriptions it disabled."""
         async with self._session_factory() as session, session.begin():
             writes = DeliveryWrites(session)
-            await writes.record_outcomes(
+            disabled = await writes.record_outcomes(
                 results,
                 self._settings,
                 [job for job in aside if not job.stored],
@@ -790,3 +791,4 @@ class DeliveryStore:
             )
             await writes.release([job.delivery_id for job in aside if job.stored])
             await writes.resume(resumed)
+        return disabled
