@@ -957,18 +957,36 @@ async def main_async(args: argparse.Namespace) -> int:
                     await bench.slow_receivers(args.slow_subscriptions, 10, args.slow_rate, n, b)
                 )
             if args.only in f"receiver down {args.down_seconds} s, 10 subs":
-                slow.append(
-                    await bench.receiver_down(
-                        10, args.slow_rate, 20, args.down_seconds, 30, max(b, args.down_seconds)
-                    )
+                # The spec's auto-disable (100 failed attempts in a row) is the product's rule;
+                # this scenario is about the return, so it runs with the threshold raised
+                # (`--down-failure-threshold`, printed with the row).
+                threshold = {"WEBHOOK_HUB_FAILURE_THRESHOLD": str(args.down_failure_threshold)}
+                bench.stop_workers()
+                await bench.workers_waiting(0)
+                for _ in range(w):
+                    bench.start_worker(threshold)  # an overlay of the environment
+                await bench.workers_waiting(w)
+                row = await bench.receiver_down(
+                    10, args.slow_rate, 20, args.down_seconds, 30, max(b, args.down_seconds)
                 )
+                row["failure_threshold"] = args.down_failure_threshold
+                slow.append(row)
             if args.only in "set aside vs direct, 2 slow subs":
                 # The same load twice, 2 subscriptions whose receivers allow about 1,460/s
                 # (128 connections each, 175 ms on average): with the default per-subscription
                 # cap deliveries wait and are set aside; with a cap of 256 none does. The
                 # difference in CPU is the set-aside path's.
                 for label, env in (
-                    ("direct", {"WEBHOOK_HUB_PER_SUBSCRIPTION_CONCURRENCY": "256"}),
+                    # Nothing waits long enough to be set aside, however slow the machine:
+                    # on a loaded one the receivers answer later, and 256 slots did not keep
+                    # every delivery under DISPATCH_QUEUE_SECONDS.
+                    (
+                        "direct",
+                        {
+                            "WEBHOOK_HUB_PER_SUBSCRIPTION_CONCURRENCY": "256",
+                            "WEBHOOK_HUB_DISPATCH_QUEUE_SECONDS": "600",
+                        },
+                    ),
                     ("set aside", {}),
                 ):
                     bench.stop_workers()
@@ -1081,16 +1099,31 @@ def print_targets(rows: list[dict[str, Any]], slow: list[dict[str, Any]], receiv
             )
     pair = {row["scenario"]: row for row in slow if row["scenario"].startswith("2 slow subs")}
     direct, aside = pair.get("2 slow subs, direct"), pair.get("2 slow subs, set aside")
-    if direct and aside and aside["set_aside"] and not direct["set_aside"]:
-        share = aside["set_aside"] / (aside["offered_per_s"] * aside["seconds"])
-        for group in ("workers", "postgres", "nats", "total"):
-            base = direct[f"cpu_us_{group}"]
-            each = (aside[f"cpu_us_{group}"] - (1 - share) * base) / share
-            line = f"{each:.0f} µs against {base} = {each / max(base, 1):.1f}x"
+    if direct and aside:
+        # Each row's CPU per delivery is a mix of the two kinds, in its own shares: (1 - s) *
+        # direct + s * aside. Two rows, two unknowns. With nothing set aside in the first
+        # (a quiet machine) its figure is the direct one; on a loaded one the receivers
+        # answer later and the first row sets some aside too.
+        s1, s2 = (
+            row["set_aside"] / (row["offered_per_s"] * row["seconds"]) for row in (direct, aside)
+        )
+        groups: tuple[str, ...] = ("workers", "postgres", "nats", "total")
+        if s2 - s1 < 0.05:
+            groups = ()
+            print(
+                "target: CPU per set-aside delivery <= 2x a direct one: the two rows set aside "
+                f"the same share ({s1:.0%}, {s2:.0%}); no estimate"
+            )
+        for group in groups:
+            c1, c2 = direct[f"cpu_us_{group}"], aside[f"cpu_us_{group}"]
+            extra = (c2 - c1) / (s2 - s1)
+            base = c1 - s1 * extra
+            each = base + extra
+            line = f"{each:.0f} µs against {base:.0f} = {each / max(base, 1):.1f}x"
             if group == "total":
                 print(
                     f"target: CPU per set-aside delivery <= 2x a direct one (2 slow subs, "
-                    f"{share:.0%} set aside): {line}: {met(each <= 2 * base)}"
+                    f"{s1:.0%} and {s2:.0%} set aside): {line}: {met(each <= 2 * base)}"
                 )
             else:
                 print(f"  CPU per set-aside delivery, {group}: {line}")
@@ -1109,9 +1142,11 @@ def print_targets(rows: list[dict[str, Any]], slow: list[dict[str, Any]], receiv
             cleared = row["cleared_s_after_return"]
             ok = left == 0 and isinstance(cleared, float) and cleared <= 60
             progress = f"in {cleared} s" if not left else f"{left} of {row['backlog']} left"
+            threshold = row.get("failure_threshold", "-")
             print(
                 f"target: down receiver's backlog delivered within 60 s of its return: "
-                f"{progress}: {met(ok)}"
+                f"{progress}: {met(ok)} (run with FAILURE_THRESHOLD={threshold}; the spec's "
+                "is 100)"
             )
             base = row["others_p99_before_ms"]
             # "Unchanged", on a 2-core machine's noise: within 25 % or 10 ms of before's.
@@ -1151,6 +1186,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--down-seconds", type=int, default=60, help="how long 'receiver down' stays down"
+    )
+    parser.add_argument(
+        "--down-failure-threshold",
+        type=int,
+        default=1_000_000,
+        help="FAILURE_THRESHOLD of 'receiver down' (the spec's is 100)",
     )
     parser.add_argument(
         "--python-receiver", action="store_true", help="use the aiohttp receiver even with nginx"

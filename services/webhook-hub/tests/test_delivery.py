@@ -341,9 +341,14 @@ async def test_100_consecutive_failures_disable_mail_the_owner_and_publish_an_ev
 ) -> None:
     from webhook_hub.worker import run as run_worker
 
-    # Each event gets one attempt, so 100 events make 100 consecutive failures.
+    # Each event gets one attempt, so 100 events make 100 consecutive failures (the circuit
+    # breaker, which would hold most of them after its first failures, opens beyond that).
     settings = fast_settings.model_copy(
-        update={"retry_schedule_seconds": [], "smtp_url": smtp_server.url}
+        update={
+            "retry_schedule_seconds": [],
+            "smtp_url": smtp_server.url,
+            "circuit_breaker_failures": 1000,
+        }
     )
     stop = asyncio.Event()
     task = asyncio.create_task(run_worker(settings, stop))

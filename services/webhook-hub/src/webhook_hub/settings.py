@@ -38,6 +38,12 @@ class Settings(PageSettings, LiveStreamSettings):
     retry_jitter: float = 0.2
     retry_after_cap_seconds: float = 86400.0
     failure_threshold: int = 100
+    # Circuit breaker (decisions.py): after this many failed attempts in a row a worker holds
+    # the subscription's deliveries and lets one probe through, the first after
+    # `circuit_probe_seconds`, the wait doubling up to `circuit_probe_max_seconds`.
+    circuit_breaker_failures: int = Field(default=10, ge=1)
+    circuit_probe_seconds: float = Field(default=1.0, gt=0)
+    circuit_probe_max_seconds: float = Field(default=10.0, gt=0)
     secret_transition_seconds: int = 600
     per_subscription_concurrency: int = 64
     delivery_concurrency: int = 512

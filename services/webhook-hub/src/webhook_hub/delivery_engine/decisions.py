@@ -3,7 +3,8 @@
 An attempt ends in one `Outcome`; the outcome, the attempts made and the retry rules give
 the delivery's next step (done, retry at a time, or given up), and a batch of outcomes gives
 each subscription's tally of consecutive failures, from which `subscriptions.disabling`
-decides whether to disable it.
+decides whether to disable it. A subscription whose attempts fail in a row has its
+deliveries held by a circuit breaker (`Breaker`), which lets one probe through at a time.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple
@@ -148,3 +149,80 @@ def tally(results: Sequence[AttemptResult]) -> dict[uuid.UUID, SubscriptionTally
             entry.failures += 1
             entry.gone = entry.gone or r.status_code == 410
     return tallies
+
+
+# --- the circuit breaker -------------------------------------------------------------------
+
+
+class Admission(StrEnum):
+    """What the engine does with a delivery of a subscription now."""
+
+    SEND = "send"
+    PROBE = "probe"  # the one attempt let through while the breaker is open
+    HOLD = "hold"  # stored as pending, not attempted, until a probe succeeds
+
+
+@dataclass(frozen=True)
+class BreakerRules:
+    failures: int  # consecutive failed attempts that open the breaker
+    first_probe: float  # seconds from opening to the first probe
+    max_probe: float  # the wait between probes doubles up to this
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    """One subscription's breaker as one worker sees it (times on one clock, in seconds).
+    No entry (None) is a closed breaker with no failure since the last success: the common
+    case costs a dictionary lookup."""
+
+    failures: int  # consecutive failed attempts seen by this worker
+    open: bool = False
+    probe_at: float = 0.0  # open: the next probe may start then
+    probes_failed: int = 0
+    # The delivery sent as the probe, by its id's `int`, and until when it holds the others
+    # back (its timeout and a margin: a probe lost without a result does not block for good).
+    probe: int | None = None
+    probe_until: float = 0.0
+
+
+def admission(breaker: Breaker | None, now: float) -> Admission:
+    """Closed: send. Open: one probe once its time has come and no other is in flight;
+    everything else is held."""
+    if breaker is None or not breaker.open:
+        return Admission.SEND
+    if now >= breaker.probe_at and (breaker.probe is None or now >= breaker.probe_until):
+        return Admission.PROBE
+    return Admission.HOLD
+
+
+def probe_sent(breaker: Breaker, delivery: int, now: float, timeout: float) -> Breaker:
+    """`delivery` goes out as the probe; others wait for its result up to `timeout`."""
+    return replace(breaker, probe=delivery, probe_until=now + timeout)
+
+
+def after_attempt(
+    breaker: Breaker | None,
+    delivery: int,
+    succeeded: bool,
+    now: float,
+    rules: BreakerRules,
+) -> tuple[Breaker | None, bool]:
+    """The breaker after an attempt of `delivery` ended, and whether it closed (its held
+    deliveries are then due at once). Any success closes it: the endpoint answers. A failure
+    adds to the consecutive failures and opens the breaker at `rules.failures`; a failed probe
+    sets the next one after a wait that doubles from `first_probe` up to `max_probe`. Other
+    attempts that were in flight when it opened change nothing but the count."""
+    if succeeded:
+        return None, breaker is not None and breaker.open
+    failures = (breaker.failures if breaker is not None else 0) + 1
+    if breaker is None or not breaker.open:
+        if failures < rules.failures:
+            return Breaker(failures), False
+        return Breaker(failures, open=True, probe_at=now + rules.first_probe), False
+    if breaker.probe != delivery:
+        return replace(breaker, failures=failures), False
+    wait = min(rules.max_probe, rules.first_probe * 2.0 ** min(breaker.probes_failed + 1, 32))
+    return (
+        Breaker(failures, True, now + wait, breaker.probes_failed + 1),
+        False,
+    )

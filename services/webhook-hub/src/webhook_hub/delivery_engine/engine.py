@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Set
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +30,10 @@ from servicekit.histograms import BatchHistogram
 from servicekit.loops import is_outage
 
 from webhook_hub.delivery_engine.activity import DeliveryActivity
+from webhook_hub.delivery_engine.breakers import Breakers
 from webhook_hub.delivery_engine.decisions import (
+    Admission,
+    BreakerRules,
     Outcome,
     RetryRules,
     attempt_that_raised,
@@ -81,6 +85,14 @@ _FAILED = ATTEMPTS.labels(AttemptOutcome.FAILED.value)
 FLUSH_INTERVAL_SECONDS = 0.2
 FLUSH_BATCH = 1000
 CLAIM_PAUSE_SECONDS = 0.05
+# A kept delivery's row falls due for every worker's claim this long after it is stored (a
+# worker that dies leaves its kept deliveries to the others then); this worker sends it only
+# while its attempt, timeout and this margin included, ends before.
+KEEP_SECONDS = 60.0
+KEEP_MARGIN_SECONDS = 5.0
+# At most this many times `DISPATCH_BACKLOG` deliveries are kept (a job holds its payload and
+# body: about a kilobyte or two); beyond, set-aside deliveries are due at once, for the claims.
+KEEP_PER_BACKLOG = 4
 # The engine's loops as the worker's `/readyz` names them when they make no progress.
 CLAIM_LOOP = "delivery-claims"
 RECORDING_LOOP = "delivery-recording"
@@ -154,6 +166,23 @@ class DeliveryEngine:
         self._tickets: dict[int, EventTicket] = {}
         self._results: list[AttemptResult] = []
         self._set_aside: list[DeliveryJob] = []
+        # Circuit breakers (decisions.py): the deliveries of a subscription whose attempts
+        # fail in a row are held (stored, not attempted) but for one probe at a time; when
+        # one succeeds, its held deliveries are made due at once (`_resumed`, at the next
+        # flush).
+        self._breakers = Breakers(
+            BreakerRules(
+                settings.circuit_breaker_failures,
+                settings.circuit_probe_seconds,
+                settings.circuit_probe_max_seconds,
+            )
+        )
+        self._held: list[DeliveryJob] = []
+        self._resumed: set[uuid.UUID] = set()
+        # Deliveries set aside and stored but kept here to send (`flush`): per subscription,
+        # oldest first, with the wall-clock time their row falls due for every worker's claim.
+        self._kept: dict[int, deque[tuple[float, DeliveryJob]]] = {}
+        self._kept_count = 0
         self._results_ready = asyncio.Event()
         # Woken by new due deliveries (NOTIFY) and by finished attempts when the last claim
         # left due deliveries for want of a slot (`wake_claims_on_free_slot`).
@@ -188,9 +217,17 @@ class DeliveryEngine:
             self.offer(job, now)
 
     def offer(self, job: DeliveryJob, now: float) -> None:
-        """Start the job if its subscription and its owner have room, else queue it."""
+        """Start the job if its subscription and its owner have room, else queue it; held
+        instead while its subscription's breaker is open (but for a probe)."""
+        if self._breakers and self._breakers.admit(job, time.time()) is Admission.HOLD:
+            self._hold([job])
+            return
         if self._scheduler.offer(job, now):
             self._start(job)
+
+    def _hold(self, jobs: list[DeliveryJob]) -> None:
+        self._held.extend(jobs)
+        self._results_ready.set()
 
     async def room(self) -> None:
         """Wait while the queues hold as many deliveries as dispatch may leave waiting."""
@@ -212,7 +249,13 @@ class DeliveryEngine:
             self._room.set()
 
     def set_aside_all(self) -> None:
+        """Everything waiting here goes back to the database (on the way out): kept
+        deliveries too, their leases released."""
         self.set_aside_stale(float("inf"))
+        for queue in self._kept.values():
+            self._set_aside.extend(job for _, job in queue)
+        self._kept.clear()
+        self._kept_count = 0
 
     # --- due deliveries, from the database -------------------------------------------------
 
@@ -221,7 +264,10 @@ class DeliveryEngine:
         if limits.limit <= 0:
             self._claim_held_back = wake_claims_on_free_slot(limits, [], False)
             return []
+        held, probing = self._breakers.claim_view(time.time())
         rows, excluded_due = await self._store.claim(
+            held=[str(s) for s in held],
+            probing=[str(s) for s in probing],
             saturated=[str(s) for s in limits.saturated],
             saturated_owners=limits.saturated_owners,
             per_subscription=self._settings.per_subscription_concurrency,
@@ -304,8 +350,13 @@ class DeliveryEngine:
                     result = attempt_that_raised(current, datetime.now(UTC), exc)
                 self._results.append(result)
                 self._results_ready.set()
+                if self._breakers or not result.succeeded:
+                    self._breaker_after(result)
                 done, current = current, None
                 current, others = self._scheduler.finish(done)
+                if current is None and self._kept and not others:
+                    # The slot passes to the subscription's next kept delivery, in this task.
+                    current = self._kept_for(done)
                 for other in others:
                     self._start(other)
                 if self._scheduler.waiting < self._settings.dispatch_backlog:
@@ -319,6 +370,90 @@ class DeliveryEngine:
             if self._claim_held_back:
                 self._wake.wake()
 
+    def _breaker_after(self, result: AttemptResult) -> None:
+        """Tell the subscription's breaker how an attempt ended: when it opens, the jobs
+        queued for the subscription are held; when it closes, its held deliveries are due at
+        once (resumed with the next flush)."""
+        job = result.job
+        opened, closed = self._breakers.record(job, result.succeeded, time.time())
+        if opened:
+            logger.warning(
+                "subscription's attempts fail in a row; its deliveries are held, probed",
+                subscription_id=str(job.subscription_id),
+            )
+            self._hold(self._scheduler.take_queue(job.subscription_id))
+        if closed:
+            logger.info(
+                "subscription's probe succeeded; its held deliveries are due",
+                subscription_id=str(job.subscription_id),
+            )
+            self._resumed.add(job.subscription_id)
+            self._results_ready.set()
+
+    # --- kept deliveries ----------------------------------------------------------------
+
+    def _keep(self, jobs: list[DeliveryJob]) -> None:
+        due = time.time() + KEEP_SECONDS
+        for job in jobs:
+            job.stored = True
+            self._kept.setdefault(job.subscription_id.int, deque()).append((due, job))
+        self._kept_count += len(jobs)
+
+    def _next_kept(self, key: int, now: float) -> DeliveryJob | None:
+        """The subscription's next kept delivery that may still go out from here, or None.
+        One that could still be in flight when its lease ends (then any worker may claim it:
+        sent twice) goes back to the claims instead, its lease released."""
+        queue = self._kept.get(key)
+        while queue:
+            due, job = queue.popleft()
+            self._kept_count -= 1
+            if now + job.timeout_seconds + KEEP_MARGIN_SECONDS < due:
+                if not queue:
+                    del self._kept[key]
+                return job
+            self._set_aside.append(job)
+        self._kept.pop(key, None)
+        return None
+
+    def release_late_kept(self, now: float) -> None:
+        """Kept deliveries this worker could not send before their leases end go back to the
+        claims now, for any worker with room, rather than when the lease ends."""
+        for key in list(self._kept):
+            queue = self._kept[key]
+            while queue and now + queue[0][1].timeout_seconds + KEEP_MARGIN_SECONDS >= queue[0][0]:
+                self._set_aside.append(queue.popleft()[1])
+                self._kept_count -= 1
+            if not queue:
+                del self._kept[key]
+
+    def _kept_for(self, done: DeliveryJob) -> DeliveryJob | None:
+        """The next kept delivery of `done`'s subscription, its slot taken, if it has room."""
+        key = done.subscription_id.int
+        queue = self._kept.get(key)
+        if not queue or not self._scheduler.has_room(done):
+            return None
+        if self._breakers and self._breakers.is_open(done.subscription_id):
+            return None
+        job = self._next_kept(key, time.time())
+        if job is None or not self._scheduler.offer(job, time.monotonic()):
+            return None
+        return job
+
+    def start_kept(self) -> None:
+        """Start kept deliveries whose subscriptions have room and nothing queued (a free
+        slot of theirs otherwise passes to the queue, as it would to a claim)."""
+        now = time.time()
+        for key in list(self._kept):
+            while key in self._kept:
+                head = self._kept[key][0][1]
+                if not self._scheduler.has_room(head) or (
+                    self._breakers and self._breakers.is_open(head.subscription_id)
+                ):
+                    break
+                job = self._next_kept(key, now)
+                if job is not None:
+                    self.offer(job, time.monotonic())
+
     # --- recording -----------------------------------------------------------------------
 
     async def flush(self) -> int:
@@ -326,21 +461,50 @@ class DeliveryEngine:
         events that are stored in full. When the database is unreachable all is kept and
         retried; anything else is the batch's own doing, and one item must not hold up the
         others: they are then recorded one by one (`_record_one_by_one`)."""
-        if not self._results and not self._set_aside:
+        if not self._results and not self._set_aside and not self._held and not self._resumed:
             return 0
         batch, self._results = self._results[:FLUSH_BATCH], self._results[FLUSH_BATCH:]
-        aside, self._set_aside = self._set_aside[:FLUSH_BATCH], self._set_aside[FLUSH_BATCH:]
+        # Held deliveries are set aside too: stored pending (or released), but due only once
+        # their subscription's breaker closes or after its longest wait between probes.
+        held, self._held = self._held[:FLUSH_BATCH], self._held[FLUSH_BATCH:]
+        waited, self._set_aside = self._set_aside[:FLUSH_BATCH], self._set_aside[FLUSH_BATCH:]
+        aside = waited + held
+        hold = self._settings.circuit_probe_max_seconds
+        due_in = {
+            job.delivery_id.int: (hold, 0.0)
+            for job in held
+            if self._breakers.is_open(job.subscription_id)
+        }
+        # New deliveries set aside are kept in this worker's hands while there is room: stored
+        # leased to it for `KEEP_SECONDS`, sent from memory as their subscription's slots
+        # free, so the row is written twice (set aside, outcome), not three times and claimed.
+        room = KEEP_PER_BACKLOG * self._settings.dispatch_backlog - self._kept_count
+        kept = [job for job in waited if not job.stored][: max(room, 0)]
+        # Due when the lease ends (as claims lease): not in the claims' scans before.
+        due_in.update((job.delivery_id.int, (KEEP_SECONDS, KEEP_SECONDS)) for job in kept)
+        resumed, self._resumed = self._resumed, set()
         refused: list[DeliveryJob] = []
         try:
-            await self._record(batch, aside)
+            disabled = await self._record(batch, aside, due_in, resumed)
         except Exception as exc:
             if is_outage(exc):
                 self._results = batch + self._results
-                self._set_aside = aside + self._set_aside
+                self._set_aside = waited + self._set_aside
+                self._held = held + self._held
+                self._resumed |= resumed
                 raise
+            # The resumption goes with the next flush; the rest is recorded item by item (held
+            # ones due at once: a fall-back).
+            self._resumed |= resumed
             # The batch's own doing (a value refused, a result that cannot be read): the same
             # write would fail the same way again, holding up every outcome behind it.
             batch, aside, refused = await self._record_one_by_one(batch, aside)
+        else:
+            self._keep(kept)
+            # A disabled subscription's kept deliveries wait in the database, as its other
+            # pending ones do (their leases end; claims skip inactive subscriptions).
+            for subscription_id in disabled:
+                self._kept_count -= len(self._kept.pop(subscription_id.int, ()))
         try:
             observe(batch)  # once recorded, so a retried flush counts nothing twice
             self.activity.record(batch)
@@ -363,8 +527,14 @@ class DeliveryEngine:
                 logger.warning("could not announce recorded deliveries", error=repr(exc))
         return len(batch) + len(aside)
 
-    async def _record(self, batch: list[AttemptResult], aside: list[DeliveryJob]) -> None:
-        await self._store.record(batch, aside)
+    async def _record(
+        self,
+        batch: list[AttemptResult],
+        aside: list[DeliveryJob],
+        due_in: dict[int, tuple[float, float]] | None = None,
+        resumed: Set[uuid.UUID] = frozenset(),
+    ) -> list[uuid.UUID]:
+        return await self._store.record(batch, aside, due_in, resumed)
 
     async def _record_one_by_one(
         self, batch: list[AttemptResult], aside: list[DeliveryJob]
@@ -436,13 +606,16 @@ class DeliveryEngine:
 
     async def _flush_loop(self, stop: asyncio.Event, progress: Progress) -> None:
         progress(RECORDING_LOOP, 0.5)
-        while not stop.is_set() or self._results or self._set_aside or self._tasks:
+        while not stop.is_set() or self._results or self._set_aside or self._held or self._tasks:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._results_ready.wait(), 0.5)
             self._results_ready.clear()
             await asyncio.sleep(FLUSH_INTERVAL_SECONDS)
             now = time.monotonic()
             self.set_aside_stale(now)
+            if self._kept:
+                self.release_late_kept(time.time())
+                self.start_kept()
             self._show_queue_depths()
             try:
                 # A full batch means more results are waiting: record them all.
@@ -453,7 +626,13 @@ class DeliveryEngine:
             except Exception as exc:
                 logger.warning("could not record delivery outcomes; retrying", error=repr(exc))
                 await asyncio.sleep(1.0)
-            done = stop.is_set() and not self._tasks and not self._results and not self._set_aside
+            done = (
+                stop.is_set()
+                and not self._tasks
+                and not self._results
+                and not self._set_aside
+                and not self._held
+            )
             self.activity.report(time.monotonic(), force=done)
             if done:
                 return

@@ -51,13 +51,36 @@ def first_row(result: AttemptResult, step: NextStep, log_time: datetime) -> tupl
         result.response_body,
         result.duration_ms,
         result.error,
+        None,
     )
     return delivery_row(result.job, state, log_time)
 
 
-def pending_row(job: DeliveryJob, now: datetime, log_time: datetime) -> tuple[Any, ...]:
-    """A delivery set aside before its first attempt: due now, for any worker's claim loop."""
-    state = (DeliveryStatus.PENDING, 0, now, None, None, None, now, None, None, None, None, None)
+def pending_row(
+    job: DeliveryJob,
+    now: datetime,
+    log_time: datetime,
+    due: datetime | None = None,
+    lease: datetime | None = None,
+) -> tuple[Any, ...]:
+    """A delivery set aside before its first attempt: due now (or at `due`: held by its
+    subscription's breaker), for any worker's claim loop once its `lease` (kept by the worker
+    that set it aside) is over."""
+    state = (
+        DeliveryStatus.PENDING,
+        0,
+        due or now,
+        None,
+        None,
+        None,
+        now,
+        None,
+        None,
+        None,
+        None,
+        None,
+        lease,
+    )
     return delivery_row(job, state, log_time)
 
 

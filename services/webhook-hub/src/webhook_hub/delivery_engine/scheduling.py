@@ -103,6 +103,15 @@ class Scheduler:
 
     # --- changes -----------------------------------------------------------------------------
 
+    def has_room(self, job: DeliveryJob) -> bool:
+        """Whether `job` would start at once if offered now."""
+        key = job.subscription_id.int
+        return (
+            key not in self._waiting
+            and self._in_flight.get(key, 0) < self.per_subscription
+            and self.admissible(job.owner)
+        )
+
     def offer(self, job: DeliveryJob, now: float) -> bool:
         """True: start `job` now (its slot is taken); false: it waits in its queue."""
         key = job.subscription_id.int
@@ -171,6 +180,20 @@ class Scheduler:
             if not queue:
                 self._forget_queue(key, owner)
         return aside, self.pump() if self.waiting else []
+
+    def take_queue(self, subscription_id: uuid.UUID) -> list[DeliveryJob]:
+        """Take out every job waiting for `subscription_id` (its breaker opened: they are
+        held instead), oldest first."""
+        key = subscription_id.int
+        queue = self._waiting.get(key)
+        if queue is None:
+            return []
+        jobs = [job for _, job in queue]
+        for job in jobs:
+            self._remove_load(job.owner)
+        self.waiting -= len(jobs)
+        self._forget_queue(key, jobs[0].owner)
+        return jobs
 
     def pump(self) -> list[DeliveryJob]:
         """The waiting jobs that now have room, owner by owner, their slots taken."""
