@@ -429,7 +429,7 @@ async def move_pending(
 async def restore_pending(connection: AsyncConnection, detached: str, target: datetime) -> int:
     """The pending deliveries of a partition detached since they were moved (made pending
     again meanwhile: a retry, a recover) written back into the log under `target`."""
-    columns = ", ".join(c for c in DELIVERY_COLUMNS if c != "log_time")
+    columns = ", ".join(c for c in DELIVERY_COLUMNS if c not in ("lease_until", "log_time"))
     statement = text(
         # The names are ours (columns, and a partition's name from the catalog).
         f"INSERT INTO deliveries ({columns}, lease_until, log_time)"  # noqa: S608
