@@ -13,7 +13,7 @@ PYTEST := $(RUN) pytest -p no:cacheprovider
 # `make test`'s suites, longest first (see `test`).
 SUITES := suite-e2e $(addprefix suite-,$(SERVICES)) suite-servicekit
 
-.PHONY: help install run test test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench fuzz browser wrk nginx
+.PHONY: help install run test test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench soak fuzz browser wrk nginx
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
@@ -25,6 +25,7 @@ help:
 	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
 	@echo "make fuzz     schemathesis with NUL and lone surrogates, FUZZ_EXAMPLES per operation (default 100), new inputs each run"
 	@echo "make bench    benchmarks that print their figures (webhook delivery and HTTP ingest, crawling vs Scrapy, GraphQL vs REST, tracing overhead)"
+	@echo "make soak     webhook-hub for 20 minutes at 2,000 events/s over HTTP, partitions created and dropped (SOAK_ARGS='--minutes 5')"
 	@echo "make clean    remove the dev data (.data/) and caches"
 
 $(CURDIR)/.tools/bin/uv:
@@ -141,6 +142,12 @@ bench: install wrk nginx
 	UV=$(UV) $(RUN) python services/scraper-manager/bench/run.py
 	$(RUN) python services/commerce-content/bench/run.py
 	$(RUN) python libs/servicekit/bench/tracing_overhead.py
+
+# Figures too: webhook-hub at a fixed rate over HTTP for many minutes (bench/soak.py), per
+# window and against issue 31's soak targets. SOAK_ARGS passes options, e.g. --minutes 5.
+SOAK_ARGS ?=
+soak: install nginx
+	$(RUN) python services/webhook-hub/bench/soak.py $(SOAK_ARGS)
 
 fmt: install
 	$(RUN) ruff check --fix .
