@@ -346,6 +346,29 @@ async def measure(stack: Stack, big: uuid.UUID, args: argparse.Namespace) -> lis
     return rows
 
 
+def explain_slow_statements(url: str, threshold_ms: float) -> None:
+    """The plans of the statements that take longer than `threshold_ms`, with their actual
+    rows and buffers, in PostgreSQL's log (auto_explain, in every new session)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        database = conn.info.dbname
+        for setting, value in (
+            ("session_preload_libraries", "auto_explain"),
+            ("auto_explain.log_min_duration", f"{threshold_ms}ms"),
+            ("auto_explain.log_analyze", "on"),
+            ("auto_explain.log_buffers", "on"),
+        ):
+            conn.execute(f"ALTER DATABASE \"{database}\" SET {setting} = '{value}'")
+
+
+def print_plans(log: Path) -> None:
+    """auto_explain's entries of PostgreSQL's log: each slow statement's plan."""
+    text = log.read_text(errors="replace")
+    entries = [e for e in re.split(r"\n(?=\S)", text) if "plan:" in e]
+    print(f"\n{len(entries)} statements over the --plans threshold")
+    for entry in entries[:20]:
+        print(entry, "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50_000_000, help="deliveries loaded")
@@ -358,6 +381,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=200, help="requests of each kind")
     parser.add_argument("--workdir", type=Path, help="where PostgreSQL's data goes (a temp dir)")
     parser.add_argument("--load-only", action="store_true", help="load, print, stop")
+    parser.add_argument(
+        "--plans", type=float, help="print the plans of statements slower than this many ms"
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="webhook-hub-log-", dir=args.workdir) as workdir:
@@ -380,8 +406,12 @@ def main() -> int:
             )
             if args.load_only:
                 return 0
+            if args.plans is not None:
+                explain_slow_statements(url, args.plans)
             stack.start_servers(1)
             rows = asyncio.run(measure(stack, big, args))
+            if args.plans is not None:
+                print_plans(stack.postgres.log_path)
         finally:
             stack.stop()
     print(
