@@ -13,7 +13,8 @@ submitter falls behind, and the offered rate shows it).
 
 The delivery log's partition width and retention are set short (`--partition-width`,
 `--retention-minutes`) so partitions are created and dropped during the run, and the outbox
-and idempotency keys are pruned on the same scale. Per window of `--window-minutes`: offered
+and idempotency keys are pruned on the same scale. After `--warmup-seconds` at the same rate
+(each process's first requests are no baseline), per window of `--window-minutes`: offered
 and delivered rates, p50/p99 from submission (the batch request sent) to receipt (the
 receiver's clock, same machine), the database's size, each process's memory (RSS; PostgreSQL
 as the sum of its processes' PSS, which counts shared buffers once), and the partitions of
@@ -259,9 +260,10 @@ class LogReader:
 
 
 async def submit(
-    soak: Soak, ledger: Ledger, windows: list[Window], start: float, until: float
+    soak: Soak, ledger: Ledger, windows: list[Window], begin: float, start: float, until: float
 ) -> None:
-    """The events due each tick as one batch request, at most `--in-flight` at a time."""
+    """The events due each tick as one batch request, at most `--in-flight` at a time, from
+    `begin` (the warm-up's start) to `until`; those sent before `start` are in no window."""
     args = soak.args
     width = args.window_minutes * 60
     run = uuid.uuid4().hex[:8]
@@ -269,6 +271,7 @@ async def submit(
     headers = {"Authorization": f"Bearer {soak.key}", "Content-Type": "application/json"}
     data = json.dumps(DATA)
     tasks: set[asyncio.Task[None]] = set()
+    warm_up = Window(-1, begin, start - begin)
 
     async def send(http: aiohttp.ClientSession, first: int, count: int) -> None:
         try:
@@ -277,7 +280,8 @@ async def submit(
                 for n in range(first, first + count)
             )
             at = time.time()
-            window = windows[min(int((at - start) // width), len(windows) - 1)]
+            index = int((at - start) // width)
+            window = windows[min(index, len(windows) - 1)] if index >= 0 else warm_up
             window.submitted += count
             ledger.submitted += count
             async with http.post(
@@ -297,7 +301,10 @@ async def submit(
             ledger.refused += refused
             ledger.accept(accepted, at)
         except (aiohttp.ClientError, TimeoutError):
+            # Accepted or not, unknown: counted refused, and out of the lost count.
             ledger.failed_requests += 1
+            window.refused += count
+            ledger.refused += count
         finally:
             slots.release()
 
@@ -306,7 +313,7 @@ async def submit(
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as http:
         sent = 0
         while (now := time.time()) < until:
-            due = int((now - start) * args.rate) - sent
+            due = int((now - begin) * args.rate) - sent
             while due > 0:
                 count = min(due, 500)
                 await slots.acquire()  # waiting here is falling behind: offered rate drops
@@ -421,18 +428,21 @@ async def main_async(args: argparse.Namespace) -> int:
             reader = LogReader(soak.ids_log)
             width = args.window_minutes * 60
             count = max(1, round(args.minutes / args.window_minutes))
-            start = time.time() + 1
+            # The windows start after a warm-up at the same rate: each process's first
+            # requests (connections, prepared statements, code loaded) are not the baseline.
+            begin = time.time() + 1
+            start = begin + args.warmup_seconds
             windows = [Window(i, start + i * width, width) for i in range(count)]
             print(
                 f"soak: {args.rate} events/s for {args.minutes} min in batches every "
                 f"{args.tick * 1000:.0f} ms, {args.subscriptions} subscription(s), receiver "
                 f"{soak.receiver_kind}, {args.workers} worker(s), {args.processes} API "
                 f"process(es), partitions of {args.partition_width}, retention "
-                f"{args.retention_minutes} min",
+                f"{args.retention_minutes} min; windows from {args.warmup_seconds:g} s in",
                 flush=True,
             )
             watching = asyncio.create_task(watch(soak, ledger, windows, start, reader))
-            await submit(soak, ledger, windows, start, start + count * width)
+            await submit(soak, ledger, windows, begin, start, start + count * width)
             await watching
             drained = await drain(soak, ledger, windows, start, reader)
             final = {**soak.database(), **soak.memory()}
@@ -472,6 +482,9 @@ def main() -> int:
     parser.add_argument("--partition-width", default="1m", help="DELIVERY_PARTITION_WIDTH")
     parser.add_argument(
         "--retention-minutes", type=float, default=3, help="DELIVERY_RETENTION_DAYS, in minutes"
+    )
+    parser.add_argument(
+        "--warmup-seconds", type=float, default=30, help="at the rate before the first window"
     )
     parser.add_argument(
         "--drain-seconds", type=float, default=60, help="at most this long for the last ones"
