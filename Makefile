@@ -13,7 +13,7 @@ PYTEST := $(RUN) pytest -p no:cacheprovider
 # `make test`'s suites, longest first (see `test`).
 SUITES := suite-e2e $(addprefix suite-,$(SERVICES)) suite-servicekit
 
-.PHONY: help install run test test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench soak fuzz browser wrk nginx
+.PHONY: help install run test test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench soak bench-log fuzz browser wrk nginx
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
@@ -26,6 +26,7 @@ help:
 	@echo "make fuzz     schemathesis with NUL and lone surrogates, FUZZ_EXAMPLES per operation (default 100), new inputs each run"
 	@echo "make bench    benchmarks that print their figures (webhook delivery and HTTP ingest, crawling vs Scrapy, GraphQL vs REST, tracing overhead)"
 	@echo "make soak     webhook-hub for 20 minutes at 2,000 events/s over HTTP, partitions created and dropped (SOAK_ARGS='--minutes 5')"
+	@echo "make bench-log  webhook-hub's delivery log pages over HTTP with 50 million deliveries loaded (LOG_ARGS='--rows 5000000'; about 25 GB, 30 min)"
 	@echo "make clean    remove the dev data (.data/) and caches"
 
 $(CURDIR)/.tools/bin/uv:
@@ -148,6 +149,12 @@ bench: install wrk nginx
 SOAK_ARGS ?=
 soak: install nginx
 	$(RUN) python services/webhook-hub/bench/soak.py $(SOAK_ARGS)
+
+# The delivery log's pages with 50 million deliveries loaded (bench/delivery_log_at_scale.py):
+# not in `bench`, as loading them takes most of half an hour and about 25 GB.
+LOG_ARGS ?=
+bench-log: install
+	$(RUN) python services/webhook-hub/bench/delivery_log_at_scale.py $(LOG_ARGS)
 
 fmt: install
 	$(RUN) ruff check --fix .

@@ -28,7 +28,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
 import html
+import json
 import os
 import platform
 import re
@@ -299,7 +301,10 @@ async def measure(stack: Stack, big: uuid.UUID, args: argparse.Namespace) -> lis
     async with aiohttp.ClientSession(cookie_jar=jar) as http:
         await sign_in(http, base, stack.key)
         cold = await timings(http, [endpoint], 1)
-        print(f"endpoint page, first view (charts' rollup empty): {cold[0]:.0f} ms", flush=True)
+        print(
+            f"endpoint page, first view (the charts' rollup empty unless --keep reused it): {cold[0]:.0f} ms",
+            flush=True,
+        )
         cursor = None
         async with aiohttp.ClientSession(headers=api) as keyed:
             for _ in range(20):
@@ -380,30 +385,60 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2, help="connections loading at once")
     parser.add_argument("--requests", type=int, default=200, help="requests of each kind")
     parser.add_argument("--workdir", type=Path, help="where PostgreSQL's data goes (a temp dir)")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="PostgreSQL's data goes to this folder and stays; a later run with the same folder"
+        " and load options measures again without loading",
+    )
     parser.add_argument("--load-only", action="store_true", help="load, print, stop")
     parser.add_argument(
         "--plans", type=float, help="print the plans of statements slower than this many ms"
     )
     args = parser.parse_args()
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="webhook-hub-log-", dir=args.workdir) as workdir:
+    folder: contextlib.AbstractContextManager[str] = (
+        contextlib.nullcontext(str(args.keep))
+        if args.keep
+        else tempfile.TemporaryDirectory(prefix="webhook-hub-log-", dir=args.workdir)
+    )
+    with folder as workdir:
+        Path(workdir).mkdir(parents=True, exist_ok=True)
         stack = Stack(Path(workdir))
+        marker = Path(workdir) / "loaded.json"
+        load = {k: vars(args)[k] for k in ("rows", "days", "owners", "subscriptions")}
         try:
             stack.start(worker=False)
             url = stack.database_url
-            ids = seed_subscriptions(url, args.owners, args.subscriptions)
-            big = ids[0]
-            print(f"loading {args.rows:,} deliveries ({args.method}, {args.jobs} jobs)", flush=True)
-            phases = Loader(url, args, big, ids[1:]).load()
-            with psycopg.connect(url) as conn:
-                size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
-            assert size is not None
-            print(
-                f"loaded in {phases['load_s']:.0f} s ({args.rows / phases['load_s']:,.0f} rows/s),"
-                f" indexes and keys {phases['indexes_s']:.0f} s, vacuum {phases['vacuum_s']:.0f} s;"
-                f" database {size[0] / 1e9:.1f} GB",
-                flush=True,
-            )
+            kept = json.loads(marker.read_text()) if marker.exists() else None
+            if kept is not None:
+                if kept["load"] != load:
+                    raise SystemExit(f"{workdir} holds another load ({kept['load']}): remove it")
+                big = uuid.UUID(kept["big"])
+                # Nothing was written since: the hours after the load are empty, so the charts'
+                # current hour costs less than it would in service.
+                age = (datetime.now(UTC) - datetime.fromisoformat(kept["at"])).total_seconds()
+                print(f"reusing the load of {age / 60:.0f} min ago in {workdir}", flush=True)
+            else:
+                ids = seed_subscriptions(url, args.owners, args.subscriptions)
+                big = ids[0]
+                print(
+                    f"loading {args.rows:,} deliveries ({args.method}, {args.jobs} jobs)",
+                    flush=True,
+                )
+                phases = Loader(url, args, big, ids[1:]).load()
+                with psycopg.connect(url) as conn:
+                    size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+                assert size is not None
+                print(
+                    f"loaded in {phases['load_s']:.0f} s ({args.rows / phases['load_s']:,.0f}"
+                    f" rows/s), indexes and keys {phases['indexes_s']:.0f} s, vacuum"
+                    f" {phases['vacuum_s']:.0f} s; database {size[0] / 1e9:.1f} GB",
+                    flush=True,
+                )
+                if args.keep:
+                    at = datetime.now(UTC).isoformat()
+                    marker.write_text(json.dumps({"load": load, "big": str(big), "at": at}))
             if args.load_only:
                 return 0
             if args.plans is not None:
