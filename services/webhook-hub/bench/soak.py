@@ -16,8 +16,9 @@ The delivery log's partition width and retention are set short (`--partition-wid
 and idempotency keys are pruned on the same scale. After `--warmup-seconds` at the same rate
 (each process's first requests are no baseline), per window of `--window-minutes`: offered
 and delivered rates, p50/p99 from submission (the batch request sent) to receipt (the
-receiver's clock, same machine), the database's size, each process's memory (RSS; PostgreSQL
-as the sum of its processes' PSS, which counts shared buffers once), and the partitions of
+receiver's clock, same machine), p99 of the batch requests' answers, the database's size,
+each process's memory (RSS; PostgreSQL as the sum of its processes' PSS, which counts shared
+buffers once), and the partitions of
 `deliveries` (from pg_inherits: 0 while the table is not partitioned). At the end, after up to
 `--drain-seconds` for the last deliveries: lost and duplicate `webhook-id`s (each accepted
 event's id for each subscription is known to the submitter, as `webhook-id` is derived from
@@ -78,6 +79,7 @@ class Window:
     submitted: int = 0
     refused: int = 0
     latencies: list[float] = field(default_factory=list)
+    requests: list[float] = field(default_factory=list)  # each batch request's answer time
     sample: dict[str, Any] = field(default_factory=dict)
 
 
@@ -295,6 +297,7 @@ async def submit(
                     ledger.refused += count
                     return
                 answer = await response.json()
+            window.requests.append(time.time() - at)
             accepted = [uuid.UUID(r["id"]) for r in answer["results"] if r["result"] == "accepted"]
             refused = count - len(accepted)
             window.refused += refused
@@ -350,6 +353,7 @@ def row_of(window: Window) -> dict[str, Any]:
         "delivered_per_s": round(len(window.latencies) / window.seconds),
         "p50_ms": round(percentile(window.latencies, 0.5) * 1000, 1),
         "p99_ms": round(percentile(window.latencies, 0.99) * 1000, 1),
+        "request_p99_ms": round(percentile(window.requests, 0.99) * 1000, 1),
         **window.sample,
     }
 
