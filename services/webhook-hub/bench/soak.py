@@ -36,6 +36,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -409,6 +410,11 @@ def targets(windows: list[Window], ledger: Ledger) -> list[str]:
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    # SIGTERM stops the run as Ctrl-C does (asyncio.run's): the run is cancelled, and its
+    # processes are stopped on the way out.
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     retention_days = args.retention_minutes / 1440
     # The delivery log's partitions and retention (issue 31, item 2), and the other tables'
     # pruning on the same scale; settings a build does not know are ignored.
@@ -496,7 +502,11 @@ def main() -> int:
     parser.add_argument(
         "--python-receiver", action="store_true", help="receiver.py even with nginx installed"
     )
-    return asyncio.run(main_async(parser.parse_args()))
+    try:
+        return asyncio.run(main_async(parser.parse_args()))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("soak stopped before its end; its processes are stopped")
+        return 130
 
 
 if __name__ == "__main__":
