@@ -18,7 +18,7 @@ PYTEST := $(RUN) pytest -p no:cacheprovider
 # `make test`'s suites, longest first (see `test`).
 SUITES := suite-e2e $(addprefix suite-,$(SERVICES)) suite-servicekit
 
-.PHONY: help install run test test-fast test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench fuzz browser wrk nginx
+.PHONY: help install run test test-fast test-unit test-e2e $(SUITES) lint check-deploy fmt migrate clean bench soak bench-log fuzz browser wrk nginx
 
 help:
 	@echo "make run      the whole stack on embedded Postgres and NATS (Ctrl-C stops it)"
@@ -31,6 +31,8 @@ help:
 	@echo "make migrate  apply every service's migrations (DATABASE_URL or the dev defaults)"
 	@echo "make fuzz     schemathesis with NUL and lone surrogates, FUZZ_EXAMPLES per operation (default 100), new inputs each run"
 	@echo "make bench    benchmarks that print their figures (webhook delivery and HTTP ingest, crawling vs Scrapy, GraphQL vs REST, tracing overhead)"
+	@echo "make soak     webhook-hub for 20 minutes at 2,000 events/s over HTTP, partitions created and dropped (SOAK_ARGS='--minutes 5')"
+	@echo "make bench-log  webhook-hub's delivery log pages over HTTP with 50 million deliveries loaded (LOG_ARGS='--rows 5000000'; about 25 GB, 30 min)"
 	@echo "make clean    remove the dev data (.data/) and caches"
 
 $(CURDIR)/.tools/bin/uv:
@@ -163,6 +165,18 @@ bench: $(BENCH_VENV)/.synced wrk nginx
 	$(BENCH_RUN) python services/commerce-content/bench/run.py
 	$(BENCH_RUN) python services/commerce-content/bench/persisted_lookup.py
 	$(BENCH_RUN) python libs/servicekit/bench/tracing_overhead.py
+
+# Figures too: webhook-hub at a fixed rate over HTTP for many minutes (bench/soak.py), per
+# window and against issue 31's soak targets. SOAK_ARGS passes options, e.g. --minutes 5.
+SOAK_ARGS ?=
+soak: $(BENCH_VENV)/.synced nginx
+	$(BENCH_RUN) python services/webhook-hub/bench/soak.py $(SOAK_ARGS)
+
+# The delivery log's pages with 50 million deliveries loaded (bench/delivery_log_at_scale.py):
+# not in `bench`, as loading them takes most of half an hour and about 25 GB.
+LOG_ARGS ?=
+bench-log: $(BENCH_VENV)/.synced
+	$(BENCH_RUN) python services/webhook-hub/bench/delivery_log_at_scale.py $(LOG_ARGS)
 
 fmt: install
 	$(RUN) ruff check --fix .

@@ -34,7 +34,7 @@ from servicekit.db.migrations import upgrade
 from servicekit.embedded.postgres import EmbeddedPostgres
 from sqlalchemy.ext.asyncio import create_async_engine
 from webhook_hub.portal.charts import truncate
-from webhook_hub.portal.repository import HOURS_FROM_LOG, STORED_HOURS
+from webhook_hub.portal.repository import HOURS_FROM_LOG, LIVE_SAMPLE, STORED_HOURS
 from webhook_hub.portal.stats import PortalStatsService
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
@@ -115,7 +115,18 @@ def show_plans(url: str, big: uuid.UUID) -> None:
         hour = truncate(datetime.now(UTC), "hour")
         for sql, params in (
             (STORED_HOURS, {"ids": [big], "since": hour - timedelta(days=7)}),
-            (HOURS_FROM_LOG, {"sids": [big, big], "hours": [hour - timedelta(hours=1), hour]}),
+            (
+                HOURS_FROM_LOG,
+                {
+                    # The last hour (over) and the current one (open), as a page asks for them.
+                    "sids": [big, big],
+                    "hours": [hour - timedelta(hours=1), hour],
+                    "over": [True, False],
+                    "recent": [True, True],
+                    "charted": [True, True],
+                    "live_sample": LIVE_SAMPLE,
+                },
+            ),
         ):
             rows = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS) {psycopg_sql(sql)}", params)
             print("\n   " + "\n   ".join(str(row[0]) for row in rows))

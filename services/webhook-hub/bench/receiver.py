@@ -1,11 +1,16 @@
 """A minimal webhook receiver for the benchmark: answers 204, records the latency of each
-delivery from the `sent_at` its event carries, and reports at `GET /stats`."""
+delivery from the `sent_at` its event carries, and reports at `GET /stats`. With a second
+argument, a file to which each delivery appends `<receipt time> <webhook-id>`, as the nginx
+receiver of `soak.py` logs them (written every second)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 from aiohttp import web
 
@@ -14,6 +19,7 @@ seen: set[tuple[str, str]] = set()
 posts = 0
 first_at = 0.0
 last_at = 0.0
+ids: list[str] = []
 
 
 async def bare(request: web.Request) -> web.Response:
@@ -29,6 +35,7 @@ async def receive(request: web.Request) -> web.Response:
     posts += 1
     first_at = first_at or now
     last_at = now
+    ids.append(f"{now:.3f} {request.headers.get('webhook-id', '-')}\n")
     data = json.loads(body).get("data", {})
     if "sent_at" in data:
         latencies.append(now - data["sent_at"])
@@ -56,9 +63,37 @@ async def reset(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+def write_ids(path: Path) -> None:
+    with path.open("a") as log:
+        log.writelines(ids)
+    ids.clear()
+
+
+def ids_log(path: Path | None) -> Callable[[web.Application], AsyncIterator[None]]:
+    """The app's cleanup context: the ids received, appended to `path` every second."""
+
+    async def flushing(app: web.Application) -> AsyncIterator[None]:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(1)
+                if path is not None:
+                    write_ids(path)
+                else:
+                    ids.clear()
+
+        task = asyncio.create_task(loop())
+        yield
+        task.cancel()
+        if path is not None:
+            write_ids(path)
+
+    return flushing
+
+
 def main() -> None:
     port = int(sys.argv[1])
     app = web.Application()
+    app.cleanup_ctx.append(ids_log(Path(sys.argv[2]) if len(sys.argv) > 2 else None))
     app.router.add_get("/stats", stats)
     app.router.add_post("/reset", reset)
     app.router.add_post("/bare", bare)

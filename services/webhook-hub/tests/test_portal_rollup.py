@@ -16,7 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.deliveries.service import DeliveryService
 from webhook_hub.portal.charts import truncate
-from webhook_hub.portal.repository import HourStatsRepository
+from webhook_hub.portal.repository import LIVE_SAMPLE, HourStatsRepository
 
 from tests.factories import (
     Consumer,
@@ -159,6 +159,59 @@ async def test_an_hours_latency_takes_first_attempts_held_by_deliveries_and_logg
             {"sid": sid, "hour": hour},
         )
         assert tuple(stored.one()) == (4, 500.0)
+
+
+async def first_attempts_in(
+    engine: AsyncEngine, subscription_id: str, at: datetime, count: int, duration_ms: int
+) -> None:
+    """`count` succeeded deliveries created at `at`, each holding its first attempt (as the
+    engine writes them) of this duration."""
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload,"
+                " event_time, status, attempts, created_at, first_status_code,"
+                " first_duration_ms) SELECT gen_random_uuid(), :sid, gen_random_uuid(),"
+                " 'order.paid', '{}', :at, 'succeeded', 1, :at, 200, :ms"
+                " FROM generate_series(1, :count)"
+            ),
+            {"sid": subscription_id, "at": at, "count": count, "ms": duration_ms},
+        )
+
+
+async def hour_latency(
+    client: httpx.AsyncClient, subscription_id: str, hour: datetime
+) -> tuple[float, float]:
+    """The endpoint page's latency chart at `hour`: (p50, p95)."""
+    latency = chart_of(
+        (await client.get(f"/portal/endpoints/{subscription_id}")).text, "chart-latency"
+    )
+    position = latency["x"].index(int(hour.timestamp()))
+    p50, p95 = (series["values"][position] for series in latency["series"])
+    return p50, p95
+
+
+async def test_an_open_hours_latency_is_of_its_latest_deliveries(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer, sid = await quiet_endpoint(client, db_engine, http_receiver)
+    hour = hours_ago(0)
+    # 100 slow attempts early in the hour, then as many fast ones as the sample holds.
+    await first_attempts_in(db_engine, sid, hour, 100, 900)
+    await first_attempts_in(db_engine, sid, hour + timedelta(minutes=30), LIVE_SAMPLE, 100)
+    await signed_in(client, consumer)
+    assert await hour_latency(client, sid, hour) == (100.0, 100.0)
+
+
+async def test_a_settled_hours_latency_is_of_all_its_deliveries(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    consumer, sid = await quiet_endpoint(client, db_engine, http_receiver)
+    hour = hours_ago(3)
+    await first_attempts_in(db_engine, sid, hour, 100, 900)
+    await first_attempts_in(db_engine, sid, hour + timedelta(minutes=30), LIVE_SAMPLE, 100)
+    await signed_in(client, consumer)
+    assert await hour_latency(client, sid, hour) == (100.0, 900.0)
 
 
 async def test_the_current_hour_is_never_stored(
