@@ -73,8 +73,8 @@ def parse_message(text: str) -> dict[str, Any]:
         if (
             not isinstance(payload, dict)
             or not isinstance(payload.get("query"), str)
-            or not isinstance(payload.get("variables") or {}, dict)
-            or not isinstance(payload.get("operationName") or "", str)
+            or not isinstance(payload.get("variables"), dict | None)
+            or not isinstance(payload.get("operationName"), str | None)
         ):
             raise MalformedMessage(
                 "`subscribe` needs a payload {query, variables?, operationName?}"
