@@ -58,7 +58,6 @@ async def run_http_server(app: FastAPI, port: int | None = None) -> AsyncIterato
     """The app behind a real uvicorn server on 127.0.0.1, for flows that call back over HTTP."""
     import asyncio
 
-
     from servicekit.embedded.network import free_port
     from servicekit.web.server import Server, uvicorn_config
 

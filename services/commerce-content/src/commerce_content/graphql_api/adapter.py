@@ -44,8 +44,8 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from datetime import timedelta
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 from typing import Any, TypeVar, cast
 
@@ -70,11 +70,11 @@ from strawberry.http.exceptions import (
     WebSocketDisconnected,
 )
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
-from strawberry.types.base import StrawberryObjectDefinition
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
 )
+from strawberry.types.base import StrawberryObjectDefinition
 from strawberry.types.field import StrawberryField
 from strawberry.types.unset import UNSET, UnsetType
 
@@ -388,6 +388,9 @@ def executor_for(schema: GraphQLSchema) -> type[PlainFieldExecutionContext]:
 # --- graphql-transport-ws over our own WebSocket route -------------------------------------
 
 
+TRANSPORT_WS_PROTOCOL: str = GRAPHQL_TRANSPORT_WS_PROTOCOL
+
+
 class ConnectionRefused(Exception):
     """Raised by `on_connect`: the socket is closed with this code and reason."""
 
@@ -458,7 +461,7 @@ class _View:
         except ConnectionRefused as refused:
             await self._socket().close(refused.code, refused.reason)
             raise ConnectionRejectionError from refused
-        return UNSET
+        return cast("UnsetType", UNSET)
 
 
 OnConnect = Callable[[dict[str, object]], Awaitable[None]]
@@ -481,7 +484,7 @@ class TransportWS:
         view = _View(lambda: self.socket, on_connect)
         self.socket = _Socket(view, websocket, parse)
         self.handler: BaseGraphQLTransportWSHandler[Any, None] = BaseGraphQLTransportWSHandler(
-            view=cast(Any, view),
+            view=cast("Any", view),
             websocket=self.socket,
             context=context,
             root_value=None,

@@ -11,8 +11,8 @@ import structlog
 from graphql import (
     DocumentNode,
     ExecutionResult,
-    OperationDefinitionNode,
     GraphQLError,
+    OperationDefinitionNode,
     OperationType,
     StringValueNode,
     ValidationRule,
@@ -72,7 +72,10 @@ class OperationPolicy(SchemaExtension):
         yield
 
     def _refusal(
-        self, analyzer: OperationAnalyzer, document: DocumentNode, operation: OperationDefinitionNode
+        self,
+        analyzer: OperationAnalyzer,
+        document: DocumentNode,
+        operation: OperationDefinitionNode,
     ) -> GraphQLError | None:
         context = self.execution_context
         if reason := bad_text_in(context.variables, "variables"):

@@ -215,9 +215,11 @@ class EventBroker:
     def close(self) -> None:
         """Shutdown: every listener ends; new ones end at once."""
         self._closed = True
-        for group in [self._stock, *self._orders.values()]:
-            for listener in group:
-                listener.end()
+        listeners: list[Listener[Any]] = [*self._stock]
+        for group in self._orders.values():
+            listeners.extend(group)
+        for listener in listeners:
+            listener.end()
 
 
 @dataclass(frozen=True)
@@ -260,4 +262,3 @@ class ConnectionCounts:
 
     def of_user(self, user: str) -> int:
         return self._per_user.get(user, 0)
-

@@ -8,8 +8,9 @@ subscription rather than a stream that never yields.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import ExitStack
+from typing import Any, TypeVar, cast
 
 import strawberry
 from graphql import GraphQLError
@@ -24,7 +25,7 @@ from commerce_content.graphql_api.directives import (
 )
 from commerce_content.graphql_api.errors import bad_input
 from commerce_content.graphql_api.ids import GlobalId, InvalidIdentifier, decode_id, global_id
-from commerce_content.graphql_api.live import EventBroker, Listener, StockLevel
+from commerce_content.graphql_api.live import EventBroker, Listener, OrderEvent, StockLevel
 from commerce_content.graphql_api.types import Order
 from commerce_content.identity.roles import Role
 from commerce_content.models import Order as OrderRow
@@ -33,6 +34,22 @@ from commerce_content.orders.repository import OrderRepository
 # Subscribing is an operation like a query: at most this many per caller and window.
 SUBSCRIBE_LIMIT = (30, "1m")
 _SUBSCRIBE_ITEM = rate_limit_item(*SUBSCRIBE_LIMIT)
+
+
+ResolverT = TypeVar("ResolverT", bound=Callable[..., Any])
+
+
+def subscription(role: Role, description: str) -> Callable[[ResolverT], ResolverT]:
+    """A subscription field with its `@auth` and `@rateLimit` in the SDL; the resolver
+    enforces both at subscribe time (`_admit`)."""
+    field: Any = strawberry.subscription(
+        description=description,
+        directives=[
+            Auth(requires=role),
+            RateLimit(max=SUBSCRIBE_LIMIT[0], window=SUBSCRIBE_LIMIT[1]),
+        ],
+    )
+    return cast("Callable[[ResolverT], ResolverT]", field)
 
 
 @strawberry.type(description="A product's stock after a change (shop staff only).")
@@ -68,7 +85,7 @@ async def _read_order(context: GraphQLContext, order_id: uuid.UUID) -> OrderRow 
 async def _order_updates(
     context: GraphQLContext,
     registration: ExitStack,
-    listener: Listener[object],
+    listener: Listener[OrderEvent],
     row: OrderRow,
 ) -> AsyncIterator[Order]:
     with registration:
@@ -99,13 +116,10 @@ async def _stock_updates(
 
 @strawberry.type
 class Subscription:
-    @strawberry.subscription(
-        description="The order as it is now, then again each time its status changes. For"
-        " the customer who placed it and shop staff; anyone else is refused.",
-        directives=[
-            Auth(requires=Role.USER),
-            RateLimit(max=SUBSCRIBE_LIMIT[0], window=SUBSCRIBE_LIMIT[1]),
-        ],
+    @subscription(
+        Role.USER,
+        "The order as it is now, then again each time its status changes. For the customer"
+        " who placed it and shop staff; anyone else is refused.",
     )
     async def order_status_changed(
         self, info: Context, order_id: strawberry.ID
@@ -133,15 +147,12 @@ class Subscription:
             registration.close()
             raise
         assert row is not None
-        return _order_updates(context, registration, listener, row)  # type: ignore[arg-type]
+        return _order_updates(context, registration, listener, row)
 
-    @strawberry.subscription(
-        description="Stock levels as orders and product saves change them: every product,"
-        " or those of `productIds`. Managers and admins only.",
-        directives=[
-            Auth(requires=Role.MANAGER),
-            RateLimit(max=SUBSCRIBE_LIMIT[0], window=SUBSCRIBE_LIMIT[1]),
-        ],
+    @subscription(
+        Role.MANAGER,
+        "Stock levels as orders and product saves change them: every product, or those of"
+        " `productIds`. Managers and admins only.",
     )
     async def stock_changed(
         self, info: Context, product_ids: list[strawberry.ID] | None = None

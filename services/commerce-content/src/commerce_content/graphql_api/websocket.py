@@ -34,7 +34,7 @@ from servicekit.web.input_guard import (
 
 from commerce_content.errors import NotAuthenticated
 from commerce_content.graphql_api.adapter import (
-    GRAPHQL_TRANSPORT_WS_PROTOCOL,
+    TRANSPORT_WS_PROTOCOL,
     ConnectionRefused,
     MalformedMessage,
     TransportWS,
@@ -150,11 +150,11 @@ async def _heartbeat(transport: TransportWS, every: float) -> None:
 async def graphql_websocket(websocket: WebSocket) -> None:
     server: SubscriptionServer = websocket.app.state.graphql_subscriptions
     settings = server.settings
-    if GRAPHQL_TRANSPORT_WS_PROTOCOL not in websocket.scope.get("subprotocols", []):
+    if TRANSPORT_WS_PROTOCOL not in websocket.scope.get("subprotocols", []):
         await websocket.accept()
         await websocket.close(SUBPROTOCOL_NOT_ACCEPTABLE, "Subprotocol not acceptable")
         return
-    await websocket.accept(subprotocol=GRAPHQL_TRANSPORT_WS_PROTOCOL)
+    await websocket.accept(subprotocol=TRANSPORT_WS_PROTOCOL)
     if server.closing or server.broker is None:
         await websocket.close(GOING_AWAY, "going away")
         return
