@@ -49,5 +49,5 @@ def graphiql_response(
         "kit/graphiql.html",
         title=title,
         endpoint=endpoint,
-        subscriptions=subscriptions,
+        subscriptions="ws" if subscriptions else "",
     )
