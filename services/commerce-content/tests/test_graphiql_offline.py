@@ -3,9 +3,20 @@ every asset is vendored, nothing comes from a CDN."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
+import httpx
+from commerce_content.settings import Settings
+from fastapi import FastAPI
 from servicekit.testing.browser import BrowserPage, screenshots
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import bearer_for, make_product, make_user
+from tests.graphql_client import global_id
+from tests.test_graphql_orders import create_order
+from tests.test_graphql_subscriptions import relay_events
+from tests.test_orders import completed_event, notify, order_row
 
 
 async def test_graphiql_renders_offline_and_runs_a_query(
@@ -34,3 +45,53 @@ async def test_the_api_docs_render_offline(browser_page: BrowserPage, graphql_ur
     await browser_page.page.goto(f"{base}/redoc")
     await browser_page.page.locator(".api-content h1").wait_for()
     assert browser_page.blocked_requests == []
+
+
+async def test_graphiql_runs_a_subscription_over_the_websocket(
+    browser_page: BrowserPage,
+    graphql_app: FastAPI,
+    graphql_url: str,
+    screenshot_dir: Path,
+    service_settings: Settings,
+    db_engine: AsyncEngine,
+) -> None:
+    """The vendored GraphiQL's own graphql-ws client: the headers editor's Authorization goes
+    in connection_init, the order arrives PENDING, then PAID after a signed notification."""
+    await graphql_app.state.graphql_subscriptions.broker.following.wait()
+    manager = await make_user(db_engine, "manager")
+    headers = bearer_for(service_settings, manager, "manager")
+    product = await make_product(db_engine, price="5.00", stock=5)
+    created = await create_order(
+        graphql_url, headers, [{"productId": global_id("Product", product), "quantity": 1}]
+    )
+    order_gid = created["order"]["id"]
+    page = browser_page.page
+    await page.goto(graphql_url)
+    editor = page.locator(".graphiql-query-editor .CodeMirror")
+    await editor.wait_for()
+    await editor.click()
+    await page.keyboard.press("Control+A")
+    await page.keyboard.type(
+        f'subscription {{ orderStatusChanged(orderId: "{order_gid}") {{ status ',
+    )
+    await page.get_by_role("button", name="Headers").click()
+    headers_editor = page.locator(".graphiql-editor-tool .CodeMirror").last
+    await headers_editor.click()
+    await page.keyboard.type(f'{{"Authorization": "{headers["Authorization"]}"')
+    await page.locator(".graphiql-execute-button").click()
+    await page.locator(".graphiql-response", has_text='"PENDING"').wait_for()
+    row = await order_row(db_engine, _order_key(order_gid))
+    async with httpx.AsyncClient(base_url=graphql_url.removesuffix("/graphql")) as http:
+        answer = await notify(http, service_settings, completed_event(row))
+    assert answer.status_code == 200, answer.text
+    await relay_events(service_settings, db_engine)
+    await page.locator(".graphiql-response", has_text='"PAID"').wait_for()
+    await screenshots(page, screenshot_dir, "commerce-graphiql-subscription")
+    assert browser_page.blocked_requests == []
+    assert browser_page.csp_violations == []
+    assert browser_page.page_errors == []
+
+
+def _order_key(order_gid: str) -> str:
+    padded = order_gid + "=" * (-len(order_gid) % 4)
+    return base64.urlsafe_b64decode(padded).decode().removeprefix("Order:")

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import nats
-import uvicorn
 import uvloop
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import InterfaceError, OperationalError, ProgrammingError
@@ -26,7 +25,7 @@ from servicekit.db.engine import create_engine, create_session_factory
 from servicekit.db.migrations import downgrade, upgrade
 from servicekit.events.stream import ensure_events_stream
 from servicekit.settings import ServiceSettings
-from servicekit.web.server import uvicorn_config
+from servicekit.web.server import Server, uvicorn_config
 
 if TYPE_CHECKING:  # the worker and admin commands never load the web framework
     from fastapi import FastAPI
@@ -236,7 +235,7 @@ class ServiceCLI:
                 proxy_headers=True,
                 timeout_graceful_shutdown=10,
             )
-            server = uvicorn.Server(config)
+            server = Server(config, app)
             if args.reuse_port:
                 server.run(sockets=[reuse_port_socket(config.host, config.port)])
             else:

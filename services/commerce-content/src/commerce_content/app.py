@@ -16,6 +16,8 @@ from commerce_content.graphql_api.directives import field_rate_limiter
 from commerce_content.graphql_api.endpoint import router as graphql_router
 from commerce_content.graphql_api.persisted import PersistedQueryStore
 from commerce_content.graphql_api.schema import build_schema
+from commerce_content.graphql_api.websocket import SubscriptionServer, subscriptions_resource
+from commerce_content.graphql_api.websocket import router as graphql_ws_router
 from commerce_content.orders.endpoints import router as orders_router
 from commerce_content.orders.sandbox import sandbox_router
 from commerce_content.payments.provider import sandbox_enabled
@@ -39,6 +41,7 @@ def create_app(settings: Settings) -> FastAPI:
         render_error=render_error,
         validation_status=400,
         registry=registry,
+        resources=[subscriptions_resource],
     )
     app.add_middleware(ApiCorsMiddleware, origin=settings.frontend_origin)
     app.state.request_limiter = RequestLimiter(settings.rate_limit, settings.rate_limit_storage_url)
@@ -57,4 +60,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.graphql_field_limiter = field_rate_limiter(settings.rate_limit_storage_url)
     app.state.persisted_queries = PersistedQueryStore()
     app.include_router(graphql_router)
+    app.state.graphql_subscriptions = SubscriptionServer(settings)
+    # Before uvicorn closes open connections itself (1012): ours go with 1001.
+    app.state.before_shutdown = [app.state.graphql_subscriptions.close_all]
+    app.include_router(graphql_ws_router)
     return app

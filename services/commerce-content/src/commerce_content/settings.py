@@ -67,6 +67,14 @@ class Settings(ServiceSettings):
     graphql_allow_list: bool = False
     # GraphiQL at GET /graphql for browsers; always off in production, like introspection.
     graphql_ide: bool = True
+    # Subscriptions over WebSocket (graphql-transport-ws at /graphql): open connections per
+    # user and per process, subscriptions per connection, how long a socket may wait before
+    # `connection_init`, and how often the server sends the protocol's `ping`.
+    graphql_ws_max_connections_per_user: int = Field(default=10, ge=1)
+    graphql_ws_max_connections: int = Field(default=5000, ge=1)
+    graphql_ws_max_subscriptions_per_connection: int = Field(default=20, ge=1)
+    graphql_ws_init_timeout_seconds: float = Field(default=10.0, gt=0)
+    graphql_ws_ping_seconds: float = Field(default=15.0, gt=0)
 
     @model_validator(mode="after")
     def _choose_payment_provider(self) -> Self:

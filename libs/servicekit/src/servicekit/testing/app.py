@@ -58,10 +58,8 @@ async def run_http_server(app: FastAPI, port: int | None = None) -> AsyncIterato
     """The app behind a real uvicorn server on 127.0.0.1, for flows that call back over HTTP."""
     import asyncio
 
-    import uvicorn
-
     from servicekit.embedded.network import free_port
-    from servicekit.web.server import uvicorn_config
+    from servicekit.web.server import Server, uvicorn_config
 
     settings = getattr(app.state, "settings", None)
     limit = getattr(settings, "max_request_header_bytes", DEFAULT_MAX_HEADER_BYTES)
@@ -74,7 +72,7 @@ async def run_http_server(app: FastAPI, port: int | None = None) -> AsyncIterato
         log_level="warning",
         lifespan="on",
     )
-    server = uvicorn.Server(config)
+    server = Server(config, app)
     task = asyncio.create_task(server.serve())
     try:
         for _ in range(600):

@@ -9,13 +9,17 @@ several times slower).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 from typing import Any
 
+import structlog
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 DEFAULT_MAX_HEADER_BYTES = 32 * 1024
+logger = structlog.get_logger(__name__)
 
 
 class HeadTooLarge(Exception):
@@ -102,3 +106,29 @@ def uvicorn_config(
     return uvicorn.Config(
         app, host=host, port=port, http=bounded_head_protocol(max_header_bytes), **kwargs
     )
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, telling the app when shutdown begins.
+
+    uvicorn closes every open connection before the lifespan's shutdown runs (WebSockets with
+    1012), so an app that ends its long-lived connections its own way (commerce-content's
+    GraphQL sockets with 1001, "going away") lists async callables in
+    `app.state.before_shutdown`; they run first, each at most `BEFORE_SHUTDOWN_SECONDS`.
+    """
+
+    def __init__(self, config: uvicorn.Config, app: Any) -> None:
+        super().__init__(config)
+        self._app = app
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        state = getattr(self._app, "state", None)
+        for hook in getattr(state, "before_shutdown", ()):
+            try:
+                await asyncio.wait_for(hook(), BEFORE_SHUTDOWN_SECONDS)
+            except Exception as exc:
+                logger.warning("a before-shutdown hook failed", error=repr(exc))
+        await super().shutdown(sockets)
+
+
+BEFORE_SHUTDOWN_SECONDS = 5.0

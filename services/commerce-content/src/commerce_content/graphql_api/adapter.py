@@ -16,7 +16,11 @@ What is reached into:
   `get_stream_usage`, `settle_in_background`, `is_awaitable` and `middleware_manager`;
 - graphql-core's `execution.collect_fields` types and `pyutils.gather_with_cancel`;
 - strawberry's `strawberry-definition` extensions on graphql-core types and fields, and the
-  `_is_default` mark of its default resolver.
+  `_is_default` mark of its default resolver;
+- strawberry's `graphql-transport-ws` protocol handler (`BaseGraphQLTransportWSHandler`), run
+  on our own WebSocket route (`run_transport_ws`): it wants a view (only its `on_ws_connect`
+  is called) and a socket adapter (`AsyncWebSocketAdapter`: `iter_json`, `send_json`,
+  `close`), both given here.
 
 A shorter path through graphql-core for fields that only read an attribute.
 
@@ -37,10 +41,13 @@ paths, are exactly graphql-core's: `test_graphql_execution.py` compares the two.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import json
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from graphql import (
     GraphQLList,
@@ -53,10 +60,23 @@ from graphql import (
 from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
 from graphql.pyutils import AwaitableOrValue, Path, Undefined
 from graphql.pyutils.gather_with_cancel import gather_with_cancel
+from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry import Schema
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http.async_base_view import AsyncWebSocketAdapter
+from strawberry.http.exceptions import (
+    NonJsonMessageReceived,
+    NonTextMessageReceived,
+    WebSocketDisconnected,
+)
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+)
 from strawberry.types.base import StrawberryObjectDefinition
 from strawberry.types.field import StrawberryField
+from strawberry.types.unset import UNSET, UnsetType
 
 STOCK_EXECUTION_CONTEXT = StrawberryGraphQLCoreExecutionContext
 
@@ -363,3 +383,126 @@ def executor_for(schema: GraphQLSchema) -> type[PlainFieldExecutionContext]:
         (PlainFieldExecutionContext,),
         {"plain_fields": plain_fields(schema)},
     )
+
+
+# --- graphql-transport-ws over our own WebSocket route -------------------------------------
+
+
+TRANSPORT_WS_PROTOCOL: str = GRAPHQL_TRANSPORT_WS_PROTOCOL
+
+
+class ConnectionRefused(Exception):
+    """Raised by `on_connect`: the socket is closed with this code and reason."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class MalformedMessage(ValueError):
+    """JSON that is not a message of the protocol: the socket is closed with 4400 and this."""
+
+
+class _Socket(AsyncWebSocketAdapter):
+    def __init__(self, view: Any, websocket: WebSocket, parse: Callable[[str], object]) -> None:
+        super().__init__(view)
+        self.websocket = websocket
+        self.parse = parse
+        self.closed = False
+
+    async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncGenerator[object]:
+        try:
+            while not self.closed:
+                message = await self.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text is None:
+                    raise NonTextMessageReceived
+                try:
+                    parsed = self.parse(text)
+                except MalformedMessage as exc:
+                    await self.close(4400, str(exc))
+                    return
+                except ValueError as exc:
+                    if ignore_parsing_errors:
+                        continue
+                    raise NonJsonMessageReceived from exc
+                yield parsed
+        except (WebSocketDisconnect, RuntimeError):
+            return  # closed meanwhile (by us: shutdown, a refusal)
+
+    async def send_json(self, message: Mapping[str, object]) -> None:
+        if self.closed:
+            raise WebSocketDisconnected
+        try:
+            await self.websocket.send_text(json.dumps(message, separators=(",", ":")))
+        except (WebSocketDisconnect, RuntimeError, OSError) as exc:
+            raise WebSocketDisconnected from exc
+
+    async def close(self, code: int, reason: str) -> None:
+        """Once: strawberry closes again after a refusal we already closed with our code."""
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(RuntimeError, OSError, WebSocketDisconnect):
+            await self.websocket.close(code=code, reason=reason)
+
+
+class _View:
+    def __init__(self, socket: Callable[[], _Socket], on_connect: OnConnect) -> None:
+        self._socket = socket
+        self._on_connect = on_connect
+
+    async def on_ws_connect(self, context: Any) -> UnsetType:
+        try:
+            await self._on_connect(context.connection_params or {})
+        except ConnectionRefused as refused:
+            await self._socket().close(refused.code, refused.reason)
+            raise ConnectionRejectionError from refused
+        return cast("UnsetType", UNSET)
+
+
+OnConnect = Callable[[dict[str, object]], Awaitable[None]]
+
+
+class TransportWS:
+    """One accepted socket speaking graphql-transport-ws through strawberry's handler."""
+
+    def __init__(
+        self,
+        websocket: WebSocket,
+        schema: Schema,
+        context: Any,
+        *,
+        on_connect: OnConnect,
+        parse: Callable[[str], object],
+        init_timeout: timedelta,
+        max_operations: int,
+    ) -> None:
+        view = _View(lambda: self.socket, on_connect)
+        self.socket = _Socket(view, websocket, parse)
+        self.handler: BaseGraphQLTransportWSHandler[Any, None] = BaseGraphQLTransportWSHandler(
+            view=cast("Any", view),
+            websocket=self.socket,
+            context=context,
+            root_value=None,
+            schema=schema,
+            connection_init_wait_timeout=init_timeout,
+            max_subscriptions_per_connection=max_operations,
+        )
+
+    @property
+    def acknowledged(self) -> bool:
+        return self.handler.connection_acknowledged
+
+    async def run(self) -> None:
+        await self.handler.handle()
+
+    async def ping(self) -> None:
+        """The protocol's heartbeat: clients answer `pong`."""
+        await self.socket.send_json({"type": "ping"})
+
+    async def close(self, code: int, reason: str) -> None:
+        await self.socket.close(code, reason)

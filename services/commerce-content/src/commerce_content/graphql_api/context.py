@@ -9,12 +9,15 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from fastapi import BackgroundTasks, Request
+from fastapi import BackgroundTasks
+from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
+from starlette.requests import HTTPConnection
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
 from commerce_content.graphql_api.directives import CacheControlScope, FieldRateLimiter
+from commerce_content.graphql_api.live import EventBroker
 from commerce_content.identity.dependencies import Caller
 from commerce_content.identity.roles import Role
 from commerce_content.models import OrderItem, Product
@@ -41,9 +44,12 @@ class DynamicCacheHints:
 
 @dataclass
 class GraphQLContext:
-    request: Request
+    # The HTTP request, or the WebSocket of a subscription.
+    request: HTTPConnection
     settings: Settings
-    session: AsyncSession
+    # The request's transaction; None on a WebSocket, which lives too long to hold a
+    # connection of the pool: each use then has a session of its own (`db`).
+    session: AsyncSession | None
     background_tasks: BackgroundTasks
     caller: Caller | None
     field_limiter: FieldRateLimiter
@@ -53,6 +59,11 @@ class GraphQLContext:
     # graphql-core resolves sibling fields concurrently; one AsyncSession runs one statement
     # at a time.
     db_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    session_factory: async_sessionmaker[AsyncSession] | None = None
+    # Subscriptions: the process's event broker, and what the client sent in
+    # `connection_init` (set by strawberry's protocol handler).
+    broker: EventBroker | None = None
+    connection_params: dict[str, object] | None = None
 
     def __post_init__(self) -> None:
         self.products_by_id: DataLoader[int, Product | None] = DataLoader(self._load_products)
@@ -81,6 +92,11 @@ class GraphQLContext:
 
     @asynccontextmanager
     async def db(self) -> AsyncIterator[AsyncSession]:
+        if self.session is None:
+            assert self.session_factory is not None
+            async with self.session_factory() as session:
+                yield session
+            return
         async with self.db_lock:
             yield self.session
 

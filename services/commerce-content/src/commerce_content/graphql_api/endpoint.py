@@ -337,7 +337,7 @@ async def graphql_get(
         and not settings.is_production
     ):
         # From the vendored assets (strawberry's page loads them from a CDN): works offline.
-        return graphiql_response(request, PATH)
+        return graphiql_response(request, PATH, subscriptions=True)
     try:
         return await _execute(
             request,

@@ -9,8 +9,10 @@ from typing import Any
 
 import structlog
 from graphql import (
+    DocumentNode,
     ExecutionResult,
     GraphQLError,
+    OperationDefinitionNode,
     OperationType,
     StringValueNode,
     ValidationRule,
@@ -55,6 +57,45 @@ class OperationPolicy(SchemaExtension):
         self.max_cost = max_cost
         self.requested: int | None = None
 
+    def on_validate(self) -> Iterator[None]:
+        # A subscription is subscribed whatever `on_execute` leaves in the result, so its
+        # refusals are validation errors: the protocol's `error` message, nothing subscribed.
+        context = self.execution_context
+        document = context.graphql_document
+        if document is not None and not context.pre_execution_errors:
+            analyzer = OperationAnalyzer(core_schema(context.schema))
+            operation = analyzer.operation(document, context.operation_name)
+            if operation is not None and operation.operation == OperationType.SUBSCRIPTION:
+                refusal = self._refusal(analyzer, document, operation)
+                if refusal is not None:
+                    context.pre_execution_errors = [refusal]
+        yield
+
+    def _refusal(
+        self,
+        analyzer: OperationAnalyzer,
+        document: DocumentNode,
+        operation: OperationDefinitionNode,
+    ) -> GraphQLError | None:
+        context = self.execution_context
+        if reason := bad_text_in(context.variables, "variables"):
+            return bad_input(reason)
+        self.requested = analyzer.cost(document, operation, context.variables)
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attribute("graphql.operation.cost", self.requested)
+        if self.requested > self.max_cost:
+            return GraphQLError(
+                f"Query cost {self.requested} exceeds the maximum of {self.max_cost};"
+                " ask for fewer items per page or fewer fields",
+                extensions={
+                    "code": MAX_COST_EXCEEDED,
+                    "cost": self.requested,
+                    "maximumCost": self.max_cost,
+                },
+            )
+        return None
+
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
         analyzer = OperationAnalyzer(core_schema(context.schema))
@@ -62,26 +103,13 @@ class OperationPolicy(SchemaExtension):
         operation = analyzer.operation(document, context.operation_name) if document else None
         if reason := bad_text_in(context.variables, "variables"):
             context.result = ExecutionResult(data=None, errors=[bad_input(reason)])
-        elif document is not None and operation is not None:
-            self.requested = analyzer.cost(document, operation, context.variables)
-            span = trace.get_current_span()
-            if span.is_recording():
-                span.set_attribute("graphql.operation.cost", self.requested)
-            if self.requested > self.max_cost:
-                context.result = ExecutionResult(
-                    data=None,
-                    errors=[
-                        GraphQLError(
-                            f"Query cost {self.requested} exceeds the maximum of {self.max_cost};"
-                            " ask for fewer items per page or fewer fields",
-                            extensions={
-                                "code": MAX_COST_EXCEEDED,
-                                "cost": self.requested,
-                                "maximumCost": self.max_cost,
-                            },
-                        )
-                    ],
-                )
+        elif (
+            document is not None
+            and operation is not None
+            and operation.operation != OperationType.SUBSCRIPTION
+            and (refusal := self._refusal(analyzer, document, operation)) is not None
+        ):
+            context.result = ExecutionResult(data=None, errors=[refusal])
         yield
         result = context.result
         if (

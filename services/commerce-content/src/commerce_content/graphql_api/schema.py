@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import strawberry
@@ -19,7 +19,9 @@ from strawberry.extensions import (
     ValidationCache,
 )
 from strawberry.schema.config import StrawberryConfig
+from strawberry.schema.schema import StreamResult
 from strawberry.types import ExecutionContext
+from strawberry.types.graphql import OperationType
 
 from commerce_content.graphql_api.adapter import core_schema, executor_for
 from commerce_content.graphql_api.extensions import (
@@ -33,6 +35,7 @@ from commerce_content.graphql_api.extensions import (
 from commerce_content.graphql_api.mutations import Mutation
 from commerce_content.graphql_api.queries import Query
 from commerce_content.graphql_api.scalars import SCALARS
+from commerce_content.graphql_api.subscriptions import Subscription
 from commerce_content.graphql_api.types import Order, Product, ProductVariant, User
 from commerce_content.settings import Settings
 
@@ -45,6 +48,28 @@ class CommerceSchema(strawberry.Schema):
         super().__init__(*args, **kwargs)
         # Built from the finished schema, so it can only be set afterwards.
         self.execution_context_class = executor_for(core_schema(self))
+
+    async def stream(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+    ) -> StreamResult:
+        """Streams (the WebSocket) run subscriptions only: queries and mutations keep HTTP,
+        with its caching, idempotency keys and one transaction per request."""
+        return await super().stream(
+            query,
+            variable_values,
+            context_value,
+            root_value,
+            operation_name,
+            operation_extensions,
+            allowed_operation_types or (OperationType.SUBSCRIPTION,),
+        )
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
@@ -83,6 +108,7 @@ def build_schema(settings: Settings) -> CommerceSchema:
     return CommerceSchema(
         query=Query,
         mutation=Mutation,
+        subscription=Subscription,
         types=[Product, ProductVariant, Order, User],
         extensions=extensions,
         config=StrawberryConfig(

@@ -37,6 +37,17 @@ def install_api_docs(app: FastAPI, *, redoc: bool) -> None:
             )
 
 
-def graphiql_response(request: Request, endpoint: str, title: str = "GraphiQL") -> HTMLResponse:
-    """GraphiQL for the GraphQL endpoint at `endpoint` (same origin)."""
-    return _render(request, "kit/graphiql.html", title=title, endpoint=endpoint)
+def graphiql_response(
+    request: Request, endpoint: str, title: str = "GraphiQL", *, subscriptions: bool = False
+) -> HTMLResponse:
+    """GraphiQL for the GraphQL endpoint at `endpoint` (same origin); with `subscriptions`,
+    it runs subscriptions over a WebSocket at the same path (graphql-transport-ws, the
+    graphql-ws client bundled in GraphiQL's build), sending the headers editor's contents
+    as `connection_init`'s payload."""
+    return _render(
+        request,
+        "kit/graphiql.html",
+        title=title,
+        endpoint=endpoint,
+        subscriptions="ws" if subscriptions else "",
+    )
