@@ -7,21 +7,28 @@ which one a connection reaches."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import httpx
 import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver
 from scraper_manager.crawler.browser import BrowserPool, PageRenderer
 from scraper_manager.crawler.egress import EgressProxy
 from scraper_manager.crawler.engine import Crawl, CrawlConfig, CrawlStats
+from scraper_manager.settings import Settings
 from servicekit.net import AddressPolicy, guarded_connector
 from servicekit.testing.resolver import ScriptedResolver
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.dashboard import DASH, sign_in
+from tests.factories import make_client
 from tests.test_crawl_safety import Site
+from tests.test_crawls import BASE, start_crawl, wait_for_status
 
 CHROMIUM = "/usr/bin/chromium"
 PUBLIC_ONLY = AddressPolicy.allowing(["127.0.0.1/32"])
@@ -97,7 +104,9 @@ async def render_crawl(
 
 
 def page(script: str = "", body: str = "") -> str:
-    return f"<html><head><title>home</title></head><body>{body}<script>{script}</script></body></html>"
+    return (
+        f"<html><head><title>home</title></head><body>{body}<script>{script}</script></body></html>"
+    )
 
 
 async def test_items_rendered_by_a_script_are_extracted(
@@ -276,3 +285,100 @@ async def test_a_page_that_never_finishes_loading_ends_at_the_time_limit(
     assert done.items == []
     assert done.stats.requests_failed == 1
     assert "did not load within 1 s" in (done.stats.last_error or "")
+
+
+async def test_a_scraper_renders_over_http_unless_it_asks_for_a_browser(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    plain = await client.post(
+        BASE, json={"name": "p", "url": "https://shop.example/"}, headers=who.headers
+    )
+    assert plain.json()["render"] == "http"
+    patched = await client.patch(
+        f"{BASE}/{plain.json()['id']}", json={"render": "browser"}, headers=who.headers
+    )
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["render"] == "browser"
+
+
+async def test_a_render_other_than_http_or_browser_is_refused(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    answer = await client.post(
+        BASE,
+        json={"name": "p", "url": "https://shop.example/", "render": "webkit"},
+        headers=who.headers,
+    )
+    assert answer.status_code == 422
+    assert "render" in answer.text
+
+
+async def test_a_browser_run_extracts_a_script_built_page_and_logs_what_the_browser_did(
+    worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, public_site: Site
+) -> None:
+    public_site.pages["/"] = page(
+        "const d = document.createElement('div'); d.className = 'product';"
+        " d.innerHTML = '<h2>Lamp</h2>'; document.body.appendChild(d);",
+        body='<img src="/photo.png">',
+    )
+    who = await make_client(db_engine, "write")
+    scraper_id, run_id = await start_crawl(
+        client,
+        who,
+        url=f"{public_site.url}/",
+        render="browser",
+        obey_robots=False,
+        item_selector="div.product",
+        selectors={"name": "h2::text"},
+    )
+    run = await wait_for_status(client, who, scraper_id, run_id, {"completed", "failed"}, 60)
+    assert run["status"] == "completed", run
+    results = (await client.get(f"{BASE}/{scraper_id}/results", headers=who.headers)).json()
+    assert [r["data"]["name"] for r in results["data"]] == ["Lamp"]
+    assert public_site.hits == ["/"]
+    log = await client.get(f"{BASE}/{scraper_id}/runs/{run_id}/log", headers=who.headers)
+    [browser] = [line for line in log.json()["data"] if line["message"] == "browser pages"]
+    assert browser["fields"]["pages_rendered"] == 1
+    assert browser["fields"]["blocked_requests"] == 1
+
+
+async def test_the_dashboard_form_chooses_the_browser_and_the_scraper_page_shows_it(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    token = await sign_in(client, who)
+    form = (await client.get(f"{DASH}/scrapers/new")).text
+    offered = form.split('id="f-render"')[1].split("</select>")[0]
+    assert re.findall(r'<option value="([^"]*)"', offered) == ["http", "browser"]
+    assert '<option value="http" selected>' in offered
+    answer = await client.post(
+        f"{DASH}/scrapers/new",
+        data={
+            "csrf_token": token,
+            "name": "spa",
+            "url": "http://127.0.0.1:9/",
+            "render": "browser",
+        },
+    )
+    assert answer.status_code == 303, answer.text
+    created = (await client.get(BASE, headers=who.headers)).json()["data"][0]
+    assert created["render"] == "browser"
+    shown = (await client.get(answer.headers["location"])).text
+    assert re.search(r'id="config-render">browser', shown)
+    edit = (await client.get(f"{DASH}/scrapers/{created['id']}/edit")).text
+    assert '<option value="browser" selected>' in edit
+
+
+async def test_the_dashboard_form_shows_an_unknown_render_at_its_field(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    token = await sign_in(client, who)
+    answer = await client.post(
+        f"{DASH}/scrapers/new",
+        data={"csrf_token": token, "name": "spa", "url": "http://127.0.0.1:9/", "render": "x"},
+    )
+    assert answer.status_code == 422
+    assert 'id="f-render-error"' in answer.text

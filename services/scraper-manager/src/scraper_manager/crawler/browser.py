@@ -21,6 +21,7 @@ import contextlib
 import time
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Literal
 from urllib.parse import urlsplit
 
 from playwright.async_api import (
@@ -71,7 +72,7 @@ CHROMIUM_ARGS = (
 DEFAULT_BLOCKED = frozenset({"image", "media", "font"})
 # After `load`, the page may keep fetching (XHR that builds the items): wait for the network
 # to be quiet (Playwright: 500 ms without requests) within the page's time limit.
-SETTLE = "networkidle"
+SETTLE: Literal["networkidle"] = "networkidle"
 
 
 class BrowserPageFailed(Exception):
@@ -237,4 +238,3 @@ def _tunnel_key(url: str) -> str:
 
 def _ms(deadline: float) -> float:
     return max(deadline - time.monotonic(), 0.001) * 1000
-

@@ -328,7 +328,8 @@ class EgressProxy:
     ) -> bool:
         """A plain http request, made again on the guarded connector; True to keep the
         browser's connection for its next request."""
-        assert self._http is not None and self._proxy_http is not None
+        assert self._http is not None
+        assert self._proxy_http is not None
         length = request.header("Content-Length")
         if request.header("Transfer-Encoding") is not None:
             await answer(writer, 411, "Length Required", b"chunked request bodies unsupported")
@@ -400,4 +401,3 @@ async def answer(writer: asyncio.StreamWriter, status: int, reason: str, text: b
     """The proxy's own answer; the connection ends after it."""
     headers = [("Content-Type", "text/plain"), ("Connection", "close")]
     await respond(writer, status, reason, headers, text)
-

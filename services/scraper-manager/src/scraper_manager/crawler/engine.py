@@ -231,6 +231,11 @@ class Crawl:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                refusal = refusal_of(exc)
+                if refusal is not None:
+                    # A browser page that navigated where the policy refuses.
+                    self._refused(url, refusal)
+                    continue
                 self.stats.requests_failed += 1
                 self.stats.last_error = f"{url}: {type(exc).__name__}: {exc}"[:500]
                 self.log.error("page failed", url=url, error=f"{type(exc).__name__}: {exc}")
