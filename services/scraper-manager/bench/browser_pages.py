@@ -88,9 +88,9 @@ def run_one(start: str, pages: int, concurrency: int, browser: bool) -> dict[str
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--one":
-        start, pages, concurrency, browser = sys.argv[2:6]
+        start, pages, concurrency, rendered = sys.argv[2:6]
         print(
-            json.dumps(asyncio.run(crawl(start, int(pages), int(concurrency), browser == "True")))
+            json.dumps(asyncio.run(crawl(start, int(pages), int(concurrency), rendered == "True")))
         )
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
