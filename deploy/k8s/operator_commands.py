@@ -387,9 +387,14 @@ def check_overlay_secrets(
         if reads.keys - keys:
             missing = ", ".join(sorted(reads.keys - keys))
             problems.append(Problem(where, f"lacks {missing} (named by a secretKeyRef)"))
+        # Said once, though several images read it (scraper-manager's API and its worker's
+        # image with Chromium).
+        said: set[str] = set()
         for image, set_elsewhere in sorted(reads.whole):
             for message in check_service_secret(name, keys, image, set_elsewhere):
-                problems.append(Problem(where, message))
+                if message not in said:
+                    said.add(message)
+                    problems.append(Problem(where, message))
         if not reads.whole and not reads.mounted and keys - reads.keys:
             unread = ", ".join(sorted(keys - reads.keys))
             problems.append(Problem(where, f"{unread}: no pod reads it"))

@@ -276,7 +276,7 @@ def test_an_api_keys_command_in_a_container_of_another_service_is_reported(
     ]
     assert list(check_api_key_command(in_kubernetes, overlays, compose)) == [
         "Deployment 'scraper-manager-worker' runs image "
-        "ghcr.io/example/event-platform/scraper-manager:0.1.0, not webhook-hub's"
+        "ghcr.io/example/event-platform/scraper-manager:0.1.0-chromium, not webhook-hub's"
     ]
 
 

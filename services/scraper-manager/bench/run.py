@@ -130,6 +130,8 @@ def main() -> int:
     subprocess.run(
         [sys.executable, str(Path(__file__).with_name("changes_revalidation.py"))], check=True
     )
+    # Issue 33's browser pages: pages/s and CPU per page against HTTP pages, same site.
+    subprocess.run([sys.executable, str(Path(__file__).with_name("browser_pages.py"))], check=True)
     return 0 if same else 1
 
 

@@ -559,7 +559,9 @@ async def test_the_form_offers_the_operators_proxy_pools_by_name_only(
     async with serve_app(create_app(settings)) as http:
         await sign_in(http, who)
         form = (await http.get(f"{DASH}/scrapers/new")).text
-    options = re.findall(r'<option value="([^"]*)"', form.split('id="f-proxy_pool"')[1])
+    options = re.findall(
+        r'<option value="([^"]*)"', form.split('id="f-proxy_pool"')[1].split("</select>")[0]
+    )
     assert options == ["", "datacenter", "residential"]
     assert "proxy.example" not in form
     assert "secret" not in form

@@ -80,6 +80,8 @@ class Scraper(SQLModel, table=True):
     item_key: str | None = Field(default=None, max_length=100)
     # Revalidate pages with the validators the last run saw (If-None-Match, If-Modified-Since).
     revalidate: bool = True
+    # "http": the document as fetched; "browser": as headless Chromium leaves it.
+    render: str = Field(default="http", max_length=16)
     next_fire_at: datetime | None = _tz(default=None)
     created_at: datetime = _tz(default_factory=utcnow)
     updated_at: datetime = _tz(default_factory=utcnow)

@@ -45,6 +45,13 @@ class Settings(PageSettings, LiveStreamSettings):
     # `retention_prune_seconds`.
     result_retention_days: float = Field(default=30.0, gt=0)
     runs_per_worker: int = 4
+    # Scrapers with `render: "browser"`: Debian's Chromium, driven by Playwright, one per
+    # worker, at most this many pages open at once across the worker's runs (each page is a
+    # renderer process: about 50-100 MiB) ...
+    chromium_path: str = "/usr/bin/chromium"
+    browser_pages_per_worker: int = Field(default=4, ge=1, le=64)
+    # ... and these resource types never fetched (Playwright's names; [] fetches everything).
+    browser_blocked_resources: list[str] = Field(default_factory=lambda: ["image", "media", "font"])
     run_poll_seconds: float = 1.0
     heartbeat_seconds: float = 1.0
     # A running run whose worker has not beaten for this long is failed ("worker lost").

@@ -57,6 +57,8 @@ STOP_GRACE_SECONDS = 1.0
 FETCH_SPAN_EVERY = 100
 ItemsSink = Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]]
 ProxyRoute = Callable[[str], Awaitable[ProxyTarget]]
+# A page's document as the browser leaves it after its scripts ran (crawler.browser).
+Renderer = Callable[["Response"], Awaitable["Response"]]
 # Never carried to another origin, whoever set them.
 CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 
@@ -159,8 +161,11 @@ class Crawl:
         proxy_target: ProxyRoute | None = None,
         log: RunLog | None = None,
         pages: StoredPages | None = None,
+        render: Renderer | None = None,
     ) -> None:
         self.config = config
+        # None: HTTP pages; else each HTML document goes through the browser before parsing.
+        self.render = render
         # The pages the scraper's last runs saw, to revalidate; None: every page fetched whole.
         self.pages = pages
         self.http = http
@@ -226,6 +231,11 @@ class Crawl:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                refusal = refusal_of(exc)
+                if refusal is not None:
+                    # A browser page that navigated where the policy refuses.
+                    self._refused(url, refusal)
+                    continue
                 self.stats.requests_failed += 1
                 self.stats.last_error = f"{url}: {type(exc).__name__}: {exc}"[:500]
                 self.log.error("page failed", url=url, error=f"{type(exc).__name__}: {exc}")
@@ -262,6 +272,8 @@ class Crawl:
                 return
         if fetched.status >= 400 or "html" not in fetched.content_type:
             return
+        if self.render is not None:
+            fetched = await self.render(fetched)
         # Parsing is CPU work on attacker-sized input: a large page is parsed in a thread so
         # the worker's event loop (heartbeats, probes, other runs) stays responsive; a small
         # one (the common case) costs less than the hop to a thread. Link matching is RE2's

@@ -35,6 +35,8 @@ from servicekit.tracing import tracer
 from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 
+from scraper_manager.crawler.browser import BrowserPool, PageRenderer
+from scraper_manager.crawler.egress import EgressProxy
 from scraper_manager.crawler.engine import STOP_GRACE_SECONDS, Crawl, CrawlConfig
 from scraper_manager.crawler.queue import enqueue_run, pull_subscription, run_id_of
 from scraper_manager.crawler.revalidation import StoredPages, extraction_fingerprint
@@ -146,8 +148,13 @@ class RunExecutor:
         settings: Settings,
         http: aiohttp.ClientSession,
         proxy_http: aiohttp.ClientSession | None = None,
+        browsers: BrowserPool | None = None,
     ) -> None:
         self.runtime = runtime
+        # The worker's Chromium, launched by the first browser run.
+        self.browsers = browsers or BrowserPool(
+            settings.chromium_path, settings.browser_pages_per_worker
+        )
         self.settings = settings
         self.http = http
         self.proxy_http = proxy_http
@@ -288,7 +295,10 @@ class RunExecutor:
 
         pages: StoredPages | None = None
         known = 0
-        if scraper.revalidate:
+        browser = scraper.render == "browser"
+        # A browser page is rendered whole every time: its scripts' requests are not the
+        # document's, so a 304 for the document says nothing of what the page would show.
+        if scraper.revalidate and not browser:
             pages = StoredPages(
                 self.runtime.session_factory,
                 scraper.id,
@@ -315,7 +325,8 @@ class RunExecutor:
             # Header names only: their values may be credentials.
             headers=sorted(config.headers),
             worker=self.worker,
-            revalidate=scraper.revalidate,
+            revalidate=scraper.revalidate and not browser,
+            render=scraper.render,
             # Pages stored by earlier runs, asked with their validators.
             pages_known=known,
         )
@@ -324,6 +335,7 @@ class RunExecutor:
             # Through a proxy the proxy connects: the URL is resolved and checked here first.
             return await proxy_target(url, self.policy)
 
+        renderer = self._renderer(config, log) if browser else None
         crawl = Crawl(
             config,
             self.http,
@@ -334,7 +346,12 @@ class RunExecutor:
             proxy_target=route,
             log=log,
             pages=pages,
+            render=renderer.render if renderer is not None else None,
         )
+        if renderer is not None:
+            # The page's own requests go out through the run's proxies, in the same rotation.
+            renderer.egress.upstream = crawl.proxies.take
+            renderer.egress.upstream_failed = crawl.proxies.failed
         done = asyncio.Event()
         beat = asyncio.create_task(self._heartbeat(run_id, crawl, stop, requested, done))
         error: str | None = None
@@ -354,6 +371,8 @@ class RunExecutor:
                 # No client span per page from the aiohttp instrumentation, and no traceparent
                 # sent to the sites crawled: the engine samples its own fetch spans.
                 with suppress_http_instrumentation():
+                    if renderer is not None:
+                        await renderer.open()
                     await crawl.run()
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"[:500]
@@ -365,6 +384,10 @@ class RunExecutor:
                 done.set()
                 await beat
                 self.stops.pop(run_id, None)
+                if renderer is not None:
+                    await renderer.close()
+                    # Summarised, not one line per request.
+                    log.info("browser pages", **renderer.stats())
             if requested.is_set():
                 log.info("stop honoured", in_flight_grace_seconds=STOP_GRACE_SECONDS)
             if error is not None:
@@ -384,6 +407,26 @@ class RunExecutor:
             )
             if status is RunStatus.FAILED:
                 span.set_status(Status(StatusCode.ERROR, error or "the run failed"))
+
+    def _renderer(self, config: CrawlConfig, log: RunLog) -> PageRenderer:
+        def refused(url: str, reason: str) -> None:
+            log.warning("browser request refused by the address policy", url=url, reason=reason)
+
+        egress = EgressProxy(
+            self.policy,
+            allow_internal_proxies=self.settings.allow_internal_proxies,
+            on_refused=refused,
+            timeout_seconds=config.timeout_seconds,
+            max_response_bytes=config.max_response_bytes,
+        )
+        return PageRenderer(
+            self.browsers,
+            egress,
+            user_agent=self.settings.user_agent,
+            timeout_seconds=config.timeout_seconds,
+            blocked=self.settings.browser_blocked_resources,
+            max_bytes=config.max_response_bytes,
+        )
 
     async def _heartbeat(
         self,
@@ -608,7 +651,8 @@ def run_loop(settings: Settings) -> WorkerLoop:
             aiohttp.ClientSession(connector=guarded_connector(policy)) as http,
             aiohttp.ClientSession(connector=proxy_connector) as proxy_http,
         ):
-            executor = RunExecutor(runtime, settings, http, proxy_http)
+            browsers = BrowserPool(settings.chromium_path, settings.browser_pages_per_worker)
+            executor = RunExecutor(runtime, settings, http, proxy_http, browsers)
             subscription = await listen_for_stops(runtime, executor.stops)
             queue: Any = None
             last_sweep = 0.0
@@ -648,5 +692,6 @@ def run_loop(settings: Settings) -> WorkerLoop:
                 await subscription.unsubscribe()
                 if active:
                     await asyncio.wait(active, timeout=10)
+                await browsers.close()
 
     return run

@@ -30,6 +30,7 @@ FORM_FIELDS = (
     "concurrency",
     "timeout_seconds",
     "keep_runs",
+    "render",
 )
 # The fields' names as the form labels them (the error summary links each to its field).
 LABELS = {
@@ -49,6 +50,7 @@ LABELS = {
     "concurrency": "Concurrency",
     "timeout_seconds": "Timeout",
     "keep_runs": "Runs kept",
+    "render": "Rendering",
 }
 # Empty means the API's default (a number left out) or none (a nullable field).
 _NUMBERS = ("rate_limit", "max_pages", "concurrency", "timeout_seconds")
@@ -115,10 +117,15 @@ def form_values(scraper: Any) -> dict[str, str]:
         "concurrency": str(scraper.concurrency),
         "timeout_seconds": str(scraper.timeout_seconds),
         "keep_runs": text(scraper.keep_runs),
+        "render": scraper.render,
     }
 
 
-NEW_FORM = dict.fromkeys(FORM_FIELDS, "") | {"timezone": "UTC", "obey_robots": "on"}
+NEW_FORM = dict.fromkeys(FORM_FIELDS, "") | {
+    "timezone": "UTC",
+    "obey_robots": "on",
+    "render": "http",
+}
 
 
 def read_form(data: Mapping[str, Any]) -> ScraperForm:
@@ -140,6 +147,8 @@ def read_form(data: Mapping[str, Any]) -> ScraperForm:
         "selectors": selectors,
         # An unticked checkbox sends nothing.
         "obey_robots": bool(values["obey_robots"]),
+        # The API's default when the form sends none; any other value is the API's error.
+        "render": values["render"] or "http",
     }
     for name in _OPTIONAL_TEXT:
         body[name] = values[name] or None

@@ -16,6 +16,7 @@ from servicekit.net import refused_header
 from scraper_manager.crawler.patterns import compile_pattern
 from scraper_manager.models import ScraperStatus
 
+Render = Literal["http", "browser"]
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,128}$")
 _PROBE = Selector(text="<html><body></body></html>")
 
@@ -146,6 +147,7 @@ SCRAPER_EXAMPLE: dict[str, Any] = {
     "keep_runs": None,
     "item_key": None,
     "revalidate": True,
+    "render": "http",
     "status": "completed",
     "next_run_at": "2026-11-23T05:00:00Z",
     "created_at": "2026-11-22T09:00:00Z",
@@ -202,6 +204,14 @@ class ScraperFields(BaseModel):
             "answered 304 reuses its stored items and links"
         ),
     )
+    render: Render = Field(
+        default="http",
+        description=(
+            "`http`: pages are parsed as fetched; `browser`: each page is rendered by headless "
+            "Chromium (its scripts run, XHR included) before it is parsed; slower, for pages "
+            "built by JavaScript. Browser pages are not revalidated"
+        ),
+    )
 
 
 class ScraperConfig(ScraperFields):
@@ -247,6 +257,7 @@ class ScraperPatch(BaseModel):
     keep_runs: int | None = Field(default=None, ge=1, le=10_000)
     item_key: str | None = Field(default=None, min_length=1, max_length=100)
     revalidate: bool | None = None
+    render: Render | None = None
 
     @field_validator("url")
     @classmethod
