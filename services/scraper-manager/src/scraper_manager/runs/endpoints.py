@@ -94,7 +94,10 @@ async def get_run(
                     "example": "change_kind,change_key,change_fields,url,sku\r\n"
                     "added,sku-9,,https://example.com/p/9,sku-9\r\n"
                 },
-                XLSX_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
+                XLSX_MEDIA_TYPE: {
+                    "schema": {"type": "string", "format": "binary"},
+                    "example": "(a workbook: sheet `changes`, row 1 = change_kind, change_key, ...)",
+                },
             }
         },
     },
