@@ -45,6 +45,9 @@ class Settings(PageSettings, LiveStreamSettings):
     # `retention_prune_seconds`.
     result_retention_days: float = Field(default=30.0, gt=0)
     runs_per_worker: int = 4
+    # Requests per second to one host from all runs on all workers (README, "One politeness
+    # budget per site"); None: each run's own `rate_limit` only (and shared crawl delays).
+    host_budget_per_second: float | None = Field(default=None, gt=0)
     run_poll_seconds: float = 1.0
     heartbeat_seconds: float = 1.0
     # A running run whose worker has not beaten for this long is failed ("worker lost").

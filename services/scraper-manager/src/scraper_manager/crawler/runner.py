@@ -36,6 +36,7 @@ from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 
 from scraper_manager.crawler.engine import STOP_GRACE_SECONDS, Crawl, CrawlConfig
+from scraper_manager.crawler.host_budget import PgHostBudget
 from scraper_manager.crawler.queue import enqueue_run, pull_subscription, run_id_of
 from scraper_manager.crawler.revalidation import StoredPages, extraction_fingerprint
 from scraper_manager.crawler.runlog import RunLog, without_credentials
@@ -157,6 +158,8 @@ class RunExecutor:
         self.live = LiveAnnouncer(runtime.nats, LIVE_SUBJECT)
         # Stop events of the runs this worker crawls, for the NATS stop signal.
         self.stops: dict[int, tuple[asyncio.Event, asyncio.Event]] = {}
+        # Each host's request slots, shared with every run on every worker.
+        self.host_budget = PgHostBudget(runtime.engine)
 
     async def claim(self, wanted: int) -> int | None:
         """Take run `wanted` if it is still pending (another worker, or a stop, may have
@@ -253,6 +256,7 @@ class RunExecutor:
             max_redirects=self.settings.max_redirects,
             max_link_length=self.settings.max_link_length,
             max_links_per_page=self.settings.max_links_per_page,
+            host_budget_per_second=self.settings.host_budget_per_second,
         )
 
         async def store(batch: list[tuple[str, dict[str, Any]]]) -> None:
@@ -304,6 +308,7 @@ class RunExecutor:
             max_pages=config.max_pages,
             max_depth=config.max_depth,
             rate_limit=config.rate_limit,
+            host_budget_per_second=config.host_budget_per_second,
             concurrency=config.concurrency,
             timeout_seconds=config.timeout_seconds,
             obey_robots=config.obey_robots,
@@ -334,6 +339,7 @@ class RunExecutor:
             proxy_target=route,
             log=log,
             pages=pages,
+            host_budget=self.host_budget,
         )
         done = asyncio.Event()
         beat = asyncio.create_task(self._heartbeat(run_id, crawl, stop, requested, done))
@@ -450,6 +456,13 @@ class RunExecutor:
                 waits=crawl.bucket.waits,
                 seconds=round(crawl.bucket.waited_seconds, 3),
                 interval_seconds=round(crawl.bucket.interval, 3),
+            )
+        if crawl.host_waits:
+            # Waits for the host's budget shared with other runs: summarised likewise.
+            log.info(
+                "host budget waits",
+                waits=crawl.host_waits,
+                seconds=round(crawl.host_waited_seconds, 3),
             )
         if stats.not_modified:
             # Summarised, not one line per page.
