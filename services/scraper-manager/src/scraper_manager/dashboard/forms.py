@@ -30,6 +30,8 @@ FORM_FIELDS = (
     "concurrency",
     "timeout_seconds",
     "keep_runs",
+    "item_key",
+    "revalidate",
 )
 # The fields' names as the form labels them (the error summary links each to its field).
 LABELS = {
@@ -49,11 +51,13 @@ LABELS = {
     "concurrency": "Concurrency",
     "timeout_seconds": "Timeout",
     "keep_runs": "Runs kept",
+    "item_key": "Item key",
+    "revalidate": "Revalidate pages",
 }
 # Empty means the API's default (a number left out) or none (a nullable field).
 _NUMBERS = ("rate_limit", "max_pages", "concurrency", "timeout_seconds")
 _OPTIONAL_NUMBERS = ("max_depth", "keep_runs")
-_OPTIONAL_TEXT = ("schedule", "proxy_pool", "item_selector", "follow")
+_OPTIONAL_TEXT = ("schedule", "proxy_pool", "item_selector", "follow", "item_key")
 
 
 @dataclass
@@ -115,10 +119,16 @@ def form_values(scraper: Any) -> dict[str, str]:
         "concurrency": str(scraper.concurrency),
         "timeout_seconds": str(scraper.timeout_seconds),
         "keep_runs": text(scraper.keep_runs),
+        "item_key": text(scraper.item_key),
+        "revalidate": "on" if scraper.revalidate else "",
     }
 
 
-NEW_FORM = dict.fromkeys(FORM_FIELDS, "") | {"timezone": "UTC", "obey_robots": "on"}
+NEW_FORM = dict.fromkeys(FORM_FIELDS, "") | {
+    "timezone": "UTC",
+    "obey_robots": "on",
+    "revalidate": "on",
+}
 
 
 def read_form(data: Mapping[str, Any]) -> ScraperForm:
@@ -140,6 +150,7 @@ def read_form(data: Mapping[str, Any]) -> ScraperForm:
         "selectors": selectors,
         # An unticked checkbox sends nothing.
         "obey_robots": bool(values["obey_robots"]),
+        "revalidate": bool(values["revalidate"]),
     }
     for name in _OPTIONAL_TEXT:
         body[name] = values[name] or None

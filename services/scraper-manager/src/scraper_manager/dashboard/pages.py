@@ -59,7 +59,7 @@ from scraper_manager.dependencies import (
     SettingsDep,
     WebhookServiceDep,
 )
-from scraper_manager.errors import UnknownRunEvents
+from scraper_manager.errors import UnknownItemKey, UnknownRunEvents
 from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.models import (
     FINAL_RUN_STATUSES,
@@ -810,6 +810,8 @@ def status_filter(text: str) -> ScraperStatus | None:
 
 def _field_of(error: ServiceError) -> str:
     """Which form field a service refusal belongs to."""
+    if isinstance(error, UnknownItemKey):
+        return "item_key"
     code = getattr(error, "code", "")
     return {"unknown_proxy_pool": "proxy_pool", "address_not_allowed": "url"}.get(code, "name")
 
