@@ -130,6 +130,12 @@ def main() -> int:
     subprocess.run(
         [sys.executable, str(Path(__file__).with_name("changes_revalidation.py"))], check=True
     )
+    # Issue 33's figures: where the shared host budget lives, and 500 runs on one worker with
+    # the 10 req/s host budget row.
+    subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("host_budget_store.py"))], check=True
+    )
+    subprocess.run([sys.executable, str(Path(__file__).with_name("many_runs.py"))], check=True)
     return 0 if same else 1
 
 

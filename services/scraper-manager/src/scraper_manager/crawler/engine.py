@@ -525,9 +525,23 @@ class Crawl:
             await asyncio.shield(self._flush())
 
     async def flush(self) -> None:
-        """Hand over the items collected since the last batch, however few (the worker's
-        heartbeat does, so a run's stored items grow while it runs, not only by the hundred)."""
+        """Hand over the items collected since the last batch, however few."""
         await self._flush()
+
+    @property
+    def sink_lock(self) -> asyncio.Lock:
+        """Held while items are handed over (by the crawl, or by the worker's heartbeat)."""
+        return self._sink_lock
+
+    def take_items(self) -> list[tuple[str, dict[str, Any]]]:
+        """The items collected since the last batch, taken (the worker's heartbeat writes
+        those of all its runs at once)."""
+        taken, self._pending = self._pending, []
+        return taken
+
+    def give_back(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        """Items taken but not written (the beat failed): first in the next batch."""
+        self._pending[:0] = items
 
     async def _flush(self) -> None:
         async with self._sink_lock:
