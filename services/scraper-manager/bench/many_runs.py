@@ -35,12 +35,12 @@ import nats
 from aiohttp import web
 from scraper_manager.cli import MIGRATIONS
 from scraper_manager.crawler.queue import RUNS_SUBJECT, ensure_runs_stream
+from scraper_manager.models import Run, RunStatus, Scraper
 from servicekit.db.admin import database_url_for, ensure_database
 from servicekit.db.migrations import upgrade
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.embedded.network import free_port, wait_for_port
 from servicekit.embedded.postgres import EmbeddedPostgres
-from scraper_manager.models import Run, RunStatus, Scraper
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
 
@@ -100,7 +100,7 @@ def create_runs(db: str, urls: list[str], rate: float, concurrency: int) -> list
                 owner=OWNER,
                 name=url,
                 url=url,
-                rate_limit=rate,
+                rate_limit=int(rate),
                 max_pages=10_000,
                 obey_robots=False,
                 concurrency=concurrency,
@@ -169,20 +169,22 @@ def start_worker(db: str, nats_url: str, **settings: Any) -> subprocess.Popen[by
             "SCRAPER_MANAGER_DATABASE_URL": db,
             "SCRAPER_MANAGER_NATS_URL": nats_url,
             "SCRAPER_MANAGER_ALLOWED_NETWORKS": '["127.0.0.0/8"]',
-            "SCRAPER_MANAGER_LOG_LEVEL": "ERROR",
+            "SCRAPER_MANAGER_LOG_LEVEL": "WARNING",
             "SCRAPER_MANAGER_LOG_JSON": "false",
         }
     )
     env.update({f"SCRAPER_MANAGER_{k.upper()}": str(v) for k, v in settings.items()})
     executable = str(Path(sys.executable).parent / "scraper-manager")
-    return subprocess.Popen([executable, "worker"], env=env, stdout=subprocess.DEVNULL)
+    log = open(Path(tempfile.gettempdir()) / f"many-runs-worker-{os.getpid()}.log", "ab")  # noqa: SIM115
+    return subprocess.Popen([executable, "worker"], env=env, stdout=subprocess.DEVNULL, stderr=log)
 
 
 def wait_running(db: str, run_ids: list[int], timeout: float) -> float:
     started = time.monotonic()
     while running(db, run_ids) < len(run_ids):
         if time.monotonic() - started > timeout:
-            raise SystemExit(f"only {running(db, run_ids)} of {len(run_ids)} runs started")
+            print(f"only {running(db, run_ids)} of {len(run_ids)} runs started", flush=True)
+            break
         time.sleep(0.5)
     return time.monotonic() - started
 
@@ -206,8 +208,10 @@ def scale(db: str, nats_url: str, seconds: float) -> dict[str, Any]:
         ids = create_runs(db, [f"{fast_url}/r{i}/0" for i in range(RUNS)], RATE, 2)
         asyncio.run(enqueue(nats_url, ids))
         ramp = wait_running(db, ids, 120)
-        time.sleep(5)  # every run past its first requests
+        time.sleep(15)  # every run past its start (the last ones are claimed after the first)
         before, _ = window(fast_url, seconds)
+        found = rates(before, RUNS, seconds)
+        print(f"alone: slowest {min(found):.2f}/s, fastest {max(found):.2f}/s", flush=True)
         slow_ids = create_runs(db, [f"{slow_url}/r{i}/0" for i in range(SLOW_RUNS)], RATE, 4)
         asyncio.run(enqueue(nats_url, slow_ids))
         wait_running(db, slow_ids, 60)
@@ -284,8 +288,10 @@ def main() -> int:
     print(
         f"  the host saw {budgeted['requests']} requests in {budgeted['seconds']:.1f} s; at most "
         f"{budgeted['most_in_a_calendar_second']} in a calendar second, "
-        f"{budgeted['most_in_any_second']} in any 1-s window: "
-        f"{verdict(budgeted['most_in_a_calendar_second'] <= BUDGET)}"
+        f"{budgeted['most_in_any_second']} in any 1-s window: strictly "
+        f"{verdict(budgeted['most_in_any_second'] <= BUDGET)}, within the tolerance of one "
+        f"(a slot's jitter on its way to the host) "
+        f"{verdict(budgeted['most_in_any_second'] <= BUDGET + 1)}"
     )
     print(
         f"\n{RUNS} concurrent runs at {RATE:g} req/s on one worker (started in {scaled['ramp']:.1f} s)"
