@@ -13,7 +13,8 @@
    second. met/MISSED.
 
 Run: `uv run --frozen python services/scraper-manager/bench/many_runs.py` (`make bench` runs
-it). It starts an embedded PostgreSQL and nats-server of its own; bounded to about 2 min.
+it). It starts an embedded PostgreSQL and nats-server of its own; bounded to about 3 min.
+The worker's warnings go to `$TMPDIR/many-runs-worker-<pid>.log`.
 """
 
 from __future__ import annotations
