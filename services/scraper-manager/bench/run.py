@@ -132,6 +132,12 @@ def main() -> int:
     )
     # Issue 33's browser pages: pages/s and CPU per page against HTTP pages, same site.
     subprocess.run([sys.executable, str(Path(__file__).with_name("browser_pages.py"))], check=True)
+    # Issue 33's figures: where the shared host budget lives, and 500 runs on one worker with
+    # the 10 req/s host budget row.
+    subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("host_budget_store.py"))], check=True
+    )
+    subprocess.run([sys.executable, str(Path(__file__).with_name("many_runs.py"))], check=True)
     return 0 if same else 1
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import httpx
-from scraper_manager.dashboard.forms import parse_selectors, read_form
+from scraper_manager.dashboard.forms import NEW_FORM, parse_selectors, read_form
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.dashboard import DASH, sign_in
@@ -94,6 +94,24 @@ def test_the_apis_refusals_are_keyed_by_the_field_they_belong_to() -> None:
     assert "valid integer" in form.errors["timeout_seconds"]
 
 
+def test_the_form_reads_the_item_key_and_revalidate() -> None:
+    form = read_form({**WHAT_TO_SCRAPE, "item_key": " name ", "revalidate": "on"})
+    assert form.config is not None
+    assert (form.config.item_key, form.config.revalidate) == ("name", True)
+
+
+def test_an_empty_item_key_is_none_and_an_unticked_revalidate_is_false() -> None:
+    # An unticked checkbox sends nothing.
+    form = read_form({**WHAT_TO_SCRAPE, "item_key": ""})
+    assert form.config is not None
+    assert (form.config.item_key, form.config.revalidate) == (None, False)
+
+
+def test_a_new_scraper_form_revalidates_by_default_as_the_api_does() -> None:
+    assert NEW_FORM["revalidate"] == "on"
+    assert NEW_FORM["item_key"] == ""
+
+
 async def test_a_scraper_made_with_the_form_has_what_to_scrape_and_its_page_shows_it(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
@@ -165,6 +183,7 @@ async def test_the_edit_form_shows_what_is_stored_and_saving_it_unchanged_change
     assert ">when: time::attr(datetime)\ntitle: h3::text</textarea>" in form
     assert 'name="obey_robots" value="on"' in form
     assert 'name="obey_robots" value="on" checked' not in form
+    assert 'name="revalidate" value="on" checked' in form
     shown = dict(re.findall(r'<input id="f-(\w+)" name="\w+" type="\w+" value="([^"]*)"', form))
     fields = {
         "name": shown["name"],
@@ -179,6 +198,8 @@ async def test_the_edit_form_shows_what_is_stored_and_saving_it_unchanged_change
         "concurrency": shown["concurrency"],
         "timeout_seconds": shown["timeout_seconds"],
         "keep_runs": shown["keep_runs"],
+        "item_key": shown["item_key"],
+        "revalidate": "on",  # ticked, as the form shows it
     }
     saved = await client.post(
         f"{DASH}/scrapers/{scraper.id}/edit", data={**fields, "csrf_token": token}

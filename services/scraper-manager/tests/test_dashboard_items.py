@@ -82,6 +82,11 @@ def test_answers_by_status_code_are_in_code_order_with_their_share_and_meaning()
     assert status_breakdown({}) == []
 
 
+def test_a_304_is_labelled_not_modified_and_other_3xx_redirect() -> None:
+    shares = status_breakdown({"304": 3, "301": 1})
+    assert [(s.code, s.kind) for s in shares] == [("301", "redirect"), ("304", "not modified")]
+
+
 async def test_the_run_page_breaks_its_answers_down_by_status_code(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:

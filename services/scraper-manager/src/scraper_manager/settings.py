@@ -52,6 +52,9 @@ class Settings(PageSettings, LiveStreamSettings):
     browser_pages_per_worker: int = Field(default=4, ge=1, le=64)
     # ... and these resource types never fetched (Playwright's names; [] fetches everything).
     browser_blocked_resources: list[str] = Field(default_factory=lambda: ["image", "media", "font"])
+    # Requests per second to one host from all runs on all workers (README, "One politeness
+    # budget per site"); None: each run's own `rate_limit` only (and shared crawl delays).
+    host_budget_per_second: float | None = Field(default=None, gt=0)
     run_poll_seconds: float = 1.0
     heartbeat_seconds: float = 1.0
     # A running run whose worker has not beaten for this long is failed ("worker lost").

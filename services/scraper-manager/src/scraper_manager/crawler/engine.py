@@ -34,6 +34,7 @@ from scraper_manager.crawler.extraction import (
     extract_links,
     follow_pattern,
 )
+from scraper_manager.crawler.host_budget import HostBudget, host_interval, host_of, wait_for_slot
 from scraper_manager.crawler.patterns import LinkPattern
 from scraper_manager.crawler.politeness import RobotsRules, TokenBucket
 from scraper_manager.crawler.revalidation import (
@@ -82,6 +83,9 @@ class CrawlConfig:
     max_redirects: int = 10
     max_link_length: int = 2048
     max_links_per_page: int = 5000
+    # The operator's cap of requests per second per host, across runs and workers (None: only
+    # robots.txt crawl delays are shared).
+    host_budget_per_second: float | None = None
 
 
 class TooManyRedirects(Exception):
@@ -162,10 +166,15 @@ class Crawl:
         log: RunLog | None = None,
         pages: StoredPages | None = None,
         render: Renderer | None = None,
+        host_budget: HostBudget | None = None,
     ) -> None:
         self.config = config
         # None: HTTP pages; else each HTML document goes through the browser before parsing.
         self.render = render
+        # The per-host budget shared with every other run (None: this run's own limit only).
+        self.host_budget = host_budget
+        self.host_waits = 0
+        self.host_waited_seconds = 0.0
         # The pages the scraper's last runs saw, to revalidate; None: every page fetched whole.
         self.pages = pages
         self.http = http
@@ -180,7 +189,7 @@ class Crawl:
         # Without a log (benchmarks, tests of the engine) lines are counted, never kept.
         self.log = log if log is not None else RunLog(cap=0)
         self.bucket = TokenBucket(config.rate_limit)
-        self.robots = RobotsRules(http, user_agent, self.log)
+        self.robots = RobotsRules(http, user_agent, self.log, pace=self._host_slot)
         self.proxies = ProxyRotation(config.proxies, self.log)
         self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         self._seen: set[str] = set()
@@ -363,7 +372,7 @@ class Crawl:
         while True:
             if self.stop.is_set():
                 return None
-            await self.bucket.acquire()
+            await self._pace(url)
             proxy = self.proxies.take()
             try:
                 response = await self._request(url, proxy, need_links)
@@ -412,6 +421,26 @@ class Crawl:
                 self._failed(url, status=response.status, attempts=attempt + 1)
             return response
 
+    async def _pace(self, url: str) -> None:
+        """A request's turn: the run's own limit first (its upper bound), then the host's
+        budget shared with every run, so waiting for the host never lets the run exceed its
+        own rate."""
+        await self.bucket.acquire()
+        await self._host_slot(url)
+
+    async def _host_slot(self, url: str) -> None:
+        if self.host_budget is None:
+            return
+        host = host_of(url)
+        delay = self.robots.known_crawl_delay(url) if self.config.obey_robots else None
+        interval = host_interval(self.config.host_budget_per_second, delay)
+        if host is None or interval is None:
+            return
+        waited = await wait_for_slot(self.host_budget, host, interval)
+        if waited > 0:
+            self.host_waits += 1
+            self.host_waited_seconds += waited
+
     def _refused(self, url: str, refusal: AddressRefused) -> None:
         self.stats.status_counts["refused"] += 1
         self.stats.requests_failed += 1
@@ -437,7 +466,7 @@ class Crawl:
         headers = {**own, **self.config.headers}
         for hop in range(self.config.max_redirects + 1):
             if hop:
-                await self.bucket.acquire()
+                await self._pace(current)
             target, sent = current, headers
             if proxy is not None and self.proxy_target is not None:
                 # Refused here (not retried) if the worker cannot resolve it or may not reach it.
@@ -508,9 +537,23 @@ class Crawl:
             await asyncio.shield(self._flush())
 
     async def flush(self) -> None:
-        """Hand over the items collected since the last batch, however few (the worker's
-        heartbeat does, so a run's stored items grow while it runs, not only by the hundred)."""
+        """Hand over the items collected since the last batch, however few."""
         await self._flush()
+
+    @property
+    def sink_lock(self) -> asyncio.Lock:
+        """Held while items are handed over (by the crawl, or by the worker's heartbeat)."""
+        return self._sink_lock
+
+    def take_items(self) -> list[tuple[str, dict[str, Any]]]:
+        """The items collected since the last batch, taken (the worker's heartbeat writes
+        those of all its runs at once)."""
+        taken, self._pending = self._pending, []
+        return taken
+
+    def give_back(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        """Items taken but not written (the beat failed): first in the next batch."""
+        self._pending[:0] = items
 
     async def _flush(self) -> None:
         async with self._sink_lock:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -58,11 +59,17 @@ class RobotsRules:
     """robots.txt of each origin, fetched once per run; a missing file allows everything."""
 
     def __init__(
-        self, http: aiohttp.ClientSession, user_agent: str, log: RunLog | None = None
+        self,
+        http: aiohttp.ClientSession,
+        user_agent: str,
+        log: RunLog | None = None,
+        pace: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self._http = http
         self._agent = user_agent
         self._log = log
+        # The host's shared budget: a robots.txt request is a request to the site like any.
+        self._pace = pace
         self._rules: dict[str, Protego | None] = {}
 
     async def _for(self, url: str) -> Protego | None:
@@ -71,6 +78,8 @@ class RobotsRules:
         if origin not in self._rules:
             status: int | None = None
             error: str | None = None
+            if self._pace is not None:
+                await self._pace(f"{origin}/robots.txt")
             try:
                 async with self._http.get(
                     f"{origin}/robots.txt", timeout=aiohttp.ClientTimeout(total=10)
@@ -104,5 +113,12 @@ class RobotsRules:
 
     async def crawl_delay(self, url: str) -> float | None:
         rules = await self._for(url)
+        delay = rules.crawl_delay(self._agent) if rules is not None else None
+        return float(delay) if delay is not None else None
+
+    def known_crawl_delay(self, url: str) -> float | None:
+        """The crawl delay of a robots.txt already read this run, without fetching one."""
+        parts = urlsplit(url)
+        rules = self._rules.get(f"{parts.scheme}://{parts.netloc}")
         delay = rules.crawl_delay(self._agent) if rules is not None else None
         return float(delay) if delay is not None else None

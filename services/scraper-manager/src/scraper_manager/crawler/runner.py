@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +22,8 @@ from opentelemetry.trace import Status, StatusCode
 from prometheus_client import Counter, Histogram
 from servicekit.db.notify import NotifyListener
 from servicekit.events import record_event
+from servicekit.events.envelope import new_event_id
+from servicekit.events.outbox import NewEvent, record_events
 from servicekit.live import LiveAnnouncer
 from servicekit.loops import describe, is_outage
 from servicekit.net import (
@@ -38,6 +41,7 @@ from sqlalchemy import text
 from scraper_manager.crawler.browser import BrowserPool, PageRenderer
 from scraper_manager.crawler.egress import EgressProxy
 from scraper_manager.crawler.engine import STOP_GRACE_SECONDS, Crawl, CrawlConfig
+from scraper_manager.crawler.host_budget import PgHostBudget
 from scraper_manager.crawler.queue import enqueue_run, pull_subscription, run_id_of
 from scraper_manager.crawler.revalidation import StoredPages, extraction_fingerprint
 from scraper_manager.crawler.runlog import RunLog, without_credentials
@@ -95,13 +99,36 @@ _WAITING = text(
     ORDER BY id LIMIT 100
     """
 )
-_HEARTBEAT = text(
+# Every run the worker crawls beats in one statement (and one transaction) a beat, not one
+# each: 500 runs are 3 statements a second, not 1,000 transactions (README, "Scale").
+_HEARTBEATS = text(
     """
-    UPDATE runs SET heartbeat_at = now(), pages_fetched = :pages, requests_failed = :failed,
-        retries = :retries, bytes_received = :bytes, status_counts = CAST(:counts AS jsonb),
-        last_error = :error
-    WHERE id = :id
-    RETURNING stop_requested
+    UPDATE runs AS r SET heartbeat_at = now(), pages_fetched = b.pages,
+        requests_failed = b.failed, retries = b.retries, bytes_received = b.bytes,
+        status_counts = b.counts, last_error = b.error
+    FROM unnest(CAST(:ids AS int[]), CAST(:pages AS int[]), CAST(:failed AS int[]),
+                CAST(:retries AS int[]), CAST(:bytes AS bigint[]), CAST(:counts AS jsonb[]),
+                CAST(:errors AS text[])) AS b(id, pages, failed, retries, bytes, counts, error)
+    WHERE r.id = b.id
+    RETURNING r.id, r.stop_requested
+    """
+)
+# The items every run collected since the last beat, in crawl order within each run.
+_INSERT_BEAT_ITEMS = text(
+    """
+    INSERT INTO items (run_id, scraper_id, url, data, created_at)
+    SELECT i.run_id, i.scraper_id, i.url, i.data, now()
+    FROM unnest(CAST(:runs AS int[]), CAST(:scrapers AS int[]), CAST(:urls AS text[]),
+                CAST(:data AS jsonb[])) WITH ORDINALITY AS i(run_id, scraper_id, url, data, n)
+    ORDER BY i.n
+    """
+)
+_COUNT_BEAT_ITEMS = text(
+    """
+    UPDATE runs AS r SET items_collected = r.items_collected + c.n
+    FROM unnest(CAST(:ids AS int[]), CAST(:counts AS int[])) AS c(id, n)
+    WHERE r.id = c.id
+    RETURNING r.id, r.items_collected
     """
 )
 _REAP = text(
@@ -141,6 +168,19 @@ def event_of(run: Run) -> RunEvent:
     )
 
 
+@dataclass
+class Beating:
+    """A run the worker's heartbeat writes for."""
+
+    run_id: int
+    scraper_id: int
+    owner: str
+    crawl: Crawl
+    stop: asyncio.Event
+    requested: asyncio.Event
+    told: bool = False  # "stop requested" logged
+
+
 class RunExecutor:
     def __init__(
         self,
@@ -164,6 +204,13 @@ class RunExecutor:
         self.live = LiveAnnouncer(runtime.nats, LIVE_SUBJECT)
         # Stop events of the runs this worker crawls, for the NATS stop signal.
         self.stops: dict[int, tuple[asyncio.Event, asyncio.Event]] = {}
+        # Each host's request slots, shared with every run on every worker.
+        self.host_budget = PgHostBudget(runtime.engine)
+        # One heartbeat for all the runs this worker crawls (started with the first).
+        self.beating: dict[int, Beating] = {}
+        self._beat_task: asyncio.Task[None] | None = None
+        # Held while a beat writes: a run's end waits for the beat that includes it.
+        self._beat_lock = asyncio.Lock()
 
     async def claim(self, wanted: int) -> int | None:
         """Take run `wanted` if it is still pending (another worker, or a stop, may have
@@ -260,6 +307,7 @@ class RunExecutor:
             max_redirects=self.settings.max_redirects,
             max_link_length=self.settings.max_link_length,
             max_links_per_page=self.settings.max_links_per_page,
+            host_budget_per_second=self.settings.host_budget_per_second,
         )
 
         async def store(batch: list[tuple[str, dict[str, Any]]]) -> None:
@@ -314,6 +362,7 @@ class RunExecutor:
             max_pages=config.max_pages,
             max_depth=config.max_depth,
             rate_limit=config.rate_limit,
+            host_budget_per_second=config.host_budget_per_second,
             concurrency=config.concurrency,
             timeout_seconds=config.timeout_seconds,
             obey_robots=config.obey_robots,
@@ -347,13 +396,13 @@ class RunExecutor:
             log=log,
             pages=pages,
             render=renderer.render if renderer is not None else None,
+            host_budget=self.host_budget,
         )
         if renderer is not None:
             # The page's own requests go out through the run's proxies, in the same rotation.
             renderer.egress.upstream = crawl.proxies.take
             renderer.egress.upstream_failed = crawl.proxies.failed
-        done = asyncio.Event()
-        beat = asyncio.create_task(self._heartbeat(run_id, crawl, stop, requested, done))
+        self._beat_for(Beating(run_id, scraper.id, scraper.owner, crawl, stop, requested))
         error: str | None = None
         logger.info("run started", run_id=run_id, scraper_id=scraper.id, url=config.url)
         with tracer.start_as_current_span(
@@ -379,10 +428,11 @@ class RunExecutor:
                 logger.exception("run crashed", run_id=run_id)
                 span.record_exception(exc)
             finally:
-                # Told, not cancelled: a beat cut off mid-write would leave its connection
-                # dangling.
-                done.set()
-                await beat
+                # Out of the beat, then past a beat under way (never cancelled: a beat cut off
+                # mid-write would leave its connection dangling).
+                self.beating.pop(run_id, None)
+                async with self._beat_lock:
+                    pass
                 self.stops.pop(run_id, None)
                 if renderer is not None:
                     await renderer.close()
@@ -428,52 +478,133 @@ class RunExecutor:
             max_bytes=config.max_response_bytes,
         )
 
-    async def _heartbeat(
-        self,
-        run_id: int,
-        crawl: Crawl,
-        stop: asyncio.Event,
-        requested: asyncio.Event,
-        done: asyncio.Event,
-    ) -> None:
-        told = False
-        while not done.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), self.settings.heartbeat_seconds)
-            if done.is_set():
+    def _beat_for(self, run: Beating) -> None:
+        self.beating[run.run_id] = run
+        if self._beat_task is None or self._beat_task.done():
+            self._beat_task = asyncio.create_task(self._beat_loop())
+
+    async def _beat_loop(self) -> None:
+        """Every `heartbeat_seconds` while runs are crawled; ends when none is left."""
+        while self.beating:
+            await asyncio.sleep(self.settings.heartbeat_seconds)
+            runs = list(self.beating.values())
+            if not runs:
                 return
-            stats = crawl.stats
-            if requested.is_set() and not told:
+            try:
+                async with self._beat_lock:
+                    await self._beat(runs)
+            except Exception as exc:
+                # The lease (RUN_LEASE_SECONDS) outlasts a few missed beats; the next one
+                # writes everything since.
+                logger.warning("heartbeat failed", runs=len(runs), error=describe(exc))
+
+    async def _beat(self, runs: list[Beating]) -> None:
+        """The beat of every run at once: their log lines since the last beat, counters and
+        lease in one statement, the items collected since in one more (and their
+        `items.collected` events in one), all in one transaction; then the stop flags."""
+        for run in runs:
+            if run.requested.is_set() and not run.told:
                 # The NATS signal came between beats.
-                crawl.log.info("stop requested")
-                told = True
+                run.crawl.log.info("stop requested")
+                run.told = True
+        # Each run's hand-over is held while the beat writes its items, so a batch of 100
+        # (or the crawl's last) is never stored ahead of older items; a run handing over a
+        # batch right now keeps its newer items for the next beat.
+        taken: list[tuple[Beating, list[tuple[str, dict[str, Any]]]]] = []
+        for run in runs:
+            if not run.crawl.sink_lock.locked():
+                await run.crawl.sink_lock.acquire()  # free: taken without waiting
+                taken.append((run, run.crawl.take_items()))
+        try:
             async with self.runtime.session_factory() as session, session.begin():
                 connection = await session.connection()
-                # The log's lines since the last beat, in the beat's transaction.
-                await insert_lines(connection, run_id, crawl.log.take())
-                stop_requested = await connection.scalar(
-                    _HEARTBEAT,
+                for run in runs:
+                    await insert_lines(connection, run.run_id, run.crawl.log.take())
+                stops = await self._write_beats(connection, runs)
+                await self._write_items(session, [(r, i) for r, i in taken if i])
+        except BaseException:
+            for run, items in taken:
+                run.crawl.give_back(items)
+            raise
+        finally:
+            for run, _ in taken:
+                run.crawl.sink_lock.release()
+        for run in runs:
+            if run.crawl.pages is not None:
+                await run.crawl.pages.flush()
+        await self.live.changed([run.run_id for run in runs])
+        for run in runs:
+            if stops.get(run.run_id) and not run.requested.is_set():
+                run.crawl.log.info("stop requested")
+                run.told = True
+                run.requested.set()
+                run.stop.set()
+
+    async def _write_beats(self, connection: Any, runs: list[Beating]) -> dict[int, bool]:
+        stats = [run.crawl.stats for run in runs]
+        rows = await connection.execute(
+            _HEARTBEATS,
+            {
+                "ids": [run.run_id for run in runs],
+                "pages": [s.pages_fetched for s in stats],
+                "failed": [s.requests_failed for s in stats],
+                "retries": [s.retries for s in stats],
+                "bytes": [s.bytes for s in stats],
+                "counts": [json.dumps(dict(s.status_counts)) for s in stats],
+                "errors": [clean_text(s.last_error) if s.last_error else None for s in stats],
+            },
+        )
+        return {int(run_id): bool(flag) for run_id, flag in rows}
+
+    async def _write_items(
+        self, session: Any, taken: list[tuple[Beating, list[tuple[str, dict[str, Any]]]]]
+    ) -> None:
+        """The items collected since the last beat, however few (a run's stored items grow
+        while it runs, not only by the hundred), with an `items.collected` event per run."""
+        if not taken:
+            return
+        connection = await session.connection()
+        await connection.execute(
+            _INSERT_BEAT_ITEMS,
+            {
+                "runs": [run.run_id for run, items in taken for _ in items],
+                "scrapers": [run.scraper_id for run, items in taken for _ in items],
+                "urls": [clean_text(url) for _, items in taken for url, _ in items],
+                "data": [
+                    json.dumps(clean_value(data), default=str)
+                    for _, items in taken
+                    for _, data in items
+                ],
+            },
+        )
+        totals = dict(
+            (
+                await connection.execute(
+                    _COUNT_BEAT_ITEMS,
                     {
-                        "id": run_id,
-                        "pages": stats.pages_fetched,
-                        "failed": stats.requests_failed,
-                        "retries": stats.retries,
-                        "bytes": stats.bytes,
-                        "counts": json.dumps(dict(stats.status_counts)),
-                        "error": clean_text(stats.last_error) if stats.last_error else None,
+                        "ids": [run.run_id for run, _ in taken],
+                        "counts": [len(items) for _, items in taken],
                     },
                 )
-            # The items so far are stored with each beat: a run collecting fewer than a batch
-            # (100) between beats would otherwise show none stored until it ends.
-            await crawl.flush()
-            if crawl.pages is not None:
-                await crawl.pages.flush()
-            await self.live.changed([run_id])
-            if stop_requested and not requested.is_set():
-                crawl.log.info("stop requested")
-                told = True
-                requested.set()
-                stop.set()
+            ).all()
+        )
+        await record_events(
+            session,
+            [
+                NewEvent(
+                    id=new_event_id(),
+                    type=ITEMS_COLLECTED,
+                    tenant=run.owner,
+                    data=ItemsCollected(
+                        scraper_id=run.scraper_id,
+                        run_id=run.run_id,
+                        count=len(items),
+                        items_collected=int(totals.get(run.run_id, 0)),
+                    ).model_dump(mode="json"),
+                )
+                for run, items in taken
+            ],
+        )
 
     async def _finish(
         self, run_id: int, scraper: Scraper, crawl: Crawl, stopped: bool, error: str | None
@@ -493,6 +624,13 @@ class RunExecutor:
                 waits=crawl.bucket.waits,
                 seconds=round(crawl.bucket.waited_seconds, 3),
                 interval_seconds=round(crawl.bucket.interval, 3),
+            )
+        if crawl.host_waits:
+            # Waits for the host's budget shared with other runs: summarised likewise.
+            log.info(
+                "host budget waits",
+                waits=crawl.host_waits,
+                seconds=round(crawl.host_waited_seconds, 3),
             )
         if stats.not_modified:
             # Summarised, not one line per page.
@@ -643,12 +781,17 @@ def run_loop(settings: Settings) -> WorkerLoop:
         wake.start()
         active: set[asyncio.Task[None]] = set()
         policy = AddressPolicy.allowing(settings.allowed_networks)
-        # Proxies are the operator's: exempt from the policy only when the operator says so.
+        # No cap on connections across runs (aiohttp's default is 100 for the process): each
+        # run's `concurrency` bounds its own, and a shared cap would let the runs of slow
+        # sites hold every connection while the others wait (README, "Scale").
         proxy_connector = (
-            aiohttp.TCPConnector() if settings.allow_internal_proxies else guarded_connector(policy)
+            # Proxies are the operator's: exempt from the policy only when the operator says so.
+            aiohttp.TCPConnector(limit=0)
+            if settings.allow_internal_proxies
+            else guarded_connector(policy, limit=0)
         )
         async with (
-            aiohttp.ClientSession(connector=guarded_connector(policy)) as http,
+            aiohttp.ClientSession(connector=guarded_connector(policy, limit=0)) as http,
             aiohttp.ClientSession(connector=proxy_connector) as proxy_http,
         ):
             browsers = BrowserPool(settings.chromium_path, settings.browser_pages_per_worker)

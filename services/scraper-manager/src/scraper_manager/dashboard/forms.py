@@ -31,6 +31,8 @@ FORM_FIELDS = (
     "timeout_seconds",
     "keep_runs",
     "render",
+    "item_key",
+    "revalidate",
 )
 # The fields' names as the form labels them (the error summary links each to its field).
 LABELS = {
@@ -51,11 +53,13 @@ LABELS = {
     "timeout_seconds": "Timeout",
     "keep_runs": "Runs kept",
     "render": "Rendering",
+    "item_key": "Item key",
+    "revalidate": "Revalidate pages",
 }
 # Empty means the API's default (a number left out) or none (a nullable field).
 _NUMBERS = ("rate_limit", "max_pages", "concurrency", "timeout_seconds")
 _OPTIONAL_NUMBERS = ("max_depth", "keep_runs")
-_OPTIONAL_TEXT = ("schedule", "proxy_pool", "item_selector", "follow")
+_OPTIONAL_TEXT = ("schedule", "proxy_pool", "item_selector", "follow", "item_key")
 
 
 @dataclass
@@ -118,6 +122,8 @@ def form_values(scraper: Any) -> dict[str, str]:
         "timeout_seconds": str(scraper.timeout_seconds),
         "keep_runs": text(scraper.keep_runs),
         "render": scraper.render,
+        "item_key": text(scraper.item_key),
+        "revalidate": "on" if scraper.revalidate else "",
     }
 
 
@@ -125,6 +131,7 @@ NEW_FORM = dict.fromkeys(FORM_FIELDS, "") | {
     "timezone": "UTC",
     "obey_robots": "on",
     "render": "http",
+    "revalidate": "on",
 }
 
 
@@ -149,6 +156,7 @@ def read_form(data: Mapping[str, Any]) -> ScraperForm:
         "obey_robots": bool(values["obey_robots"]),
         # The API's default when the form sends none; any other value is the API's error.
         "render": values["render"] or "http",
+        "revalidate": bool(values["revalidate"]),
     }
     for name in _OPTIONAL_TEXT:
         body[name] = values[name] or None

@@ -70,7 +70,14 @@ _OUTCOMES = {
 }
 
 
+# Codes whose class says the wrong thing: a 304 answers a revalidation (its stored items
+# were reused), it sends the crawler nowhere.
+_CODES = {"304": ("not modified", "ok")}
+
+
 def _kind(code: str) -> tuple[str, str]:
+    if code in _CODES:
+        return _CODES[code]
     if len(code) == 3 and code.isdigit() and code[0] in _CLASSES:
         return _CLASSES[code[0]]
     return _OUTCOMES.get(code, "other"), "neutral"

@@ -60,7 +60,7 @@ from scraper_manager.dependencies import (
     SettingsDep,
     WebhookServiceDep,
 )
-from scraper_manager.errors import NoPortalYet, UnknownRunEvents
+from scraper_manager.errors import NoPortalYet, UnknownItemKey, UnknownRunEvents
 from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.models import (
     FINAL_RUN_STATUSES,
@@ -837,6 +837,8 @@ def status_filter(text: str) -> ScraperStatus | None:
 
 def _field_of(error: ServiceError) -> str:
     """Which form field a service refusal belongs to."""
+    if isinstance(error, UnknownItemKey):
+        return "item_key"
     code = getattr(error, "code", "")
     return {"unknown_proxy_pool": "proxy_pool", "address_not_allowed": "url"}.get(code, "name")
 
