@@ -160,6 +160,11 @@ nginx:
 bench: $(BENCH_VENV)/.synced wrk nginx
 	$(BENCH_RUN) python services/webhook-hub/bench/run.py --workers 2
 	$(BENCH_RUN) python services/webhook-hub/bench/ingest.py --processes 2
+	@# End to end over HTTP (issue 31): batches at 5,000 and 10,000 events/s for a minute.
+	$(BENCH_RUN) python services/webhook-hub/bench/soak.py --minutes 1 --window-minutes 1 \
+		--warmup-seconds 10 --rate 5000 --workers 2 --p99-target-ms 250
+	$(BENCH_RUN) python services/webhook-hub/bench/soak.py --minutes 1 --window-minutes 1 \
+		--warmup-seconds 10 --rate 10000 --workers 2 --p99-target-ms 500
 	$(BENCH_RUN) python services/webhook-hub/bench/live_streams.py
 	UV=$(UV) $(BENCH_RUN) python services/scraper-manager/bench/run.py
 	$(BENCH_RUN) python services/commerce-content/bench/run.py
