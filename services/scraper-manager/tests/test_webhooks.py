@@ -5,11 +5,13 @@ leaves a subscription in the hub that scraper-manager does not know of."""
 from __future__ import annotations
 
 import html
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import nats
@@ -24,6 +26,7 @@ from servicekit.contracts.webhook_hub import HubSubscriptions, HubUnavailable
 from servicekit.db.engine import create_session_factory, to_sqlalchemy_url
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.runtime import NatsConnection
+from servicekit.signing import verify_webhook
 from servicekit.testing import HttpReceiver, serve_app
 from servicekit.web.pages.links import hash_token
 from sqlalchemy import text
@@ -31,9 +34,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 from sqlmodel import select
 
+from tests.catalog import Catalog
 from tests.dashboard import DASH, sign_in
 from tests.factories import Client, make_client
 from tests.hub import eventually_true, webhook_hub_worker
+from tests.test_changes import two_runs
 
 EVENTS = ["run.completed", "run.failed"]
 
@@ -266,6 +271,67 @@ async def test_without_webhook_hub_registration_is_503_and_nothing_is_listed(
     assert response.status_code == 503
     assert response.json()["code"] == "unavailable"
     assert listed == []
+
+
+# -- run.items_changed delivered (the worker's outbox, over NATS, through the hub) -----------
+
+
+@pytest.fixture
+async def shop() -> AsyncIterator[Catalog]:
+    site = Catalog(pages={0: {"A": "1.00", "B": "2.00"}, 1: {"C": "3.00"}})
+    await site.start()
+    yield site
+    await site.stop()
+
+
+def delivered(receiver: HttpReceiver, event_type: str) -> list[dict[str, Any]]:
+    """The Standard Webhooks payloads of `event_type` the receiver has been sent so far."""
+    payloads = [json.loads(request.body) for request in receiver.requests]
+    return [payload for payload in payloads if payload.get("type") == event_type]
+
+
+async def test_a_runs_changes_reach_the_subscriber_through_the_hub_as_run_items_changed(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
+    shop: Catalog,
+) -> None:
+    """Two runs of a scraper keyed by `sku`; between them A's price changes, B goes and D
+    comes. The receiver subscribed in the hub is sent the counts and each change, signed."""
+    who = await make_client(db_engine, "write")
+    registered = await register(
+        client, who, http_receiver.url, ["run.completed", "run.items_changed"]
+    )
+    assert registered.status_code == 201, registered.text
+    _, first, second = await two_runs(client, who, shop)
+
+    async def both_delivered() -> bool:
+        return bool(delivered(http_receiver, "run.items_changed")) and (
+            len(delivered(http_receiver, "run.completed")) == 2
+        )
+
+    await eventually_true(both_delivered, 60, "run.items_changed and run.completed delivered")
+    [changed] = delivered(http_receiver, "run.items_changed")
+    data = changed["data"]
+    assert (data["run_id"], data["compared_run_id"]) == (second["id"], first["id"])
+    assert (data["added"], data["removed"], data["changed"]) == (1, 1, 1)
+    assert [(c["kind"], c["key"]) for c in data["changes"]] == [
+        ("changed", "A"),
+        ("removed", "B"),
+        ("added", "D"),
+    ]
+    assert data["changes"][0]["fields"] == {"price": {"old": "1.00", "new": "1.50"}}
+    assert data["changes"][1]["item"]["price"] == "2.00"
+    assert data["changes"][2]["item"]["price"] == "4.00"
+    assert data["more"] is False
+    completed = {p["data"]["run_id"]: p["data"] for p in delivered(http_receiver, "run.completed")}
+    assert completed[first["id"]]["changes"]["compared_run_id"] is None
+    counts = completed[second["id"]]["changes"]
+    assert (counts["added"], counts["removed"], counts["changed"]) == (1, 1, 1)
+    [request] = [r for r in http_receiver.requests if b'"run.items_changed"' in r.body]
+    verify_webhook(request.headers, request.body, [registered.json()["secret"]])
 
 
 # -- the dashboard's webhooks page (the same service, the hub asked for the deliveries) --------
