@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import text, tuple_
+from sqlalchemy import Text, cast, text, tuple_
 from sqlalchemy.orm import defer
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -57,6 +57,9 @@ class DeliveryRepository:
         event_type: str | None,
         created_from: datetime | None = None,
         created_to: datetime | None = None,
+        event_id: uuid.UUID | None = None,
+        payload_like: str | None = None,
+        down_to: tuple[datetime, uuid.UUID] | None = None,
     ) -> Sequence[Delivery]:
         # A page lists deliveries: the first attempt's answer (up to 4 KiB a row) is read
         # only with one delivery's attempt log, and touching it here fails loudly.
@@ -77,7 +80,54 @@ class DeliveryRepository:
             statement = statement.where(col(Delivery.created_at) >= created_from)
         if created_to is not None:
             statement = statement.where(col(Delivery.created_at) < created_to)
+        if event_id is not None:
+            statement = statement.where(Delivery.event_id == event_id)
+        if payload_like is not None:
+            # `json` keeps the text as sent: searched as it is, no index (see `scan_edge`).
+            statement = statement.where(
+                cast(Delivery.payload, Text).ilike(payload_like, escape="\\")
+            )
+        if down_to is not None:
+            statement = statement.where(
+                tuple_(col(Delivery.created_at), col(Delivery.id)) >= tuple_(*down_to)
+            )
         statement = statement.order_by(
             col(Delivery.created_at).desc(), col(Delivery.id).desc()
         ).limit(limit)
         return (await self.session.exec(statement)).all()
+
+    async def scan_edge(
+        self,
+        subscription_id: uuid.UUID,
+        *,
+        scan: int,
+        after: tuple[datetime, uuid.UUID] | None,
+        status: DeliveryStatus | None,
+        event_type: str | None,
+        created_from: datetime | None,
+        created_to: datetime | None,
+    ) -> tuple[datetime, uuid.UUID] | None:
+        """The key of the `scan`-th delivery (newest first) the filters and `after` leave,
+        where a payload search stops reading; None when no more than `scan` are left."""
+        statement = select(col(Delivery.created_at), col(Delivery.id)).where(
+            Delivery.subscription_id == subscription_id
+        )
+        if after is not None:
+            statement = statement.where(
+                tuple_(col(Delivery.created_at), col(Delivery.id)) < tuple_(*after)
+            )
+        if status is not None:
+            statement = statement.where(Delivery.status == status)
+        if event_type is not None:
+            statement = statement.where(Delivery.event_type == event_type)
+        if created_from is not None:
+            statement = statement.where(col(Delivery.created_at) >= created_from)
+        if created_to is not None:
+            statement = statement.where(col(Delivery.created_at) < created_to)
+        statement = (
+            statement.order_by(col(Delivery.created_at).desc(), col(Delivery.id).desc())
+            .offset(scan - 1)
+            .limit(2)
+        )
+        rows = (await self.session.exec(statement)).all()
+        return (rows[0][0], rows[0][1]) if len(rows) == 2 else None

@@ -10,6 +10,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.as_sent import RequestsAsSent, requests_as_sent
 from webhook_hub.deliveries.repository import DeliveryRepository
+from webhook_hub.deliveries.search import PAYLOAD_SCAN_LIMIT, LogSearch
 from webhook_hub.delivery_engine.store import DeliveryWrites
 from webhook_hub.errors import DeliveryNotFound, SubscriptionNotFound
 from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus, Subscription
@@ -46,20 +47,44 @@ class DeliveryService:
         event_type: str | None,
         created_from: datetime | None = None,
         created_to: datetime | None = None,
+        search: LogSearch | None = None,
+        scan_limit: int = PAYLOAD_SCAN_LIMIT,
     ) -> Page[Delivery]:
+        """A page of the log, newest first. A payload search reads at most
+        `scan_limit` deliveries past the cursor: when they hold less than a page of
+        matches, the next cursor is the last one read, so the next page searches on."""
         await self._owned_subscription(owner, subscription_id)
+        after = decode_time_id_cursor(cursor)
+        pattern = search.like_pattern() if search else None
+        edge = None
+        if pattern is not None:
+            edge = await self.deliveries.scan_edge(
+                subscription_id,
+                scan=scan_limit,
+                after=after,
+                status=status,
+                event_type=event_type,
+                created_from=created_from,
+                created_to=created_to,
+            )
         rows = list(
             await self.deliveries.page(
                 subscription_id,
                 limit=limit + 1,
-                after=decode_time_id_cursor(cursor),
+                after=after,
+                event_id=search.event_id if search else None,
+                payload_like=pattern,
+                down_to=edge,
                 status=status,
                 event_type=event_type,
                 created_from=created_from,
                 created_to=created_to,
             )
         )
-        return page_of(rows, limit, lambda row: encode_time_id_cursor(row.created_at, row.id))
+        page = page_of(rows, limit, lambda row: encode_time_id_cursor(row.created_at, row.id))
+        if page.next_cursor is None and edge is not None:
+            return Page(items=page.items, next_cursor=encode_time_id_cursor(*edge))
+        return page
 
     async def get(
         self, owner: str, delivery_id: uuid.UUID

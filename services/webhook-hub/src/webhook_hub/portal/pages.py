@@ -34,6 +34,7 @@ from servicekit.web.session import SessionDep
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from webhook_hub.deliveries.search import MAX_SEARCH_CHARS, PAYLOAD_SCAN_LIMIT, parse_log_search
 from webhook_hub.deliveries.service import DeliveryService
 from webhook_hub.delivery_engine.jobs import message_id_for
 from webhook_hub.dependencies import (
@@ -236,9 +237,11 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         cursor: Annotated[str | None, Query(max_length=500)] = None,
         created_from: Annotated[str, Query(alias="from", max_length=40)] = "",
         created_to: Annotated[str, Query(alias="to", max_length=40)] = "",
+        q: Annotated[str, Query(max_length=1000)] = "",
     ) -> HTMLResponse:
         subscription = await service.get(session.owner, subscription_id)
         event_type = event_type or None
+        search = parse_log_search(q)
         window, filter_errors = _time_window(created_from, created_to)
         # The form's "Any status" sends `status=`: an empty field is no filter (the API's
         # own parameter stays strict).
@@ -254,10 +257,12 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             event_type=event_type,
             created_from=window[0],
             created_to=window[1],
+            search=search,
         )
         live_query = _query(
             status=status.value if status else None,
             event_type=event_type,
+            q=q.strip()[:MAX_SEARCH_CHARS] or None,
             **{"from": local_time_value(window[0]), "to": local_time_value(window[1])},
         )
         context = {
@@ -267,6 +272,9 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "next_cursor": page.next_cursor,
             "status": status.value if status else "",
             "event_type": event_type or "",
+            "q": q.strip()[:MAX_SEARCH_CHARS],
+            "payload_search": search is not None and search.payload_text is not None,
+            "scan_limit": PAYLOAD_SCAN_LIMIT,
             "event_types": sorted({*subscription.events} - {WILDCARD}),
             "created_from": local_time_value(window[0]) if window[0] else created_from,
             "created_to": local_time_value(window[1]) if window[1] else created_to,
@@ -447,16 +455,18 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         event_type: Annotated[str | None, Query(max_length=200)] = None,
         created_from: Annotated[str, Query(alias="from", max_length=40)] = "",
         created_to: Annotated[str, Query(alias="to", max_length=40)] = "",
+        q: Annotated[str, Query(max_length=1000)] = "",
     ) -> Response:
         await service.get(session.owner, subscription_id)  # 404 before any stream opens
         window, _ = _time_window(created_from, created_to)
+        search = parse_log_search(q)
         status = parse_status_filter(status_text)
         factory: async_sessionmaker[AsyncSession] = request.app.state.session_factory
         owner = session.owner
         # Streams of the same endpoint and filters share each look (one query, one render).
         # Checkboxes only for sessions that may retry: the level is part of the view's key.
         selectable = session.can(AccessLevel.WRITE)
-        view = (status, event_type or None, window, selectable)
+        view = (status, event_type or None, window, search, selectable)
 
         async def rows_html() -> str:
             # A short transaction per look, made only after a change was announced: an open
@@ -471,6 +481,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
                     event_type=event_type or None,
                     created_from=window[0],
                     created_to=window[1],
+                    search=search,
                 )
             return pages.templates.get_template("portal/delivery_rows.html").render(
                 deliveries=page.items, selectable=selectable

@@ -1,0 +1,165 @@
+"""The portal controls issue 35 adds (what Svix's and Hookdeck's consoles offer): searching the
+delivery log, in a real Chromium against `serve` and `worker` (the fixtures of
+`test_portal_browser`), axe-clean at 1280 and 390 px in light and dark; and the rules under
+them, on the service and as pure code."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+from servicekit.db.engine import create_session_factory
+from servicekit.testing import HttpReceiver
+from servicekit.testing.browser import BrowserPage
+from sqlalchemy.ext.asyncio import AsyncEngine
+from webhook_hub.deliveries.search import LogSearch, parse_log_search
+from webhook_hub.deliveries.service import DeliveryService
+from webhook_hub.models import Subscription
+
+from tests.factories import Consumer, make_consumer, only_test_delivery_settled, subscribe
+from tests.test_portal_browser import hub, hub_processes, open_portal
+from tests.test_portal_walkthrough import add_deliveries, both_schemes
+
+__all__ = ["hub", "hub_processes"]  # the fixtures, shared with test_portal_browser
+
+HOUR = timedelta(hours=1)
+
+
+async def orders_endpoint(
+    hub: httpx.AsyncClient, engine: AsyncEngine, consumer: Consumer, receiver: HttpReceiver
+) -> str:
+    """An endpoint with four order.paid deliveries of orders 1041 to 1044, newest last."""
+    created = await subscribe(hub, consumer.headers, f"{receiver.url}/orders", ["order.paid"])
+    await only_test_delivery_settled(engine, created["id"])
+    await add_deliveries(
+        engine,
+        created["id"],
+        *[
+            {
+                "status": "succeeded",
+                "age": HOUR * (5 - n),
+                "code": 200,
+                "payload": f'{{"order_id": 104{n}, "customer": "c-{n}@example.com"}}',
+            }
+            for n in (1, 2, 3, 4)
+        ],
+    )
+    return str(created["id"])
+
+
+# -- the search box, as pure code -------------------------------------------------------------
+
+
+def test_an_id_shaped_search_is_an_event_id_in_any_spelling() -> None:
+    event_id = uuid.uuid4()
+    assert parse_log_search(f"  {str(event_id).upper()} ") == LogSearch(event_id=event_id)
+
+
+def test_any_other_search_is_payload_text_and_an_empty_box_no_search() -> None:
+    assert parse_log_search(" 1042 ") == LogSearch(payload_text="1042")
+    assert parse_log_search("   ") is None
+
+
+def test_a_payload_search_matches_percent_and_underscore_literally() -> None:
+    assert LogSearch(payload_text="50%_off\\").like_pattern() == "%50\\%\\_off\\\\%"
+
+
+# -- the bounded payload search, on the service -----------------------------------------------
+
+
+async def test_a_payload_search_page_reads_at_most_its_scan_limit_and_next_searches_on(
+    db_engine: AsyncEngine, committed_subscription: Subscription
+) -> None:
+    sid = str(committed_subscription.id)
+    await add_deliveries(
+        db_engine,
+        sid,
+        *[
+            {"status": "succeeded", "age": HOUR * n, "payload": f'{{"order_id": {n}}}'}
+            for n in range(1, 6)
+        ],
+        {"status": "succeeded", "age": HOUR * 6, "payload": '{"order_id": "wanted"}'},
+    )
+    sessions = create_session_factory(db_engine)
+    search = parse_log_search("WANTED")
+    pages = []
+    cursor = None
+    while True:
+        async with sessions() as db, db.begin():
+            page = await DeliveryService(db).page(
+                committed_subscription.owner,
+                committed_subscription.id,
+                limit=50,
+                cursor=cursor,
+                status=None,
+                event_type=None,
+                search=search,
+                scan_limit=2,
+            )
+        pages.append([d.payload for d in page.items])
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    # Six deliveries read two a page: the match is on the third page, and no page reads past.
+    assert pages == [[], [], [{"order_id": "wanted"}]]
+
+
+# -- the search box, in the browser -----------------------------------------------------------
+
+
+async def test_the_log_search_finds_a_delivery_by_its_event_id(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "write")
+    sid = await orders_endpoint(hub, db_engine, consumer, http_receiver)
+    event_id = uuid.uuid4()
+    await add_deliveries(
+        db_engine,
+        sid,
+        {"status": "failed", "age": HOUR * 2, "event_id": event_id, "payload": '{"order_id": 7}'},
+    )
+    await open_portal(browser_page, hub, consumer)
+    await page.goto(f"{hub.base_url}/portal/endpoints/{sid}")
+    await page.get_by_label("Search").fill(str(event_id))
+    await page.get_by_role("button", name="Filter").click()
+    await page.wait_for_url(f"**q={event_id}**")
+    rows = page.locator("#deliveries tr", has=page.locator("a"))
+    await rows.first.wait_for()
+    assert await rows.count() == 1
+    await rows.first.locator("a").first.click()
+    await page.locator("#event-data", has_text='"order_id": 7').wait_for()
+    await page.go_back()
+    await both_schemes(browser_page, "portal-search-event-id", screenshot_dir)
+
+
+async def test_the_log_search_finds_deliveries_by_a_value_in_their_payload(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "write")
+    sid = await orders_endpoint(hub, db_engine, consumer, http_receiver)
+    await open_portal(browser_page, hub, consumer)
+    await page.goto(f"{hub.base_url}/portal/endpoints/{sid}")
+    await page.get_by_label("Search").fill("C-3@EXAMPLE")
+    await page.get_by_role("button", name="Filter").click()
+    await page.wait_for_url("**q=C-3%40EXAMPLE**")
+    rows = page.locator("#deliveries tr", has=page.locator("a"))
+    await rows.first.wait_for()
+    assert await rows.count() == 1
+    assert await page.get_by_label("Search").input_value() == "C-3@EXAMPLE"
+    await page.get_by_text("A payload search reads up to 10,000 deliveries a page").wait_for()
+    await rows.first.locator("a").first.click()
+    await page.locator("#event-data", has_text='"order_id": 1043').wait_for()
+    await page.go_back()
+    await both_schemes(browser_page, "portal-search-payload", screenshot_dir)
