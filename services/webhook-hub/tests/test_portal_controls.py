@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.deliveries.search import LogSearch, parse_log_search
 from webhook_hub.deliveries.service import DeliveryService
 from webhook_hub.models import Subscription
+from webhook_hub.portal.paging import MAX_BACK, PageLink, page_links
 
 from tests.factories import Consumer, make_consumer, only_test_delivery_settled, subscribe
 from tests.test_portal_browser import hub, hub_processes, open_portal
@@ -64,6 +65,32 @@ def test_any_other_search_is_payload_text_and_an_empty_box_no_search() -> None:
 
 def test_a_payload_search_matches_percent_and_underscore_literally() -> None:
     assert LogSearch(payload_text="50%_off\\").like_pattern() == "%50\\%\\_off\\\\%"
+
+
+# -- Previous page, as pure code ----------------------------------------------------------------
+
+
+def test_next_carries_the_page_it_leaves_and_previous_takes_it_back() -> None:
+    first = page_links(None, [], "c2")
+    assert first.previous is None
+    assert first.on_first
+    assert first.next == PageLink("c2", [""])
+    second = page_links("c2", [""], "c3")
+    assert second.previous == PageLink(None, [])
+    assert second.next == PageLink("c3", ["", "c2"])
+    assert page_links("c3", ["", "c2"], None).previous == PageLink("c2", [""])
+
+
+def test_only_the_last_pages_are_kept_for_previous() -> None:
+    back = [f"c{n}" for n in range(MAX_BACK + 5)]
+    following = page_links("here", back, "next").next
+    assert following is not None
+    assert following.back == [*back[-(MAX_BACK - 1) :], "here"]
+
+
+def test_a_page_reached_without_its_way_back_has_no_previous_link() -> None:
+    assert page_links("c7", [], "c8").previous is None
+    assert page_links("c7", ["x" * 501], None).previous is None
 
 
 # -- the bounded payload search, on the service -----------------------------------------------
@@ -163,3 +190,41 @@ async def test_the_log_search_finds_deliveries_by_a_value_in_their_payload(
     await page.locator("#event-data", has_text='"order_id": 1043').wait_for()
     await page.go_back()
     await both_schemes(browser_page, "portal-search-payload", screenshot_dir)
+
+
+# -- Previous page, in the browser ---------------------------------------------------------------
+
+
+async def test_previous_page_goes_back_through_the_log_to_the_first_page(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "write")
+    sid = await orders_endpoint(hub, db_engine, consumer, http_receiver)
+    minute = timedelta(minutes=1)
+    await add_deliveries(
+        db_engine, sid, *[{"status": "succeeded", "age": minute * n} for n in range(1, 110)]
+    )
+    await open_portal(browser_page, hub, consumer)
+    await page.goto(f"{hub.base_url}/portal/endpoints/{sid}")
+    first_row = page.locator("#deliveries tr a").first
+    seen = [await first_row.get_attribute("href")]
+    pages = page.get_by_role("navigation", name="Delivery log pages")
+    for _ in range(2):
+        await pages.get_by_role("link", name="Next page").click()
+        await page.wait_for_load_state()
+        seen.append(await first_row.get_attribute("href"))
+    assert len(set(seen)) == 3
+    await pages.get_by_role("link", name="Previous page").click()
+    await page.wait_for_load_state()
+    assert await first_row.get_attribute("href") == seen[1]
+    await both_schemes(browser_page, "portal-previous-page", screenshot_dir)
+    await pages.get_by_role("link", name="Previous page").click()
+    await page.wait_for_load_state()
+    assert await first_row.get_attribute("href") == seen[0]
+    assert await pages.get_by_role("link", name="Previous page").count() == 0
+    assert "cursor=" not in page.url

@@ -59,6 +59,7 @@ from webhook_hub.portal.forms import (
     parse_status_filter,
     subscription_form_errors,
 )
+from webhook_hub.portal.paging import PageLink, page_links
 from webhook_hub.portal.presenting import (
     delivery_state,
     describe_error,
@@ -269,7 +270,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "title": subscription.description or subscription.endpoint_url,
             "subscription": subscription,
             "deliveries": page.items,
-            "next_cursor": page.next_cursor,
+            "pager": _pager(request, cursor, page.next_cursor),
             "status": status.value if status else "",
             "event_type": event_type or "",
             "q": q.strip()[:MAX_SEARCH_CHARS],
@@ -578,6 +579,22 @@ def _back_to(subscription_id: uuid.UUID) -> Response:
 def _query(**params: str | None) -> str:
     kept = {k: v for k, v in params.items() if v}
     return f"?{urlencode(kept)}" if kept else ""
+
+
+def _pager(request: Request, cursor: str | None, next_cursor: str | None) -> dict[str, Any]:
+    """The log's Previous / Next / First page addresses (None: no such link)."""
+    links = page_links(cursor, request.query_params.getlist("back"), next_cursor)
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k not in {"cursor", "back"}]
+
+    def href(link: PageLink | None) -> str | None:
+        if link is None:
+            return None
+        cursor_param = [("cursor", link.cursor)] if link.cursor else []
+        query = urlencode([*kept, *cursor_param, *[("back", entry) for entry in link.back]])
+        return f"{request.url.path}?{query}" if query else request.url.path
+
+    first = None if links.on_first else href(PageLink(None, []))
+    return {"previous": href(links.previous), "next": href(links.next), "first": first}
 
 
 def _time_window(
