@@ -16,10 +16,17 @@ from servicekit.testing.browser import BrowserPage
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.deliveries.search import LogSearch, parse_log_search
 from webhook_hub.deliveries.service import DeliveryService
-from webhook_hub.models import Subscription
+from webhook_hub.event_types.service import matching
+from webhook_hub.models import EventType, Subscription
 from webhook_hub.portal.paging import MAX_BACK, PageLink, page_links
 
-from tests.factories import Consumer, make_consumer, only_test_delivery_settled, subscribe
+from tests.factories import (
+    Consumer,
+    make_consumer,
+    only_test_delivery_settled,
+    subscribe,
+    unique_type_name,
+)
 from tests.test_portal_browser import hub, hub_processes, open_portal
 from tests.test_portal_walkthrough import add_deliveries, both_schemes
 
@@ -228,3 +235,55 @@ async def test_previous_page_goes_back_through_the_log_to_the_first_page(
     assert await first_row.get_attribute("href") == seen[0]
     assert await pages.get_by_role("link", name="Previous page").count() == 0
     assert "cursor=" not in page.url
+
+
+# -- search in the event catalog -----------------------------------------------------------------
+
+
+def test_the_catalog_search_wants_every_word_in_the_name_or_description() -> None:
+    paid = EventType(name="order.paid", description="An order was paid by card")
+    created = EventType(name="order.created", description="A cart became an order")
+    assert matching([paid, created], " ORDER  card ") == [paid]
+    assert matching([paid, created], "order") == [paid, created]
+    assert matching([paid, created], "") == [paid, created]
+    assert matching([paid, created], "refund") == []
+
+
+async def test_the_event_catalog_searches_names_and_descriptions_without_script(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "admin")
+    settled = unique_type_name("invoice.settled")
+    registered = await hub.post(
+        "/webhooks/event-types",
+        json={
+            "name": settled,
+            "description": "An invoice was settled by bank transfer",
+            "example_payload": {"id": 1},
+        },
+        headers=consumer.headers,
+    )
+    assert registered.status_code in (200, 201), registered.text
+    await open_portal(browser_page, hub, consumer)
+    await page.get_by_role("link", name="Event catalog").click()
+    await page.get_by_label("Search event types").fill("BANK transfer")
+    await page.get_by_role("button", name="Search").click()
+    await page.wait_for_url("**/portal/event-types?q=BANK+transfer")
+    sections = page.locator("section.event-type")
+    assert await sections.count() == 1
+    await page.get_by_role("heading", name=settled).wait_for()
+    await page.get_by_role("status").get_by_text("1 of").wait_for()
+    await both_schemes(browser_page, "portal-catalog-search", screenshot_dir)
+    await page.get_by_label("Search event types").fill("run.")
+    await page.get_by_role("button", name="Search").click()
+    await page.wait_for_url("**q=run.")
+    assert sorted(await sections.locator("h2").all_inner_texts()) == [
+        "run.completed",
+        "run.failed",
+    ]
+    await page.get_by_role("link", name="Show all").click()
+    await page.locator("#type-order\\.paid").wait_for()

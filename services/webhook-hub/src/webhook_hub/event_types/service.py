@@ -116,3 +116,10 @@ class EventTypeService:
             setattr(event_type, field, value)
         event_type.updated_at = datetime.now(UTC)
         return await self.event_types.save(event_type)
+
+
+def matching(types: Sequence[EventType], query: str) -> list[EventType]:
+    """The catalog's search: the types whose name or description holds every word of `query`
+    (case-insensitive, any order); all of them for an empty query."""
+    words = query.casefold().split()
+    return [t for t in types if all(w in f"{t.name} {t.description}".casefold() for w in words)]

@@ -50,6 +50,7 @@ from webhook_hub.errors import (
     PersonalDataNotApproved,
     UnknownEventTypes,
 )
+from webhook_hub.event_types.service import matching
 from webhook_hub.models import EventType, PortalSession
 from webhook_hub.portal.forms import (
     EndpointForm,
@@ -542,11 +543,18 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
 
     @router.get("/event-types")
     async def event_types(
-        request: Request, pages: PagesDep, session: PageSessionDep, types: EventTypeServiceDep
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        types: EventTypeServiceDep,
+        q: Annotated[str, Query(max_length=200)] = "",
     ) -> HTMLResponse:
-        catalog = [t for t in await types.visible_to(_principal(session)) if t.is_active]
+        active = [t for t in await types.visible_to(_principal(session)) if t.is_active]
+        catalog = matching(active, q)
         context = {
             "title": "Event catalog",
+            "q": q.strip(),
+            "total": len(active),
             "event_types": [
                 {
                     "type": t,
