@@ -5,6 +5,7 @@ them, on the service and as pure code."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -13,12 +14,15 @@ import httpx
 from servicekit.db.engine import create_session_factory
 from servicekit.testing import HttpReceiver
 from servicekit.testing.browser import BrowserPage
+from servicekit.testing.receiver import ReceivedRequest
+from servicekit.web.pages.csrf import CSRF_HEADER
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.deliveries.search import LogSearch, parse_log_search
 from webhook_hub.deliveries.service import DeliveryService
 from webhook_hub.event_types.service import matching
 from webhook_hub.models import EventType, Subscription
 from webhook_hub.portal.paging import MAX_BACK, PageLink, page_links
+from webhook_hub.subscriptions.service import example_choices
 
 from tests.factories import (
     Consumer,
@@ -287,3 +291,82 @@ async def test_the_event_catalog_searches_names_and_descriptions_without_script(
     ]
     await page.get_by_role("link", name="Show all").click()
     await page.locator("#type-order\\.paid").wait_for()
+
+
+# -- send an example of a chosen event type --------------------------------------------------------
+
+
+async def delivered_of(receiver: HttpReceiver, event_type: str) -> ReceivedRequest:
+    """The first webhook of `event_type` the receiver got (after the creation's probe and
+    test event, in whatever order they came)."""
+    for count in range(1, 6):
+        for request in await receiver.wait_for(count):
+            if request.body and json.loads(request.body).get("type") == event_type:
+                return request
+    raise AssertionError(f"no {event_type} webhook arrived")
+
+
+def test_examples_are_offered_of_the_active_types_the_endpoint_receives() -> None:
+    paid = EventType(name="order.paid")
+    created = EventType(name="order.created")
+    retired = EventType(name="order.retired", is_active=False)
+    catalog = [paid, created, retired]
+    named = Subscription(
+        owner="o",
+        consumer_id=uuid.uuid4(),
+        secret="s",
+        endpoint_url="https://x.test",
+        events=["order.paid"],
+    )
+    assert example_choices(named, catalog) == [paid]
+    everything = Subscription(
+        owner="o", consumer_id=uuid.uuid4(), secret="s", endpoint_url="https://x.test", events=["*"]
+    )
+    assert example_choices(everything, catalog) == [paid, created]
+
+
+async def test_send_an_example_delivers_the_chosen_types_example_payload(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    screenshot_dir: Path,
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(
+        hub, consumer.headers, f"{http_receiver.url}/orders", ["order.paid", "run.completed"]
+    )
+    await open_portal(browser_page, hub, consumer)
+    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    picker = page.get_by_label("Example to send")
+    assert await picker.locator("option").all_inner_texts() == ["order.paid", "run.completed"]
+    await both_schemes(browser_page, "portal-send-example", screenshot_dir)
+    await picker.select_option("run.completed")
+    await page.get_by_role("button", name="Send an example").click()
+    await page.get_by_text("An example run.completed event is on its way").wait_for()
+    received = await delivered_of(http_receiver, "run.completed")
+    assert json.loads(received.body)["data"] == {"run_id": 1}
+    assert "webhook-signature" in received.headers
+    await page.locator("#deliveries", has_text="run.completed").wait_for()
+
+
+async def test_a_read_session_is_offered_no_example_and_its_post_is_refused(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+) -> None:
+    page = browser_page.page
+    writer = await make_consumer(db_engine, "write")
+    created = await subscribe(hub, writer.headers, http_receiver.url, ["order.paid"])
+    await open_portal(browser_page, hub, await make_consumer(db_engine, "read", owner=writer.owner))
+    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    assert await page.get_by_label("Example to send").count() == 0
+    token = json.loads(await page.locator("body").get_attribute("hx-headers") or "{}")[CSRF_HEADER]
+    refused = await page.request.post(
+        f"{hub.base_url}/portal/endpoints/{created['id']}/example",
+        form={"csrf_token": token, "event_type": "order.paid"},
+    )
+    assert refused.status == 403
+    assert "access level" in await refused.text()

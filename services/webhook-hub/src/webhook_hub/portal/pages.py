@@ -75,7 +75,7 @@ from webhook_hub.portal.stats import PortalStatsServiceDep
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointRefused
 from webhook_hub.subscriptions.schemas import SubscriptionCreate, SubscriptionUpdate
-from webhook_hub.subscriptions.service import WILDCARD
+from webhook_hub.subscriptions.service import WILDCARD, example_choices
 
 PREFIX = "/portal"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -233,6 +233,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         service: SubscriptionServiceDep,
         deliveries: DeliveryServiceDep,
         stats: PortalStatsServiceDep,
+        types: EventTypeServiceDep,
         subscription_id: uuid.UUID,
         status_text: Annotated[str, Query(alias="status", max_length=40)] = "",
         event_type: Annotated[str | None, Query(max_length=200)] = None,
@@ -250,6 +251,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         status = parse_status_filter(status_text)
         if status_text.strip() and status is None:
             filter_errors["status"] = "Pick a status from the list."
+        catalog = await types.visible_to(_principal(session))
         page = await deliveries.page(
             session.owner,
             subscription_id,
@@ -289,6 +291,9 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             if cursor
             else f"{PREFIX}/endpoints/{subscription.id}/deliveries/live{live_query}",
             "can_write": session.can(AccessLevel.WRITE),
+            "example_types": [t.name for t in example_choices(subscription, catalog)]
+            if session.can(AccessLevel.WRITE)
+            else [],
             "selectable": session.can(AccessLevel.WRITE),
             "can_delete": session.can(AccessLevel.ADMIN),
         }
@@ -410,6 +415,28 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         await service.queue_test(subscription)
         response = _back_to(subscription_id)
         pages.flash(response, "A webhook.test event is on its way: watch the log below.")
+        return response
+
+    @router.post("/endpoints/{subscription_id}/example")
+    async def send_example(
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+        types: EventTypeServiceDep,
+        subscription_id: uuid.UUID,
+        event_type: FormText = "",
+    ) -> Response:
+        _require(session, AccessLevel.WRITE)  # as `POST .../{id}/test`
+        subscription = await service.get(session.owner, subscription_id)
+        offered = example_choices(subscription, await types.visible_to(_principal(session)))
+        chosen = next((t for t in offered if t.name == event_type), None)
+        response = _back_to(subscription_id)
+        if chosen is None:
+            # Only a stale page or a hand-made post names a type the list does not offer.
+            pages.flash(response, "Pick an event type this endpoint receives.", "error")
+            return response
+        await service.queue_example(subscription, chosen)
+        pages.flash(response, f"An example {chosen.name} event is on its way: watch the log below.")
         return response
 
     @router.post("/endpoints/{subscription_id}/rotate-secret")

@@ -4,6 +4,7 @@ may point at, and how their secret rotates."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,7 +24,7 @@ from webhook_hub.errors import (
 )
 from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.events import TEST_EVENT_TYPE
-from webhook_hub.models import Delivery, Subscription
+from webhook_hub.models import Delivery, EventType, Subscription
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
 from webhook_hub.subscriptions.repository import SubscriptionRepository
@@ -129,6 +130,17 @@ class SubscriptionService:
             event_time=datetime.now(UTC),
         )
 
+    async def queue_example(self, subscription: Subscription, event_type: EventType) -> Delivery:
+        """A new event of `event_type` carrying its example payload, to this subscription only:
+        queued as `queue_test` queues the test event (one of `example_choices`)."""
+        return await self.deliveries.add(
+            subscription.id,
+            event_id=new_event_id(),
+            event_type=event_type.name,
+            payload=dict(event_type.example_payload),
+            event_time=datetime.now(UTC),
+        )
+
     async def get(self, owner: str, subscription_id: uuid.UUID) -> Subscription:
         subscription = await self.subscriptions.get_owned(subscription_id, owner)
         if subscription is None:
@@ -208,3 +220,10 @@ class SubscriptionService:
             subscription.secret,
             now + timedelta(seconds=self.settings.secret_transition_seconds),
         )
+
+
+def example_choices(subscription: Subscription, catalog: Sequence[EventType]) -> list[EventType]:
+    """The types an example may be sent of: active ones of `catalog` (what the principal may
+    see) that the subscription receives, by name or through the wildcard."""
+    wanted = set(subscription.events)
+    return [t for t in catalog if t.is_active and (WILDCARD in wanted or t.name in wanted)]
