@@ -26,7 +26,7 @@ type, per time range and a later page), a delivery's page, the API's delivery li
 page and a keyset page 20 pages in) and one delivery; p50/p99 each, met or MISSED against
 100 ms. The first view of the endpoint page (its charts' rollup still empty) is printed
 apart: later views read the rollup. `--plans` prints EXPLAIN ANALYZE of the log's queries.
-Everything stays on 127.0.0.1 and stops by itself. Disk: about 450 bytes a row.
+Everything stays on 127.0.0.1 and stops by itself. Disk: about 530 bytes a row.
 """
 
 from __future__ import annotations
