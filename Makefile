@@ -32,7 +32,7 @@ help:
 	@echo "make fuzz     schemathesis with NUL and lone surrogates, FUZZ_EXAMPLES per operation (default 100), new inputs each run"
 	@echo "make bench    benchmarks that print their figures (webhook delivery and HTTP ingest, crawling vs Scrapy, GraphQL vs REST, tracing overhead)"
 	@echo "make soak     webhook-hub for 20 minutes at 2,000 events/s over HTTP, partitions created and dropped (SOAK_ARGS='--minutes 5')"
-	@echo "make bench-log  webhook-hub's delivery log pages over HTTP with 50 million deliveries loaded (LOG_ARGS='--rows 5000000'; about 25 GB, 30 min)"
+	@echo "make bench-log  webhook-hub's delivery log pages over HTTP with 50 million deliveries loaded (LOG_ARGS='--rows 5000000'; about 27 GB, 15 min)"
 	@echo "make clean    remove the dev data (.data/) and caches"
 
 $(CURDIR)/.tools/bin/uv:

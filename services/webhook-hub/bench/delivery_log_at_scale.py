@@ -2,14 +2,20 @@
 their pages' answer times over HTTP, each against 100 ms at p99.
 
 Starts embedded PostgreSQL (fsync on) and NATS as `ingest.py` does, migrates to head, and
-loads the rows: `--subscriptions` endpoints of `--owners` owners, half of all rows on the
+loads the rows into the partitioned log as a month of service leaves it: the migration's
+legacy partition (empty here) dropped as the maintenance drops it once expired, the day
+partitions of the retention window made by the maintenance's own round
+(maintenance.py `maintain`, at the settings' default width and retention), each delivery filed
+under its event time (`log_time`, as the store files a delivery written when its event is
+new: partitions.py `Layout.filing`) and each attempt under its own time. The rows: `--subscriptions` endpoints of `--owners` owners, half of all rows on the
 measured endpoint (the bench key's owner's first: the worst case of one busy endpoint) and
 the rest spread over the others, `created_at` spread evenly over the last `--days` (the
-retention window), a 150-byte payload, 90 % succeeded at the first attempt (held by the row,
+retention window, less `SLACK` so that the oldest stay inside it), a 150-byte payload, 90 % succeeded at the first attempt (held by the row,
 as the engine writes them), 8 % failed and 2 % of the last 2 hours pending, those not
 succeeded with a retry in `delivery_attempts`; one event in a hundred of a rare type. The
-indexes and keys of both tables are dropped before the load and built again after it
-(as the migrations define them, read from the catalog), then VACUUM ANALYZE, as autovacuum
+indexes and keys of both partitioned tables are dropped before the load and built again after
+it (as the migrations define them on the parents, read from the catalog; building one on a
+parent builds it on every partition), then VACUUM ANALYZE, as autovacuum
 would have left a log written over weeks. `--method insert` loads with server-side
 `INSERT ... SELECT generate_series` in chunks of `--chunk` rows on `--jobs` connections;
 `--method copy` with COPY (text) from a Python generator, one chunk per connection at a time.
@@ -20,7 +26,7 @@ type, per time range and a later page), a delivery's page, the API's delivery li
 page and a keyset page 20 pages in) and one delivery; p50/p99 each, met or MISSED against
 100 ms. The first view of the endpoint page (its charts' rollup still empty) is printed
 apart: later views read the rollup. `--plans` prints EXPLAIN ANALYZE of the log's queries.
-Everything stays on 127.0.0.1 and stops by itself. Disk: about 450 bytes a row.
+Everything stays on 127.0.0.1 and stops by itself. Disk: about 530 bytes a row.
 """
 
 from __future__ import annotations
@@ -46,6 +52,11 @@ from typing import Any
 
 import aiohttp
 import psycopg
+from servicekit.db.engine import to_sqlalchemy_url
+from sqlalchemy.ext.asyncio import create_async_engine
+from webhook_hub.delivery_engine.maintenance import maintain
+from webhook_hub.delivery_engine.partitions import Layout
+from webhook_hub.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -58,6 +69,15 @@ RARE_TYPE = "order.refunded"  # one event in a hundred
 PAYLOAD = '{"id": "inv_1001", "total": 99.5, "currency": "EUR", "note": "' + "x" * 90 + '"}'
 PENDING_HOURS = 2
 TABLES = ("deliveries", "delivery_attempts")
+# The layout a hub runs with by default: day partitions kept 30 days.
+LAYOUT = Layout(
+    Settings.model_fields["delivery_partition_width"].default,
+    timedelta(days=Settings.model_fields["delivery_retention_days"].default),
+)
+# The oldest rows this much younger than the retention's edge: in a partition the maintenance
+# keeps, and filed by their own time (not under the current partition) had they been written
+# at it.
+SLACK = timedelta(minutes=10)
 
 # Row i (1-based) of the load, as SQL: its endpoint, time and outcome. `md5` of the run's seed
 # and i gives the same random-looking ids to a delivery and to its attempt, chunk by chunk.
@@ -78,14 +98,14 @@ FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) AS i
 INSERT_DELIVERIES = f"""
 INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload, event_time, status,
     attempts, next_attempt_at, last_attempt_at, last_status_code, created_at, completed_at,
-    first_status_code, first_duration_ms)
+    first_status_code, first_duration_ms, log_time)
 SELECT id, sid, md5('e' || %(seed)s || i)::uuid, event_type, %(payload)s::json, t, status,
        CASE WHEN status = 'succeeded' THEN 1 ELSE 2 END,
        CASE WHEN status = 'pending' THEN %(now)s::timestamptz + interval '5 minutes' END,
        CASE WHEN status = 'succeeded' THEN t ELSE t + interval '1 minute' END,
        CASE WHEN status = 'succeeded' THEN 200 ELSE 500 END, t,
        CASE WHEN status <> 'pending' THEN t + interval '1 minute' END,
-       CASE WHEN status = 'succeeded' THEN 200 ELSE 500 END, duration_ms
+       CASE WHEN status = 'succeeded' THEN 200 ELSE 500 END, duration_ms, t
 FROM ({ROWS}) AS r
 """  # noqa: S608  (the bench's own constant SQL)
 INSERT_ATTEMPTS = f"""
@@ -120,7 +140,7 @@ class Loader:
             "big": big,
             "others": others,
             "now": self.now,
-            "span": timedelta(days=args.days),
+            "span": timedelta(days=args.days) - SLACK,
             "rows": args.rows,
             "rare": RARE_TYPE,
             "types": TYPES,
@@ -133,12 +153,22 @@ class Loader:
         phases: dict[str, float] = {}
         started = time.monotonic()
         with psycopg.connect(self.url, autocommit=True) as conn:
+            for name in TABLES:
+                # The migration's partition up to a few minutes from now (empty: the database
+                # is new) would take the whole window; once expired it goes, as here.
+                legacy = f"{name}_legacy"
+                if conn.execute(f"SELECT EXISTS (SELECT FROM {legacy})").fetchone() != (False,):  # noqa: S608
+                    raise SystemExit(f"{legacy} holds rows: load into a new database")
+                conn.execute(f"DROP TABLE {legacy}")
             constraints = conn.execute(CONSTRAINTS).fetchall()
             indexes = conn.execute(INDEXES).fetchall()
+            # On the parents: each drop takes the partitions' index with it.
             for table_name, name, _, _ in reversed(constraints):  # foreign keys first
                 conn.execute(f'ALTER TABLE {table_name} DROP CONSTRAINT "{name}"')
             for name, _ in indexes:
                 conn.execute(f"DROP INDEX {name}")
+        created = asyncio.run(self.partitions())
+        print(f"  {created} partitions made by the maintenance's round", flush=True)
         chunks = [
             (lo, min(lo + self.args.chunk - 1, self.args.rows))
             for lo in range(1, self.args.rows + 1, self.args.chunk)
@@ -154,7 +184,9 @@ class Loader:
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute("SET maintenance_work_mem = '1GB'")
             for _, definition in indexes:
-                conn.execute(definition)
+                # The catalog gives a partitioned index as `ON ONLY` its parent (no partition's
+                # index built, the parent's left invalid): built here on every partition.
+                conn.execute(definition.replace(" ON ONLY ", " ON ", 1))
             for table_name, name, _, definition in constraints:
                 conn.execute(f'ALTER TABLE {table_name} ADD CONSTRAINT "{name}" {definition}')
             phases["indexes_s"] = time.monotonic() - started
@@ -163,6 +195,18 @@ class Loader:
                 conn.execute(f"VACUUM (ANALYZE) {name}")
             phases["vacuum_s"] = time.monotonic() - started
         return phases
+
+    async def partitions(self) -> int:
+        """The maintenance's round at the load's `now`: the day partitions of the retention
+        window and those ahead, of both tables."""
+        engine = create_async_engine(to_sqlalchemy_url(self.url))
+        try:
+            done = await maintain(engine, LAYOUT, self.now)
+        finally:
+            await engine.dispose()
+        if not done.locked or done.dropped:
+            raise RuntimeError(f"unexpected maintenance round: {done}")
+        return len(done.created)
 
     def insert_chunk(self, bounds: tuple[int, int]) -> None:
         with psycopg.connect(self.url) as conn:
@@ -176,7 +220,8 @@ class Loader:
             with cursor.copy(
                 "COPY deliveries (id, subscription_id, event_id, event_type, payload, event_time,"
                 " status, attempts, next_attempt_at, last_attempt_at, last_status_code,"
-                " created_at, completed_at, first_status_code, first_duration_ms) FROM STDIN"
+                " created_at, completed_at, first_status_code, first_duration_ms, log_time)"
+                " FROM STDIN"
             ) as copy:
                 for block in self.copy_rows(bounds, attempts):
                     copy.write(block)
@@ -190,7 +235,7 @@ class Loader:
         """Text COPY rows, the same as `ROWS` makes, in blocks of 10,000."""
         big, others = str(self.params["big"]), [str(o) for o in self.params["others"]]
         now = self.now.timestamp()
-        step = self.args.days * 86400 / self.args.rows
+        step = (timedelta(days=self.args.days) - SLACK).total_seconds() / self.args.rows
         payload = PAYLOAD.replace("\\", "\\\\")
         pending_s = PENDING_HOURS * 3600
         due = datetime.fromtimestamp(now + 300, UTC)
@@ -213,7 +258,7 @@ class Loader:
                 f"{1 if ok else 2}\t{due if status == 'pending' else null}\t"
                 f"{t if ok else after}\t{200 if ok else 500}\t{t}\t"
                 f"{after if status != 'pending' else null}\t{200 if ok else 500}\t"
-                f"{duration}\n"
+                f"{duration}\t{t}\n"
             )
             if not ok:
                 attempts.append(f"{uuid.uuid4()}\t{delivery}\t{after}\t500\t{duration}\n")
@@ -396,6 +441,8 @@ def main() -> int:
         "--plans", type=float, help="print the plans of statements slower than this many ms"
     )
     args = parser.parse_args()
+    if timedelta(days=args.days) > LAYOUT.retention:
+        parser.error(f"--days beyond the retention ({LAYOUT.retention.days} days)")
     load_before = os.getloadavg()
     folder: contextlib.AbstractContextManager[str] = (
         contextlib.nullcontext(str(args.keep))

@@ -33,6 +33,7 @@ from servicekit.db.engine import create_session_factory
 from servicekit.db.migrations import upgrade
 from servicekit.embedded.postgres import EmbeddedPostgres
 from sqlalchemy.ext.asyncio import create_async_engine
+from webhook_hub.delivery_engine.partitions import CLOCK_MARGIN
 from webhook_hub.portal.charts import truncate
 from webhook_hub.portal.repository import HOURS_FROM_LOG, LIVE_SAMPLE, STORED_HOURS
 from webhook_hub.portal.stats import PortalStatsService
@@ -125,6 +126,7 @@ def show_plans(url: str, big: uuid.UUID) -> None:
                     "recent": [True, True],
                     "charted": [True, True],
                     "live_sample": LIVE_SAMPLE,
+                    "clock_margin": CLOCK_MARGIN,
                 },
             ),
         ):

@@ -20,9 +20,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
 from webhook_hub.delivery_engine.maintenance import maintain, prune_rollup
-from webhook_hub.delivery_engine.partitions import AHEAD, Layout
+from webhook_hub.delivery_engine.partitions import AHEAD, CLOCK_MARGIN, Layout, attempts_since
 from webhook_hub.delivery_engine.store import DeliveryStore, DeliveryWrites
 from webhook_hub.models import Subscription
+from webhook_hub.portal.repository import HOURS_FROM_LOG, LIVE_SAMPLE
 from webhook_hub.settings import Settings
 
 from tests.recording_factories import first_attempt, make_subscription
@@ -296,3 +297,83 @@ async def test_the_rollup_keeps_its_hours_longer_and_is_pruned_on_its_own(
 def test_the_layout_is_the_settings() -> None:
     settings = Settings(delivery_partition_width="1m", delivery_retention_days=0.5)
     assert settings.delivery_log_layout == Layout(WIDTH, timedelta(hours=12))
+
+
+def executed_partitions(plan: object, prefix: str) -> set[str]:
+    """The partitions named `prefix...` an EXPLAIN ANALYZE (JSON) plan scanned at least once."""
+    found: set[str] = set()
+    if isinstance(plan, dict):
+        relation = plan.get("Relation Name")
+        if isinstance(relation, str) and relation.startswith(prefix) and plan["Actual Loops"]:
+            found.add(relation)
+        for value in plan.values():
+            found |= executed_partitions(value, prefix)
+    elif isinstance(plan, list):
+        for value in plan:
+            found |= executed_partitions(value, prefix)
+    return found
+
+
+async def test_an_hours_latency_reads_only_the_attempt_partitions_since_its_deliveries(
+    own_database: Settings,
+) -> None:
+    # A month of day partitions (the default layout), the migration's own expired and gone.
+    layout = own_database.delivery_log_layout
+    now = datetime.now(UTC) + timedelta(days=40)
+    engine = create_async_engine(to_sqlalchemy_url(own_database.database_url))
+    try:
+        await maintain(engine, layout, now)
+        subscription = await committed_subscription_in(engine)
+        created = now - timedelta(days=2)
+        hour = created.replace(minute=0, second=0, microsecond=0)
+        async with engine.begin() as connection:
+            await connection.execute(
+                text(
+                    "INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload,"
+                    " event_time, status, attempts, created_at, completed_at, log_time,"
+                    " first_status_code, first_duration_ms)"
+                    " VALUES (gen_random_uuid(), :sub, gen_random_uuid(), 'order.paid', '{}',"
+                    " :at, 'succeeded', 2, :at, :at, :at, 500, 40)"
+                ),
+                {"sub": subscription.id, "at": created},
+            )
+            await connection.execute(
+                text(
+                    "INSERT INTO delivery_attempts (delivery_id, attempted_at, status_code,"
+                    " duration_ms) SELECT id, created_at + interval '1 minute', 200, 60"
+                    " FROM deliveries WHERE subscription_id = :sub"
+                ),
+                {"sub": subscription.id},
+            )
+            params = {
+                "sids": [subscription.id],
+                "hours": [hour],
+                "over": [True],
+                "recent": [True],
+                "charted": [True],
+                "live_sample": LIVE_SAMPLE,
+                "clock_margin": CLOCK_MARGIN,
+            }
+            plan = (
+                await connection.execute(
+                    text(f"EXPLAIN (ANALYZE, FORMAT JSON) {HOURS_FROM_LOG}"), params
+                )
+            ).scalar_one()
+            figures = (await connection.execute(text(HOURS_FROM_LOG), params)).one()
+        # Both attempts counted (the row's first and the logged retry) ...
+        assert figures.attempts == 2
+        # ... from the partitions since the delivery's creation (less the clocks' margin),
+        # not every one of the month's.
+        scanned = executed_partitions(plan, "delivery_attempts_p")
+        since = layout.slot_of(attempts_since(created))
+        assert scanned
+        assert all(
+            datetime.strptime(name.removeprefix("delivery_attempts_p"), "%Y%m%d_%H%M").replace(
+                tzinfo=UTC
+            )
+            >= since
+            for name in scanned
+        )
+        assert len(await partitions(engine, "delivery_attempts")) > len(scanned) + 20
+    finally:
+        await engine.dispose()

@@ -12,6 +12,7 @@ from sqlalchemy.orm import defer
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from webhook_hub.delivery_engine.partitions import attempts_since
 from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus, Subscription
 
 
@@ -38,7 +39,11 @@ class DeliveryRepository:
         attempt, migration 0014) and those of `delivery_attempts`."""
         statement = (
             select(DeliveryAttempt)
-            .where(DeliveryAttempt.delivery_id == delivery.id)
+            .where(
+                DeliveryAttempt.delivery_id == delivery.id,
+                # Only the attempt log's partitions that can hold them, not every one.
+                col(DeliveryAttempt.attempted_at) >= attempts_since(delivery.created_at),
+            )
             .order_by(col(DeliveryAttempt.attempted_at))
         )
         logged = list((await self.session.exec(statement)).all())

@@ -26,6 +26,9 @@ from datetime import UTC, datetime, timedelta
 
 # Bounds are multiples of the width from here (as the portal's `date_bin` origin).
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+# How far the clocks of the processes writing a delivery and its attempts may disagree
+# (`attempts_since`).
+CLOCK_MARGIN = timedelta(hours=1)
 # Partitions made after the current one: a maintenance round may come a width late and
 # writers still find theirs.
 AHEAD = 3
@@ -98,6 +101,15 @@ class Layout:
             return event_time if earliest <= event_time < latest else current
 
         return log_time
+
+
+def attempts_since(created_at: datetime) -> datetime:
+    """A lower bound of the `attempted_at` of every attempt of a delivery created at
+    `created_at`, for reads of its attempts to name: `delivery_id` alone says nothing of
+    their partitions, and a lookup by it probes every partition's index (30 at the default
+    width and retention). An attempt is made after its delivery is created; the margin is for
+    the clocks of the processes that wrote each."""
+    return created_at - CLOCK_MARGIN
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from webhook_hub.delivery_engine.partitions import CLOCK_MARGIN
 from webhook_hub.portal.charts import HourStats
 
 # The rollup's SQL, named so `bench/portal_charts.py` measures exactly what pages run.
@@ -44,7 +45,7 @@ CROSS JOIN LATERAL (
            percentile_cont(0.5) WITHIN GROUP (ORDER BY a.duration_ms) AS p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY a.duration_ms) AS p95
     FROM (
-        SELECT d.id, d.first_duration_ms
+        SELECT d.id, d.first_duration_ms, d.created_at
         FROM deliveries d
         WHERE m.recent AND (m.charted OR (m.over AND o.pending = 0))
           AND d.subscription_id = m.sid
@@ -56,8 +57,11 @@ CROSS JOIN LATERAL (
         -- Each delivery's first attempt made from its event, in its row (0014),
         SELECT d.first_duration_ms AS duration_ms WHERE d.first_duration_ms IS NOT NULL
         UNION ALL
-        -- and the rest, in the attempt log.
-        SELECT a.duration_ms FROM delivery_attempts a WHERE a.delivery_id = d.id
+        -- and the rest, in the attempt log: its partitions from the delivery's creation on
+        -- (partitions.attempts_since), pruned per delivery at run time.
+        SELECT a.duration_ms FROM delivery_attempts a
+        WHERE a.delivery_id = d.id
+          AND a.attempted_at >= d.created_at - CAST(:clock_margin AS interval)
     ) AS a
 ) AS l
 """
@@ -127,6 +131,7 @@ class HourStatsRepository:
             recent=list(columns[3]),
             charted=list(columns[4]),
             live_sample=LIVE_SAMPLE,
+            clock_margin=CLOCK_MARGIN,
         )
         return {
             (sid, hour): HourStats(
