@@ -206,7 +206,7 @@ class PersistedQueryStore:
 
 
 class InvalidManifest(ValueError):
-    pass
+    """A manifest the import refuses whole (unreadable, or a hash that is not its text's)."""
 
 
 def manifest_operations(raw: Any) -> dict[str, str]:

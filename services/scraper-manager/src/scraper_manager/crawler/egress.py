@@ -153,6 +153,7 @@ async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> i
             sent += len(chunk)
             await writer.drain()
     except (ConnectionError, OSError):
+        # Either side hung up: the tunnel ends, which is all a closed peer asks.
         pass
     finally:
         with contextlib.suppress(Exception):
@@ -245,7 +246,9 @@ class EgressProxy:
         try:
             await self._serve(reader, writer)
         except (ConnectionError, OSError, ValueError, asyncio.IncompleteReadError, TimeoutError):
-            pass
+            # The browser's connection broke or sent what is not HTTP: this request ends; the
+            # page sees a failed load, and refusals by the policy are logged where they happen.
+            return
         finally:
             self._connections.discard(task)
             with contextlib.suppress(Exception):
