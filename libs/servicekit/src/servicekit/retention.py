@@ -42,8 +42,7 @@ from sqlmodel import SQLModel
 from servicekit.settings import ServiceSettings
 
 if TYPE_CHECKING:
-    from servicekit.runtime import ServiceRuntime
-    from servicekit.worker import WorkerLoop
+    from servicekit.runtime import ServiceRuntime, WorkerLoop
 
 logger = structlog.get_logger(__name__)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,3 +159,7 @@ class ServiceRuntime:
     async def close(self) -> None:
         await self.nats.close()
         await self.engine.dispose()
+
+
+# A long-running loop of a worker process: given the runtime and the stop signal.
+WorkerLoop = Callable[[ServiceRuntime, asyncio.Event], Coroutine[Any, Any, None]]

@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import structlog
 
@@ -17,14 +16,13 @@ from servicekit.events.relay import LOOP as RELAY_LOOP
 from servicekit.events.relay import OutboxRelay
 from servicekit.retention import outbox_retention_loop
 from servicekit.runtime import ServiceRuntime
+from servicekit.runtime import WorkerLoop as WorkerLoop  # where services have always taken it
 from servicekit.settings import ServiceSettings
 from servicekit.tracing.setup import configure_tracing, shutdown_tracing
 from servicekit.web.logging import configure_logging
 from servicekit.worker_probes import worker_probes
 
 logger = structlog.get_logger(__name__)
-
-WorkerLoop = Callable[[ServiceRuntime, asyncio.Event], Coroutine[Any, Any, None]]
 
 
 def outbox_relay_loop(source: str) -> WorkerLoop:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -14,26 +12,13 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from servicekit.auth.api_keys import AccessLevel, hash_api_key
 from servicekit.auth.key_cache import ApiKeyCache
+from servicekit.auth.principal import Principal as Principal  # where callers take it
 from servicekit.auth.repository import ApiKeyRepository
-from servicekit.errors import Forbidden, Unauthorized
+from servicekit.errors import Unauthorized
 from servicekit.web.session import SessionDep
 
 bearer_scheme = HTTPBearer(auto_error=False, description="An API key: `Bearer <key>`")
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: the owner every resource is scoped to, and what they may do."""
-
-    owner: str
-    level: AccessLevel
-    key_id: uuid.UUID | None = None
-    email: str | None = None
-
-    def require(self, level: AccessLevel) -> None:
-        if not self.level.allows(level):
-            raise Forbidden(f"This operation needs the '{level.value}' access level")
 
 
 async def principal_from_api_key(

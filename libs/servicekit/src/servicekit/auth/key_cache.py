@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from servicekit.auth.dependencies import Principal
+    from servicekit.auth.principal import Principal
 
 # Beyond this many keys the cache starts again empty rather than grow (a flood of distinct
 # valid keys is not a real load; the next lookup of each fills it again).
