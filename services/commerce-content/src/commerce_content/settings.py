@@ -2,8 +2,9 @@
 `NATS_URL`, `SMTP_URL` as fall-backs). The names outside parties rely on are fixed by
 ARCHITECTURE.md."""
 
-from typing import ClassVar, Literal, Self
+from typing import Annotated, ClassVar, Literal, Self
 
+from fastapi import Depends, Request
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 from servicekit.settings import ServiceSettings
@@ -93,3 +94,12 @@ class Settings(ServiceSettings):
                 "takes no payment (choose stripe)"
             )
         return self
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+# What endpoints take to read the app's settings.
+SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -1,8 +1,9 @@
 """Settings of scraper-manager, read from `SCRAPER_MANAGER_*` (bare `DATABASE_URL`,
 `NATS_URL`, `SMTP_URL` as fall-backs)."""
 
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
+from fastapi import Depends, Request
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 from servicekit.live import LiveStreamSettings
@@ -86,3 +87,12 @@ class Settings(PageSettings, LiveStreamSettings):
     external_issuer: str | None = None
     external_jwks_url: str | None = None
     external_audience: str | None = None
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+# What endpoints take to read the app's settings.
+SettingsDep = Annotated[Settings, Depends(get_settings)]

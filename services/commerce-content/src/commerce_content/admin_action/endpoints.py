@@ -9,11 +9,12 @@ from pydantic import BaseModel
 from servicekit.auth.jwt import InvalidToken
 from servicekit.web.session import SessionDep
 
-from commerce_content.dependencies import AuditServiceDep, SettingsDep
+from commerce_content.admin_action.dependencies import AuditServiceDep
 from commerce_content.errors import InvalidRequest, NotAuthenticated, NotPermitted, plain_errors
 from commerce_content.identity.dependencies import known_caller_from_jwt
 from commerce_content.identity.roles import Role
 from commerce_content.openapi import documented, with_errors
+from commerce_content.settings import SettingsDep
 
 router = APIRouter(tags=["admin"])
 

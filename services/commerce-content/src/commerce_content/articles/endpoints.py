@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from servicekit.paging import DEFAULT_PAGE_SIZE
 from servicekit.web.params import MAX_DB_INT, DbId, OptionalDbIdQuery
 
+from commerce_content.articles.dependencies import ArticleServiceDep
 from commerce_content.articles.representation import comment_out, relations_for, render
 from commerce_content.articles.schemas import (
     INCLUDABLE,
@@ -26,7 +27,6 @@ from commerce_content.articles.versioning import (
     negotiate_version,
     versioned_content,
 )
-from commerce_content.dependencies import ArticleServiceDep
 from commerce_content.errors import (
     VERSIONED_GUARDS,
     InvalidRequest,

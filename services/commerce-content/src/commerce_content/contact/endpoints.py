@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, EmailStr, Field, TypeAdapter, ValidationError
 
-from commerce_content.dependencies import ContactServiceDep
+from commerce_content.contact.dependencies import ContactServiceDep
 from commerce_content.errors import InvalidRequest, TooManyRequests, plain_errors
 from commerce_content.openapi import documented, with_errors
 from commerce_content.rate_limit.limiter import enforce_rate_limit

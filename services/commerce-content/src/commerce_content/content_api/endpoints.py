@@ -20,7 +20,6 @@ from commerce_content.content_api.schemas import (
     ProductOne,
     SearchItem,
 )
-from commerce_content.dependencies import ProductServiceDep, SettingsDep
 from commerce_content.errors import (
     DuplicateSlug,
     InvalidProduct,
@@ -34,8 +33,9 @@ from commerce_content.errors import (
 )
 from commerce_content.identity.dependencies import Caller, ManagerCaller
 from commerce_content.openapi import documented, with_errors
+from commerce_content.products.dependencies import ProductServiceDep
 from commerce_content.products.service import SavedProduct
-from commerce_content.settings import Settings
+from commerce_content.settings import Settings, SettingsDep
 
 router = APIRouter(tags=["content"])
 DEFAULT_LIMIT = 20

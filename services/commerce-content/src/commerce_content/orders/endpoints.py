@@ -9,11 +9,6 @@ from fastapi import APIRouter, Depends, Header, Request, Response
 from pydantic import BaseModel
 from servicekit.web.session import SessionDep
 
-from commerce_content.dependencies import (
-    CheckoutServiceDep,
-    IdempotentCheckoutDep,
-    PaymentNotificationServiceDep,
-)
 from commerce_content.errors import (
     CheckoutError,
     IdempotencyKeyReused,
@@ -31,6 +26,11 @@ from commerce_content.identity.dependencies import Caller, identify
 from commerce_content.openapi import documented, with_errors
 from commerce_content.orders import idempotency
 from commerce_content.orders.checkout import CartLine, CheckoutResult, ShippingAddress
+from commerce_content.orders.dependencies import (
+    CheckoutServiceDep,
+    IdempotentCheckoutDep,
+    PaymentNotificationServiceDep,
+)
 from commerce_content.rate_limit.limiter import enforce_rate_limit
 
 router = APIRouter(prefix="/orders", tags=["orders"])

@@ -14,11 +14,12 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse
 from servicekit.signing import sign_stripe
 
-from commerce_content.dependencies import OrderRepositoryDep, SettingsDep
 from commerce_content.errors import AlreadyDone, NoSuchThing, UpstreamUnavailable
 from commerce_content.models import Order, OrderStatus
+from commerce_content.orders.dependencies import OrderRepositoryDep
 from commerce_content.orders.notifications import COMPLETED, expected_payment
 from commerce_content.orders.repository import OrderRepository
+from commerce_content.settings import SettingsDep
 
 sandbox_router = APIRouter(prefix="/orders/sandbox", tags=["orders"], include_in_schema=False)
 

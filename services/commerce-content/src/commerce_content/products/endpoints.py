@@ -10,13 +10,13 @@ from fastapi.responses import JSONResponse
 from servicekit.web.params import OptionalDbIdQuery
 
 from commerce_content.articles.schemas import ListEnvelope
-from commerce_content.dependencies import ProductServiceDep
 from commerce_content.errors import RESOURCE_GUARDS, InvalidRequest, resource_errors
 from commerce_content.identity.dependencies import AnyCaller
 from commerce_content.identity.roles import Role
 from commerce_content.models import Product
 from commerce_content.openapi import documented
 from commerce_content.orders.checkout import unit_price
+from commerce_content.products.dependencies import ProductServiceDep
 from commerce_content.products.repository import ProductCriteria, VariantRecord
 from commerce_content.rate_limit.limiter import enforce_rate_limit
 

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
+from servicekit.db.like import contains_pattern
 from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlmodel import col, select
@@ -16,7 +17,6 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from sqlmodel.sql.expression import SelectOfScalar
 
 from commerce_content.models import Category, Product, ProductCategory, ProductVariant
-from commerce_content.search.service import like_pattern
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def _conditions(criteria: ProductCriteria) -> list[ColumnElement[bool]]:
     elif criteria.in_stock is False:
         conditions.append(col(Product.stock) <= 0)
     if criteria.search:
-        pattern = like_pattern(criteria.search)
+        pattern = contains_pattern(criteria.search)
         conditions.append(
             or_(
                 col(Product.name).ilike(pattern, escape="\\"),
@@ -198,7 +198,7 @@ class ProductRepository:
             col(Product.deleted).is_(False),
         )
         if search:
-            query = query.where(col(Product.name).ilike(like_pattern(search), escape="\\"))
+            query = query.where(col(Product.name).ilike(contains_pattern(search), escape="\\"))
         return query
 
     async def catalog_count(self, parent_id: int, search: str) -> int:

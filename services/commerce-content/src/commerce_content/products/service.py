@@ -15,7 +15,6 @@ from servicekit.events import record_event
 from servicekit.paging import Page, page_of
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from commerce_content.content_api.schemas import ContentItemPatch, ContentItemWrite
 from commerce_content.errors import (
     DuplicateSlug,
     InvalidProduct,
@@ -32,6 +31,7 @@ from commerce_content.products.repository import (
     ProductRepository,
     VariantRecord,
 )
+from commerce_content.products.schemas import ContentItemPatch, ContentItemWrite
 from commerce_content.settings import Settings
 
 SaveKind = Literal["created", "updated"]

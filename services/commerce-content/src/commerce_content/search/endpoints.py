@@ -7,9 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from commerce_content.dependencies import SearchServiceDep
 from commerce_content.errors import InvalidRequest, plain_errors
 from commerce_content.openapi import documented, with_errors
+from commerce_content.search.dependencies import SearchServiceDep
 from commerce_content.search.service import COLLECTIONS
 
 router = APIRouter(tags=["search"])

@@ -6,6 +6,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from servicekit.db.like import contains_pattern
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -36,12 +37,6 @@ _QUERIES = {
 }
 
 
-def like_pattern(query: str) -> str:
-    """`%q%` with LIKE's own wildcards and the escape character escaped."""
-    escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
 def _json_safe(row: dict[str, Any]) -> dict[str, Any]:
     """Timestamps as ISO 8601, money as decimal strings (never floats)."""
     safe: dict[str, Any] = {}
@@ -62,7 +57,7 @@ async def search(
     docs: list[dict[str, Any]] = []
     for collection in collections:
         rows = await connection.execute(
-            _QUERIES[collection], {"pattern": like_pattern(query), "limit": PER_COLLECTION}
+            _QUERIES[collection], {"pattern": contains_pattern(query), "limit": PER_COLLECTION}
         )
         docs += [{**_json_safe(dict(row._mapping)), "_collection": collection} for row in rows]
     return docs

@@ -12,8 +12,8 @@ from servicekit.web.pages.links import MAX_LINK_TTL_SECONDS, MIN_LINK_TTL_SECOND
 from servicekit.web.session import SessionDep
 
 from scraper_manager.dashboard.links import dashboard_links, link_ttl
-from scraper_manager.dependencies import SettingsDep
 from scraper_manager.errors import AUTH, LinkNeedsApiKey, RequestInvalid, declared
+from scraper_manager.settings import SettingsDep
 
 router = APIRouter(tags=["dashboard"])
 

@@ -53,13 +53,6 @@ from scraper_manager.dashboard.live import (
     requests_made,
     status_breakdown,
 )
-from scraper_manager.dependencies import (
-    RunLogServiceDep,
-    RunServiceDep,
-    ScraperServiceDep,
-    SettingsDep,
-    WebhookServiceDep,
-)
 from scraper_manager.errors import NoPortalYet, UnknownItemKey, UnknownRunEvents
 from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.models import (
@@ -73,11 +66,15 @@ from scraper_manager.models import (
     Scraper,
     ScraperStatus,
 )
+from scraper_manager.runlog.dependencies import RunLogServiceDep
 from scraper_manager.runlog.repository import RunLogRepository
+from scraper_manager.runs.dependencies import RunServiceDep
 from scraper_manager.runs.repository import RunRepository
 from scraper_manager.runs.service import RunService
+from scraper_manager.scrapers.dependencies import ScraperServiceDep
 from scraper_manager.scrapers.schemas import ScraperPatch
-from scraper_manager.settings import Settings
+from scraper_manager.settings import Settings, SettingsDep
+from scraper_manager.webhooks.dependencies import WebhookServiceDep
 from scraper_manager.webhooks.schemas import WebhookCreate
 from scraper_manager.webhooks.service import WebhookService
 

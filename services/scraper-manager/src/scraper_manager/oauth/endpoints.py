@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
-from scraper_manager.dependencies import OAuthTokenServiceDep
+from scraper_manager.oauth.dependencies import OAuthTokenServiceDep
 from scraper_manager.oauth.service import OAuthRefusal
 
 router = APIRouter(prefix="/oauth", tags=["oauth"])

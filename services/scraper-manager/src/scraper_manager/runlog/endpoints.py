@@ -9,7 +9,6 @@ from fastapi.responses import StreamingResponse
 from servicekit.auth.dependencies import ReadPrincipal
 from servicekit.web.params import DbId
 
-from scraper_manager.dependencies import RunLogServiceDep
 from scraper_manager.errors import (
     AUTH,
     InvalidCursor,
@@ -19,6 +18,7 @@ from scraper_manager.errors import (
     declared,
 )
 from scraper_manager.models import LogLevel
+from scraper_manager.runlog.dependencies import RunLogServiceDep
 from scraper_manager.runlog.schemas import LogLineList, LogLineOut
 
 router = APIRouter(prefix="/scrapers/{scraper_id}/runs/{run_id}", tags=["runs"])

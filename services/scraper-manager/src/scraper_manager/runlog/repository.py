@@ -9,6 +9,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 import structlog
+from servicekit.db.like import like_escaped
 from servicekit.loops import describe, is_outage
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -18,7 +19,6 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from scraper_manager.crawler.runlog import LogLine
 from scraper_manager.crawler.text import clean_text, clean_value
 from scraper_manager.models import LogLevel, RunLogLine
-from scraper_manager.runs.repository import like_escaped
 
 # One statement per batch, whatever its size: arrays unnested server-side.
 _INSERT = text(

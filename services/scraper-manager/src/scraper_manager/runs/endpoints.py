@@ -10,7 +10,6 @@ from fastapi.responses import StreamingResponse
 from servicekit.auth.dependencies import ReadPrincipal
 from servicekit.web.params import DbId, OptionalDbIdQuery
 
-from scraper_manager.dependencies import RunServiceDep
 from scraper_manager.errors import (
     AUTH,
     InvalidCursor,
@@ -21,6 +20,7 @@ from scraper_manager.errors import (
 )
 from scraper_manager.events import ChangeCounts
 from scraper_manager.models import ChangeKind, RunStatus
+from scraper_manager.runs.dependencies import RunServiceDep
 from scraper_manager.runs.schemas import (
     ChangeList,
     ChangeOut,

@@ -5,16 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 import sqlalchemy as sa
+from servicekit.db.like import like_escaped
 from sqlalchemy import text
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.models import Item, Run, RunStatus
-
-
-def like_escaped(text: str) -> str:
-    """`text` for a LIKE pattern (escape `\\`): its `%` and `_` match themselves."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 class RunRepository:

@@ -10,7 +10,6 @@ from servicekit.web.params import DbId
 
 from scraper_manager.crawler.queue import enqueue_run
 from scraper_manager.crawler.signals import signal_stop
-from scraper_manager.dependencies import ScraperServiceDep
 from scraper_manager.errors import (
     AUTH,
     AddressNotAllowed,
@@ -24,6 +23,7 @@ from scraper_manager.errors import (
     declared,
 )
 from scraper_manager.models import RunStatus, ScraperStatus
+from scraper_manager.scrapers.dependencies import ScraperServiceDep
 from scraper_manager.scrapers.schemas import (
     RunStarted,
     RunStopping,

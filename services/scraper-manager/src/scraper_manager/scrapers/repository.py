@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from servicekit.db.like import like_escaped
 from sqlalchemy import func, text
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.models import ACTIVE_RUN_STATUSES, Run, RunStatus, Scraper, ScraperStatus
-from scraper_manager.runs.repository import like_escaped
 
 
 class ScraperRepository:

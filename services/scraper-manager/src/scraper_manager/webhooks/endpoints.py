@@ -7,7 +7,6 @@ from fastapi import APIRouter, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePrincipal
 from servicekit.contracts.webhook_hub import HubUnavailable
 
-from scraper_manager.dependencies import WebhookServiceDep
 from scraper_manager.errors import (
     AUTH,
     RegistrationFailed,
@@ -17,6 +16,7 @@ from scraper_manager.errors import (
     WebhookRefused,
     declared,
 )
+from scraper_manager.webhooks.dependencies import WebhookServiceDep
 from scraper_manager.webhooks.schemas import WebhookCreate, WebhookCreated, WebhookOut
 
 router = APIRouter(prefix="/webhooks", tags=["webhooks"])

@@ -6,6 +6,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from servicekit.db.like import contains_pattern
+
 # The most deliveries one page of a payload search reads (newest first, inside the filter and
 # past the page's cursor): `payload::text ILIKE` has no index, so a page's cost is bounded by
 # this, not by the log's size. The next page goes on past them.
@@ -23,8 +25,7 @@ class LogSearch:
         """The ILIKE pattern for the payload text, its wildcards escaped (`\\` escapes)."""
         if self.payload_text is None:
             return None
-        escaped = self.payload_text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        return f"%{escaped}%"
+        return contains_pattern(self.payload_text)
 
 
 def parse_log_search(text: str) -> LogSearch | None:

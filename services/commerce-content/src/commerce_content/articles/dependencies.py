@@ -1,0 +1,17 @@
+"""What the articles' endpoints get injected."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends
+from servicekit.web.session import SessionDep
+
+from commerce_content.articles.service import ArticleService
+
+
+def get_article_service(session: SessionDep) -> ArticleService:
+    return ArticleService(session)
+
+
+ArticleServiceDep = Annotated[ArticleService, Depends(get_article_service)]
