@@ -235,10 +235,12 @@ async def test_setting_defaults_needs_the_write_level(
     ],
 )
 async def test_bad_defaults_are_a_422_naming_the_field(
-    client: httpx.AsyncClient, db_engine: AsyncEngine, body: dict[str, object], location: list[object]
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    body: dict[str, object],
+    location: list[object],
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
     response = await client.put(DEFAULTS, json=body, headers=consumer.headers)
     assert response.status_code == 422
     assert response.json()["details"][0]["loc"] == location
-
