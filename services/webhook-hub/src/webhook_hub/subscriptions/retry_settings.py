@@ -24,7 +24,7 @@ _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _DURATION = re.compile(r"(?:[0-9]{1,9}[dhms])+", re.ASCII)
 _PART = re.compile(r"([0-9]{1,9})([dhms])", re.ASCII)
 _MAX_CHARS = 40
-_HOW = "write a wait as a number and a unit, such as 30s, 5m, 2h or 1d"
+_HOW = "use a number and a unit: 30s, 5m, 2h, 1d"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +39,12 @@ def parse_duration(text: object) -> int | DurationRefused:
     s, m, h, d; case and surrounding spaces ignored), or why not. Total: anything in, a
     positive number of seconds or a refusal out."""
     if not isinstance(text, str):
-        return DurationRefused(f"{_HOW}, in quotes")
+        return DurationRefused(f"a wait is text ({_HOW}, in quotes)")
     value = text.strip().lower()
     if not value:
-        return DurationRefused(f"empty: {_HOW}")
+        return DurationRefused(f"empty ({_HOW})")
     if len(value) > _MAX_CHARS or not _DURATION.fullmatch(value):
-        return DurationRefused(f"{text[:_MAX_CHARS]!r} is not a duration: {_HOW}")
+        return DurationRefused(f"{text[:_MAX_CHARS]!r} is not a duration ({_HOW})")
     seconds = sum(int(count) * _UNITS[unit] for count, unit in _PART.findall(value))
     if seconds <= 0:
         return DurationRefused("a wait must be longer than 0s")
