@@ -32,7 +32,7 @@ def test_old_default_timeouts_become_unset_chosen_ones_stay_and_back_again(
         left, chosen = _subscription(conn, 10), _subscription(conn, 25)
     run_cli("webhook-hub", own_database, "migrate")
     with psycopg.connect(url) as conn:
-        timeouts = dict(
+        timeouts: dict[object, object] = dict(
             conn.execute(
                 "SELECT id, timeout_seconds FROM subscriptions WHERE id IN (%s, %s)",
                 (left, chosen),
