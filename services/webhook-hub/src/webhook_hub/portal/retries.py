@@ -26,6 +26,7 @@ from webhook_hub.subscriptions.retry_settings import (
     InEffect,
     Source,
     format_duration,
+    in_effect,
     schedule_text,
 )
 from webhook_hub.subscriptions.schemas import DeliveryDefaults, SubscriptionUpdate
@@ -150,17 +151,24 @@ async def endpoint_retries(
     errors: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The editor's context on an endpoint's page (`portal/subscription_retries.html`)."""
-    [effect] = await service.in_effect(owner, [subscription])
-    defaults_schedule, defaults_timeout, _ = await service.defaults(owner)
-    owner_has = defaults_schedule is not None, defaults_timeout is not None
+    owner_schedule, owner_timeout, _ = await service.defaults(owner)
+    effect = in_effect(
+        subscription.retry_schedule,
+        subscription.timeout_seconds,
+        owner_schedule,
+        owner_timeout,
+        service.settings.retry_schedule_seconds,
+        service.settings.delivery_timeout_seconds,
+    )
     return {
         "action": f"/portal/endpoints/{subscription.id}/retries",
         "effect": in_effect_view(effect),
         "form": form or RetryForm.of(subscription.retry_schedule, subscription.timeout_seconds),
         "errors": errors or {},
-        "follow_label": "Use your defaults" if owner_has[0] else "Use the service default",
-        "timeout_hint": "your default" if owner_has[1] else "the service default",
-        "defaults_link": True,
+        "follow_label": "Use the service default"
+        if owner_schedule is None
+        else "Use your defaults",
+        "timeout_hint": "the service default" if owner_timeout is None else "your default",
     }
 
 
@@ -179,7 +187,6 @@ async def defaults_editor(
         "errors": errors or {},
         "follow_label": "Use the service default",
         "timeout_hint": "the service default",
-        "defaults_link": False,
     }
 
 
