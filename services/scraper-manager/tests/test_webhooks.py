@@ -144,6 +144,54 @@ async def test_a_webhook_the_hub_refuses_is_422_and_leaves_no_record(
     assert await local_rows(db_engine, who.owner) == []
 
 
+async def test_a_retry_schedule_and_timeout_are_passed_to_the_hubs_subscription(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
+) -> None:
+    who = await make_client(db_engine, "write")
+    response = await client.post(
+        "/api/v1/webhooks",
+        json={
+            "url": "https://client.example/hooks",
+            "events": EVENTS,
+            "retry_schedule": ["30s", "5m", "1h"],
+            "timeout_seconds": 5,
+        },
+        headers=who.headers,
+    )
+    assert response.status_code == 201, response.text
+    [subscription] = await hub.list(who.owner)
+    assert (subscription.retry_schedule, subscription.timeout_seconds) == (["30s", "5m", "1h"], 5)
+
+
+async def test_a_webhook_without_them_keeps_the_hubs_defaults(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
+) -> None:
+    who = await make_client(db_engine, "write")
+    response = await register(client, who, "https://client.example/hooks")
+    assert response.status_code == 201, response.text
+    [subscription] = await hub.list(who.owner)
+    assert (subscription.retry_schedule, subscription.timeout_seconds) == (None, 10)
+
+
+async def test_a_bad_wait_is_the_hubs_422_naming_the_entry_and_nothing_is_registered(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
+) -> None:
+    who = await make_client(db_engine, "write")
+    response = await client.post(
+        "/api/v1/webhooks",
+        json={
+            "url": "https://client.example/hooks",
+            "events": EVENTS,
+            "retry_schedule": ["5s", "soon"],
+        },
+        headers=who.headers,
+    )
+    assert response.status_code == 422, response.text
+    assert "retry_schedule.1" in response.json()["error"]
+    assert await hub.list(who.owner) == []
+    assert await local_rows(db_engine, who.owner) == []
+
+
 async def test_deleting_a_webhook_removes_the_subscription_and_another_clients_is_404(
     client: httpx.AsyncClient,
     db_engine: AsyncEngine,

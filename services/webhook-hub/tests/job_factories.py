@@ -17,6 +17,7 @@ def make_job(
     attempts: int = 0,
     endpoint_url: str = "http://127.0.0.1:9/hook",
     timeout_seconds: int = 10,
+    retry_schedule: list[float] | None = None,
 ) -> DeliveryJob:
     return DeliveryJob(
         delivery_id=uuid.uuid4(),
@@ -32,6 +33,7 @@ def make_job(
         event_id=uuid.uuid4(),
         stored=attempts > 0,
         owner=owner,
+        retry_schedule=retry_schedule,
     )
 
 

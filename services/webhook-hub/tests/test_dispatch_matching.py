@@ -26,6 +26,8 @@ def subscription_row(
     rotated_ago: timedelta | None = None,
     personal: list[str] | None = None,
     stored: list[list[uuid.UUID]] | None = None,
+    retry_schedule: list[int] | None = None,
+    timeout_in_effect: int | None = 10,
 ) -> tuple[Any, ...]:
     rotated_at = None if rotated_ago is None else datetime.now(UTC) - rotated_ago
     return (
@@ -40,6 +42,8 @@ def subscription_row(
         10,
         True,
         approved,
+        retry_schedule,
+        timeout_in_effect,
         personal or [],
         stored or [],
     )
@@ -175,3 +179,17 @@ def test_an_event_that_raises_has_its_error_and_the_others_get_their_deliveries(
     assert list(per_event.failed) == [1]
     assert isinstance(per_event.failed[1], OverflowError)
     assert [[job.event_id for job in jobs] for jobs in per_event] == [[before.id], [], [after.id]]
+
+
+def test_a_delivery_carries_the_retry_schedule_and_timeout_its_read_resolved() -> None:
+    row = subscription_row(["order.paid"], retry_schedule=[5, 60], timeout_in_effect=3)
+    [[job]] = dispatcher().deliveries_of(Matched.of([row]), [event()])
+    assert (job.retry_schedule, job.timeout_seconds) == ([5, 60], 3)
+
+
+def test_a_subscription_and_owner_that_set_nothing_get_the_services_settings() -> None:
+    settings = Settings(delivery_timeout_seconds=7)
+    row = subscription_row(["order.paid"], retry_schedule=None, timeout_in_effect=None)
+    [[job]] = Dispatcher(settings).deliveries_of(Matched.of([row]), [event()])
+    # No schedule on the job: next_step takes the settings' `retry_schedule_seconds`.
+    assert (job.retry_schedule, job.timeout_seconds) == (None, 7)

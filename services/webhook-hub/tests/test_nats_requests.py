@@ -225,3 +225,60 @@ async def test_deliveries_refuses_more_than_fifty_at_once(
     )
     assert reply["ok"] is False
     assert reply["status"] == 422
+
+
+async def test_create_takes_a_retry_schedule_and_timeout_and_list_reads_them_back(
+    worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
+) -> None:
+    tenant = f"client-{uuid.uuid4().hex[:6]}"
+    request = {
+        "source": "scraper-manager",
+        "tenant": tenant,
+        "endpoint_url": http_receiver.url,
+        "events": ["run.completed"],
+        "retry_schedule": ["30s", "120s"],
+        "timeout_seconds": 5,
+    }
+    created = await ask(nats_client, "create", request)
+    assert created["ok"] is True
+    assert (
+        created["subscription"]["retry_schedule"],
+        created["subscription"]["timeout_seconds"],
+    ) == (
+        ["30s", "2m"],
+        5,
+    )
+    listed = await ask(nats_client, "list", {"source": "scraper-manager", "tenant": tenant})
+    [record] = listed["subscriptions"]
+    assert (record["retry_schedule"], record["timeout_seconds"]) == (["30s", "2m"], 5)
+
+
+async def test_create_without_them_reads_the_timeout_in_effect(
+    worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
+) -> None:
+    created = await subscribe(nats_client, f"client-{uuid.uuid4().hex[:6]}", http_receiver.url)
+    assert (
+        created["subscription"]["retry_schedule"],
+        created["subscription"]["timeout_seconds"],
+    ) == (
+        None,
+        10,
+    )
+
+
+async def test_create_refuses_a_bad_wait_naming_the_field_and_entry(
+    worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
+) -> None:
+    reply = await ask(
+        nats_client,
+        "create",
+        {
+            "source": "scraper-manager",
+            "tenant": "client-y",
+            "endpoint_url": http_receiver.url,
+            "events": ["run.completed"],
+            "retry_schedule": ["30s", "later"],
+        },
+    )
+    assert (reply["ok"], reply["status"]) == (False, 422)
+    assert "retry_schedule.1" in reply["error"]

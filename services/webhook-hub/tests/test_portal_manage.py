@@ -54,7 +54,6 @@ def edit_form(token: str, url: str, **fields: Any) -> dict[str, Any]:
         "description": "",
         "header_name": ["", ""],
         "header_value": ["", ""],
-        "timeout_seconds": "10",
         "send_trace_context": "on",
         "csrf_token": token,
         **fields,
@@ -83,10 +82,9 @@ async def test_the_edit_form_is_filled_with_the_endpoints_settings(
     assert 'value="order.paid" checked' in page.text
     assert 'name="header_name" value="X-Team"' in page.text
     assert 'name="header_value" value="warehouse"' in page.text
-    assert 'name="timeout_seconds" type="number" value="7"' in page.text
 
 
-async def test_editing_saves_url_events_description_headers_and_timeout(
+async def test_editing_saves_url_events_description_and_headers(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer, created, token = await endpoint_and_session(client, db_engine, http_receiver.url)
@@ -100,7 +98,6 @@ async def test_editing_saves_url_events_description_headers_and_timeout(
             description="Orders, v2",
             header_name=["X-Team", ""],
             header_value=["warehouse", ""],
-            timeout_seconds="20",
         ),
     )
     assert response.status_code == 303
@@ -113,7 +110,6 @@ async def test_editing_saves_url_events_description_headers_and_timeout(
     assert saved.events == ["order.paid", "order.created"]
     assert saved.description == "Orders, v2"
     assert saved.headers == {"X-Team": "warehouse"}
-    assert saved.timeout_seconds == 20
 
 
 async def test_the_edit_form_offers_trace_context_ticked_by_default(
@@ -146,11 +142,11 @@ async def test_editing_shows_the_apis_validation_errors_at_their_fields(
     consumer, created, token = await endpoint_and_session(client, db_engine, http_receiver.url)
     response = await client.post(
         f"/portal/endpoints/{created['id']}/edit",
-        data=edit_form(token, "ftp://nowhere", events=[], timeout_seconds="99"),
+        data=edit_form(token, "ftp://nowhere", events=[]),
     )
     assert response.status_code == 422
     errors = field_errors(response.text)
-    assert set(errors) == {"endpoint_url", "events", "timeout_seconds"}
+    assert set(errors) == {"endpoint_url", "events"}
     assert errors["events"] == "Pick at least one event type."
     assert 'value="ftp://nowhere"' in response.text  # the form comes back as it was sent
     unchanged = await client.get(
@@ -196,7 +192,7 @@ async def test_creating_without_an_event_type_asks_to_pick_one(
     assert "at least 1 item" not in response.text
 
 
-async def test_creating_keeps_custom_headers_and_timeout(
+async def test_creating_keeps_custom_headers(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
@@ -208,14 +204,11 @@ async def test_creating_keeps_custom_headers_and_timeout(
             http_receiver.url,
             header_name=["X-Team"],
             header_value=["ops"],
-            timeout_seconds="5",
         ),
     )
     assert response.status_code == 201
     listed = (await client.get("/webhooks/subscriptions", headers=consumer.headers)).json()
-    assert [(s["headers"], s["timeout_seconds"]) for s in listed["data"]] == [
-        ({"X-Team": "ops"}, 5)
-    ]
+    assert [s["headers"] for s in listed["data"]] == [{"X-Team": "ops"}]
 
 
 async def test_another_owners_edit_and_recover_are_404(

@@ -58,6 +58,11 @@ class Consumer(SQLModel, table=True):
     personal_data_approved: bool = Field(
         default=False, sa_column_kwargs={"server_default": sa.false()}
     )
+    # The owner's defaults for its subscriptions that set none (null: the service's setting).
+    default_retry_schedule: list[int] | None = Field(
+        default=None, sa_column=sa.Column(postgresql.ARRAY(sa.Integer()), nullable=True)
+    )
+    default_timeout_seconds: int | None = None
 
 
 class EventType(SQLModel, table=True):
@@ -101,7 +106,8 @@ class Subscription(SQLModel, table=True):
     headers: dict[str, str] = Field(
         default_factory=dict, sa_column=sa.Column(postgresql.JSONB(), nullable=False)
     )
-    timeout_seconds: int = 10
+    # Null: not set, the owner's default or the service's setting is in effect (migration 0021).
+    timeout_seconds: int | None = None
     created_at: datetime = _tz(default_factory=utcnow)
     updated_at: datetime = _tz(default_factory=utcnow)
     last_delivery_at: datetime | None = _tz(default=None)
@@ -114,6 +120,10 @@ class Subscription(SQLModel, table=True):
     created_by_source: str | None = Field(default=None, max_length=200)
     # Outgoing webhooks carry `traceparent`/`tracestate` (the receiver joins our trace).
     send_trace_context: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
+    # The waits between attempts, in seconds (one retry per entry); null: not set, as above.
+    retry_schedule: list[int] | None = Field(
+        default=None, sa_column=sa.Column(postgresql.ARRAY(sa.Integer()), nullable=True)
+    )
 
 
 class Delivery(SQLModel, table=True):

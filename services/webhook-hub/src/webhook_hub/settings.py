@@ -36,6 +36,8 @@ class Settings(PageSettings, LiveStreamSettings):
 
     retry_schedule_seconds: list[float] = Field(default_factory=lambda: DEFAULT_RETRY_SCHEDULE)
     retry_jitter: float = 0.2
+    # The timeout of a subscription whose owner sets no default either (the spec's 10 s).
+    delivery_timeout_seconds: int = Field(default=10, ge=1, le=30)
     retry_after_cap_seconds: float = 86400.0
     failure_threshold: int = 100
     # Circuit breaker (decisions.py): after this many failed attempts in a row a worker holds

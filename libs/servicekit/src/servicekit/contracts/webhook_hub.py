@@ -55,6 +55,10 @@ class CreateSubscription(TenantRequest):
     description: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     email: str | None = Field(default=None, max_length=320)
+    # Checked by the hub as its HTTP API checks them (durations such as "30s", "5m"; 1 to 30
+    # seconds); absent: the tenant's defaults, else the hub's.
+    retry_schedule: list[str] | None = None
+    timeout_seconds: int | None = None
 
 
 class ListSubscriptions(TenantRequest):
@@ -101,6 +105,9 @@ class SubscriptionRecord(BaseModel):
     disabled_at: datetime | None
     disabled_reason: str | None
     secret_rotated_at: datetime | None
+    # The schedule set on the subscription (null: the tenant's default or the hub's applies);
+    # `timeout_seconds` is the timeout in effect.
+    retry_schedule: list[str] | None = None
 
 
 class NewSubscriptionRecord(SubscriptionRecord):
@@ -192,10 +199,31 @@ class HubSubscriptions:
         self.timeout = timeout
 
     async def create(
-        self, tenant: str, endpoint_url: str, events: list[str], *, email: str | None = None
+        self,
+        tenant: str,
+        endpoint_url: str,
+        events: list[str],
+        *,
+        email: str | None = None,
+        retry_schedule: list[str] | None = None,
+        timeout_seconds: int | None = None,
     ) -> NewSubscriptionRecord:
+        # Only the fields given are sent (the request is dumped `exclude_unset`).
+        optional = {
+            name: value
+            for name, value in (
+                ("retry_schedule", retry_schedule),
+                ("timeout_seconds", timeout_seconds),
+            )
+            if value is not None
+        }
         request = CreateSubscription(
-            source=self.source, tenant=tenant, endpoint_url=endpoint_url, events=events, email=email
+            source=self.source,
+            tenant=tenant,
+            endpoint_url=endpoint_url,
+            events=events,
+            email=email,
+            **optional,
         )
         return (await self._ask("create", request, Created)).subscription
 

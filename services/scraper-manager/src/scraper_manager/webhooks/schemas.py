@@ -34,6 +34,22 @@ class WebhookCreate(BaseModel):
         max_length=len(RUN_EVENT_TYPES),
         description=f"Any of {', '.join(RUN_EVENT_TYPES)}",
     )
+    # Passed to webhook-hub, which checks them as its own API does (a refusal is a 422 naming
+    # the field and entry) and keeps them: they are the hub's subscription's, not stored here.
+    retry_schedule: list[str] | None = Field(
+        default=None,
+        max_length=20,
+        description="The waits between delivery attempts (after the first fails, one retry "
+        "per entry), each a duration such as 30s, 5m, 2h or 1d; at most 7 days in all. "
+        "Absent: your defaults in webhook-hub, else its schedule",
+        examples=[["30s", "5m", "1h"]],
+    )
+    timeout_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=30,
+        description="Seconds webhook-hub waits for your answer. Absent: your default, else 10",
+    )
 
     @field_validator("url")
     @classmethod

@@ -59,6 +59,7 @@ def outcome_of(status_code: int | None, failure: Failure | None) -> Outcome:
 
 @dataclass(frozen=True)
 class RetryRules:
+    # The service's schedule: a job that carries its own (`DeliveryJob.retry_schedule`) uses it.
     schedule: Sequence[float]
     jitter: float
     retry_after_cap: float
@@ -77,7 +78,9 @@ def next_step(
     result: AttemptResult, rules: RetryRules, rng: random.Random | None = None
 ) -> NextStep:
     """The delivery's state after `result`: succeeded, failed for good (410 Gone, or the
-    schedule is spent), or pending until the next attempt (no sooner than `Retry-After`)."""
+    schedule is spent), or pending until the next attempt (no sooner than `Retry-After`).
+    The schedule is the job's when it carries one (its subscription's or owner's), else the
+    rules'; jitter and the `Retry-After` cap are the rules' either way."""
     at = result.attempted_at
     outcome = outcome_of(result.status_code, result.failure)
     if outcome is Outcome.DELIVERED:
@@ -87,9 +90,10 @@ def next_step(
     retry_after = None
     if outcome is Outcome.THROTTLED:
         retry_after = parse_retry_after(result.retry_after, at)
+    schedule = result.job.retry_schedule
     delay = next_attempt_delay(
         result.job.attempts + 1,
-        rules.schedule,
+        rules.schedule if schedule is None else schedule,
         rules.jitter,
         retry_after=retry_after,
         retry_after_cap=rules.retry_after_cap,

@@ -322,6 +322,7 @@ class DeliveryEngine:
             traceparent=row.traceparent,
             tracestate=row.tracestate,
             send_trace_context=row.send_trace_context,
+            retry_schedule=row.retry_schedule,
         )
 
     # --- sending -------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -128,6 +129,9 @@ class DeliveryJob:
     tracestate: str | None = None
     # The subscription's setting: send `traceparent`/`tracestate` to the receiver.
     send_trace_context: bool = True
+    # The waits between attempts in seconds, the subscription's or else its owner's default
+    # (resolved by the read that made the job); None: the service's `retry_schedule_seconds`.
+    retry_schedule: Sequence[float] | None = None
 
     def __post_init__(self) -> None:
         if not self.body:

@@ -81,6 +81,10 @@ MATCHING = """
     SELECT s.id, s.owner, s.events, s.endpoint_url, s.secret, s.secret_old,
            s.secret_rotated_at, s.headers, s.timeout_seconds, s.send_trace_context,
            coalesce(c.personal_data_approved, false) AS approved,
+           -- The retry schedule and timeout in effect but for the service's settings (issue 32):
+           -- resolved here, once per subscription and batch; null: the settings'.
+           coalesce(s.retry_schedule, c.default_retry_schedule) AS retry_schedule,
+           coalesce(s.timeout_seconds, c.default_timeout_seconds) AS timeout_in_effect,
            ARRAY(SELECT name FROM event_types
                  WHERE visibility = 'personal' AND name = ANY(CAST(%(types)s AS varchar[])))
                AS personal,
@@ -117,17 +121,25 @@ _PENDING: BindParameter[str] = bindparam(
 # before its lease ends either: the claims' scans of the due index (`next_attempt_at <=
 # now()`) then stop before the deliveries in flight instead of reading each of them to see
 # its lease (thousands of rows per claim with a slow endpoint).
+# The timeout and retry schedule are those in effect (issue 32): the subscription's, else its
+# owner's default; the timeout's last fallback is the service's setting (`%(timeout)s`), the
+# schedule's (null here) is applied by `decisions.next_step`.
 _LEASE_PICKED = """
     UPDATE deliveries d
-    SET lease_until = now() + make_interval(secs => s.timeout_seconds * 2 + %(lease_extra)s),
-        next_attempt_at = now() + make_interval(secs => s.timeout_seconds * 2 + %(lease_extra)s)
-    FROM picked, subscriptions s
+    SET lease_until = now() + make_interval(secs => coalesce(s.timeout_seconds,
+            c.default_timeout_seconds, %(timeout)s) * 2 + %(lease_extra)s),
+        next_attempt_at = now() + make_interval(secs => coalesce(s.timeout_seconds,
+            c.default_timeout_seconds, %(timeout)s) * 2 + %(lease_extra)s)
+    FROM picked, subscriptions s LEFT JOIN consumers c ON c.owner = s.owner
     WHERE d.id = picked.id AND s.id = d.subscription_id AND d.status = 'pending'
       AND (d.lease_until IS NULL OR d.lease_until < now()) AND s.is_active
     RETURNING d.id, d.subscription_id, d.event_type, d.event_time,
               d.payload::text AS payload_json, d.attempts,
               s.endpoint_url, s.secret, s.secret_old, s.secret_rotated_at, s.headers,
-              s.timeout_seconds, s.owner, d.traceparent, d.tracestate, s.send_trace_context
+              coalesce(s.timeout_seconds, c.default_timeout_seconds, %(timeout)s)
+                  AS timeout_seconds,
+              s.owner, d.traceparent, d.tracestate, s.send_trace_context,
+              coalesce(s.retry_schedule, c.default_retry_schedule) AS retry_schedule
 """
 CLAIM = "".join(
     (
@@ -867,13 +879,20 @@ class DeliveryStore:
                     "limit": limit,
                     "scan": limit * 4,
                     "lease_extra": lease_extra,
+                    "timeout": self._settings.delivery_timeout_seconds,
                 },
                 prepare=True,
             )
             rows = await cursor.fetchall()
             if probing:
                 cursor = await connection.execute(
-                    CLAIM_PROBES, {"probing": probing, "lease_extra": lease_extra}, prepare=True
+                    CLAIM_PROBES,
+                    {
+                        "probing": probing,
+                        "lease_extra": lease_extra,
+                        "timeout": self._settings.delivery_timeout_seconds,
+                    },
+                    prepare=True,
                 )
                 rows += await cursor.fetchall()
             excluded_due = False

@@ -63,13 +63,16 @@ class _Candidate:
         "id",
         "namespace",
         "owner",
+        "retry_schedule",
         "secrets",
         "send_trace_context",
         "timeout_seconds",
         "wildcard",
     )
 
-    def __init__(self, row: tuple[Any, ...], now: datetime, transition_seconds: int) -> None:
+    def __init__(
+        self, row: tuple[Any, ...], now: datetime, transition_seconds: int, timeout: int
+    ) -> None:
         (
             self.id,
             self.owner,
@@ -82,8 +85,12 @@ class _Candidate:
             self.timeout_seconds,
             self.send_trace_context,
             self.approved,
+            self.retry_schedule,
+            timeout_in_effect,
             *_,
         ) = row
+        # The subscription's, else its owner's default, else the service's (issue 32).
+        self.timeout_seconds = timeout if timeout_in_effect is None else timeout_in_effect
         self.namespace = namespace_of(self.id.bytes)
         self.events = frozenset(events)
         self.wildcard = "*" in self.events
@@ -116,7 +123,14 @@ class Dispatcher:
         candidates = []
         for row in matched.subscriptions:
             try:
-                candidates.append(_Candidate(row, now, self.settings.secret_transition_seconds))
+                candidates.append(
+                    _Candidate(
+                        row,
+                        now,
+                        self.settings.secret_transition_seconds,
+                        self.settings.delivery_timeout_seconds,
+                    )
+                )
             except Exception as exc:
                 logger.error(
                     "subscription left out of dispatch: its row cannot make a delivery",
@@ -179,6 +193,7 @@ class Dispatcher:
                     traceparent=event.traceparent,
                     tracestate=event.tracestate,
                     send_trace_context=sub.send_trace_context,
+                    retry_schedule=sub.retry_schedule,
                 )
             )
         return jobs

@@ -45,7 +45,7 @@ from webhook_hub.errors import TenantNotSubscribed
 from webhook_hub.portal.service import portal_links
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
-from webhook_hub.subscriptions.schemas import SubscriptionCreate
+from webhook_hub.subscriptions.schemas import SubscriptionCreate, record_fields
 from webhook_hub.subscriptions.service import SubscriptionService
 
 logger = structlog.get_logger(__name__)
@@ -63,13 +63,18 @@ class SubscriptionRequests:
             events=request.events,
             description=request.description,
             headers=request.headers,
+            retry_schedule=request.retry_schedule,
+            timeout_seconds=request.timeout_seconds,
         )
         async with self.runtime.session_factory() as session, session.begin():
             service = SubscriptionService(session, self.settings, self.guard)
             subscription, _ = await service.create(
                 request.tenant, request.email, body, source=request.source
             )
-            record = NewSubscriptionRecord.model_validate(subscription, from_attributes=True)
+            [effect] = await service.in_effect(request.tenant, [subscription])
+            record = NewSubscriptionRecord(
+                **record_fields(subscription, effect), secret=subscription.secret
+            )
         return Created(subscription=record)
 
     async def list(self, request: ListSubscriptions) -> Listed:
@@ -83,9 +88,11 @@ class SubscriptionRequests:
                 event_type=None,
                 source=request.source,
             )
+            effects = await service.in_effect(request.tenant, page.items)
         return Listed(
             subscriptions=[
-                SubscriptionRecord.model_validate(row, from_attributes=True) for row in page.items
+                SubscriptionRecord(**record_fields(row, effect))
+                for row, effect in zip(page.items, effects, strict=True)
             ]
         )
 

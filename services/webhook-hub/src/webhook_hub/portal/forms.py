@@ -19,7 +19,6 @@ from webhook_hub.subscriptions.endpoint_policy import EndpointRefused
 from webhook_hub.subscriptions.schemas import EDITABLE_FIELDS
 
 FORM_FIELDS = EDITABLE_FIELDS
-DEFAULT_TIMEOUT = "10"
 # Empty name/value rows the form offers below the endpoint's own headers.
 SPARE_HEADER_ROWS = 2
 # pydantic's "Value error, " prefix says nothing to a person filling a form.
@@ -32,13 +31,13 @@ _LOCAL_FORMATS = ("%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S")
 
 @dataclass
 class EndpointForm:
-    """What the person typed, kept as text so a refused form comes back as it was sent."""
+    """What the person typed, kept as text so a refused form comes back as it was sent. The
+    timeout is edited with the retry schedule (portal/retries.py), not here."""
 
     endpoint_url: str = ""
     events: list[str] = field(default_factory=list)
     description: str = ""
     headers: list[tuple[str, str]] = field(default_factory=list)
-    timeout_seconds: str = DEFAULT_TIMEOUT
     send_trace_context: bool = True
 
     @classmethod
@@ -51,7 +50,6 @@ class EndpointForm:
             events=[str(v) for v in form.getlist("events")],
             description=str(form.get("description", "")).strip(),
             headers=rows,
-            timeout_seconds=str(form.get("timeout_seconds", "")).strip() or DEFAULT_TIMEOUT,
             # An unticked checkbox is not posted at all.
             send_trace_context="send_trace_context" in form,
         )
@@ -63,7 +61,6 @@ class EndpointForm:
             "events": self.events,
             "description": self.description or None,
             "headers": self.header_dict(),
-            "timeout_seconds": self.timeout_seconds,
             "send_trace_context": self.send_trace_context,
         }
 

@@ -69,6 +69,7 @@ from webhook_hub.portal.presenting import (
     recovered_sentence,
     retried_sentence,
 )
+from webhook_hub.portal.retries import endpoint_retries, install_retry_pages
 from webhook_hub.portal.service import portal_level
 from webhook_hub.portal.snippets import receiver_snippets
 from webhook_hub.portal.stats import PortalStatsServiceDep
@@ -104,6 +105,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         nav=[
             NavItem("Endpoints", f"{PREFIX}/endpoints"),
             NavItem("Event catalog", f"{PREFIX}/event-types"),
+            NavItem("Delivery defaults", f"{PREFIX}/defaults"),
         ],
         template_dirs=[TEMPLATES],
     )
@@ -296,6 +298,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             else [],
             "selectable": session.can(AccessLevel.WRITE),
             "can_delete": session.can(AccessLevel.ADMIN),
+            "retries": await endpoint_retries(service, session.owner, subscription),
         }
         return pages.render(request, "portal/endpoint.html", context)
 
@@ -315,7 +318,6 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             events=list(subscription.events),
             description=subscription.description or "",
             headers=list(subscription.headers.items()),
-            timeout_seconds=str(subscription.timeout_seconds),
             send_trace_context=subscription.send_trace_context,
         )
         catalog = await types.visible_to(_principal(session))
@@ -594,6 +596,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         }
         return pages.render(request, "portal/event_types.html", context)
 
+    install_retry_pages(router, PREFIX)
     app.include_router(router)
     return pages
 

@@ -64,12 +64,13 @@ async def create_subscription(
     answer counts as reachable) after the subscription is committed: the result is reported
     in `probe` and never prevents the creation."""
     subscription, _ = await service.create(principal.owner, principal.email, body)
+    [effect] = await service.in_effect(principal.owner, [subscription])
     # The probe may wait its whole timeout on a slow endpoint: commit first, so no database
     # transaction (nor pooled connection) is held open meanwhile.
     await service.commit()
     probe = await prober.probe(subscription.endpoint_url)
     return SubscriptionCreated(
-        **SubscriptionRead.of(subscription).model_dump(),
+        **SubscriptionRead.of(subscription, effect).model_dump(),
         secret=subscription.secret,
         test_sent=True,
         probe=probe,
@@ -96,8 +97,10 @@ async def list_subscriptions(
     page = await service.page(
         principal.owner, limit=limit, cursor=cursor, is_active=is_active, event_type=event_type
     )
+    effects = await service.in_effect(principal.owner, page.items)
     return SubscriptionList(
-        data=[SubscriptionRead.of(r) for r in page.items], next_cursor=page.next_cursor
+        data=[SubscriptionRead.of(r, e) for r, e in zip(page.items, effects, strict=True)],
+        next_cursor=page.next_cursor,
     )
 
 
@@ -111,8 +114,11 @@ async def get_subscription(
     subscription_id: uuid.UUID, principal: ReadPrincipal, service: SubscriptionServiceDep
 ) -> SubscriptionRead:
     """One of the caller's subscriptions (its secret is never shown again); another owner's
-    is a 404."""
-    return SubscriptionRead.of(await service.get(principal.owner, subscription_id))
+    is a 404. `retry_schedule` is what the subscription sets (null: not set); `in_effect`
+    is what its next attempt uses and where that comes from."""
+    subscription = await service.get(principal.owner, subscription_id)
+    [effect] = await service.in_effect(principal.owner, [subscription])
+    return SubscriptionRead.of(subscription, effect)
 
 
 @router.patch(
@@ -134,10 +140,14 @@ async def update_subscription(
     principal: WritePrincipal,
     service: SubscriptionServiceDep,
 ) -> SubscriptionRead:
-    """Change any of `endpoint_url`, `events`, `description`, `headers`, `timeout_seconds`;
-    absent fields stay. `is_active: false` disables it; `is_active: true` re-enables a
-    disabled one and resets its failure count. The same checks as creation apply."""
-    return SubscriptionRead.of(await service.update(principal.owner, subscription_id, body))
+    """Change any of `endpoint_url`, `events`, `description`, `headers`, `timeout_seconds`,
+    `retry_schedule`; absent fields stay, and `timeout_seconds` or `retry_schedule` named
+    null is unset (your default, else the service's, applies again). `is_active: false`
+    disables it; `is_active: true` re-enables a disabled one and resets its failure count.
+    The same checks as creation apply."""
+    subscription = await service.update(principal.owner, subscription_id, body)
+    [effect] = await service.in_effect(principal.owner, [subscription])
+    return SubscriptionRead.of(subscription, effect)
 
 
 @router.delete(

@@ -113,3 +113,31 @@ class SubscriptionRepository:
     async def delete(self, subscription: Subscription) -> None:
         await self.session.delete(subscription)
         await self.session.flush()
+
+    # --- an owner's delivery defaults (issue 32); added last -------------------------------
+
+    async def owner_defaults(self, owner: str) -> tuple[list[int] | None, int | None]:
+        """The owner's default retry schedule (seconds) and timeout; (None, None) for an owner
+        with no consumer row yet or no defaults."""
+        row = (
+            await (await self.session.connection()).execute(
+                text(
+                    "SELECT default_retry_schedule, default_timeout_seconds FROM consumers"
+                    " WHERE owner = :owner"
+                ),
+                {"owner": owner},
+            )
+        ).first()
+        return (None, None) if row is None else (row[0], row[1])
+
+    async def set_owner_defaults(
+        self, owner: str, email: str | None, schedule: list[int] | None, timeout: int | None
+    ) -> None:
+        await self.ensure_consumer(owner, email)
+        await (await self.session.connection()).execute(
+            text(
+                "UPDATE consumers SET default_retry_schedule = :schedule,"
+                " default_timeout_seconds = :timeout WHERE owner = :owner"
+            ),
+            {"owner": owner, "schedule": schedule, "timeout": timeout},
+        )

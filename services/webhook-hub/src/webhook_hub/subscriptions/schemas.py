@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.config import JsonDict
 from servicekit.contracts.webhook_hub import SubscriptionRecord
 
 from webhook_hub.models import Subscription
 from webhook_hub.subscriptions.endpoint_policy import check_headers, check_url_form
+from webhook_hub.subscriptions.retry_settings import (
+    MAX_RETRIES,
+    MAX_TIMEOUT_SECONDS,
+    MIN_TIMEOUT_SECONDS,
+    InEffect,
+    Source,
+    check_schedule,
+    check_wait,
+    schedule_text,
+)
 
 EventNames = list[str]
 # What PATCH (and the portal's endpoint form) may change besides `is_active`.
@@ -21,7 +32,10 @@ EDITABLE_FIELDS = (
     "headers",
     "timeout_seconds",
     "send_trace_context",
+    "retry_schedule",
 )
+# Fields PATCH sets to null when it names them null ("not set"; absent fields stay).
+CLEARABLE_FIELDS = ("description", "timeout_seconds", "retry_schedule")
 
 # Examples shown in the OpenAPI document (and kept in step with the README's).
 _SUBSCRIPTION_ID = "3f0c9a4e-8d1b-4c55-a7e2-5b9d0e6f1a23"
@@ -32,6 +46,7 @@ _CREATE_EXAMPLE: JsonDict = {
     "headers": {"X-Team": "warehouse"},
     "timeout_seconds": 10,
     "send_trace_context": True,
+    "retry_schedule": ["5s", "1m", "10m", "1h"],
 }
 _READ_EXAMPLE: JsonDict = {
     "id": _SUBSCRIPTION_ID,
@@ -50,6 +65,13 @@ _READ_EXAMPLE: JsonDict = {
     "disabled_reason": None,
     "secret_rotated_at": None,
     "send_trace_context": True,
+    "retry_schedule": ["5s", "1m", "10m", "1h"],
+    "in_effect": {
+        "retry_schedule": ["5s", "1m", "10m", "1h"],
+        "retry_schedule_from": "subscription",
+        "timeout_seconds": 10,
+        "timeout_seconds_from": "service_default",
+    },
 }
 
 
@@ -62,6 +84,24 @@ def _check_event_names(events: list[str]) -> list[str]:
             cleaned.append(name)
     return cleaned
 
+
+# One wait of a retry schedule: "30s", "5m", "2h", "1d", "1h30m" (kept in its shortest form).
+Wait = Annotated[str, AfterValidator(check_wait)]
+RetrySchedule = Annotated[list[Wait], Field(max_length=MAX_RETRIES), AfterValidator(check_schedule)]
+_RETRY_SCHEDULE = (
+    "The waits between attempts: after the first attempt fails, one retry per entry, each "
+    "a duration such as 30s, 5m, 2h or 1d; at most 20 entries and 7 days in all; [] for no "
+    "retries. Null or absent: your default (PUT /webhooks/consumers/me/defaults), else the "
+    "service's schedule"
+)
+_TIMEOUT = (
+    "Seconds to wait for the endpoint's answer, 1 to 30. Null or absent: your default, else "
+    "the service's (10)"
+)
+_TIMEOUT_READ = (
+    "The timeout in effect (a number, whether the subscription sets it or not: "
+    "`in_effect.timeout_seconds_from` says where it comes from)"
+)
 
 _SEND_TRACE_CONTEXT = (
     "Send the W3C `traceparent`/`tracestate` headers, so a receiver that traces joins the "
@@ -76,8 +116,13 @@ class SubscriptionCreate(BaseModel):
     events: EventNames = Field(min_length=1, max_length=500, examples=[["order.paid"]])
     description: str | None = Field(default=None, max_length=1000)
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout_seconds: int = Field(default=10, ge=1, le=30)
+    timeout_seconds: int | None = Field(
+        default=None, ge=MIN_TIMEOUT_SECONDS, le=MAX_TIMEOUT_SECONDS, description=_TIMEOUT
+    )
     send_trace_context: bool = Field(default=True, description=_SEND_TRACE_CONTEXT)
+    retry_schedule: RetrySchedule | None = Field(
+        default=None, description=_RETRY_SCHEDULE, examples=[["5s", "1m", "10m", "1h"]]
+    )
 
     _url = field_validator("endpoint_url")(check_url_form)
     _headers = field_validator("headers")(check_headers)
@@ -88,7 +133,11 @@ class SubscriptionUpdate(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"events": ["order.paid"], "timeout_seconds": 20}, {"is_active": True}]
+            "examples": [
+                {"events": ["order.paid"], "timeout_seconds": 20},
+                {"is_active": True},
+                {"retry_schedule": ["30s", "5m", "1h"], "timeout_seconds": None},
+            ]
         },
     )
 
@@ -96,10 +145,18 @@ class SubscriptionUpdate(BaseModel):
     events: EventNames | None = Field(default=None, min_length=1, max_length=500)
     description: str | None = Field(default=None, max_length=1000)
     headers: dict[str, str] | None = None
-    timeout_seconds: int | None = Field(default=None, ge=1, le=30)
+    timeout_seconds: int | None = Field(
+        default=None,
+        ge=MIN_TIMEOUT_SECONDS,
+        le=MAX_TIMEOUT_SECONDS,
+        description=f"{_TIMEOUT}; null unsets it",
+    )
     send_trace_context: bool | None = Field(default=None, description=_SEND_TRACE_CONTEXT)
     is_active: bool | None = Field(
         default=None, description="true re-enables a disabled subscription (failures reset)"
+    )
+    retry_schedule: RetrySchedule | None = Field(
+        default=None, description=f"{_RETRY_SCHEDULE}; null unsets it"
     )
 
     @field_validator("endpoint_url")
@@ -124,17 +181,61 @@ class Probe(BaseModel):
     error: str | None = None
 
 
+class InEffectRead(BaseModel):
+    """The retry schedule and timeout a subscription's next attempt uses, and where each comes
+    from: `subscription` (set on it), `owner_default` (your defaults) or `service_default`."""
+
+    retry_schedule: list[str]
+    retry_schedule_from: Source
+    timeout_seconds: int
+    timeout_seconds_from: Source
+
+    @classmethod
+    def of(cls, effect: InEffect) -> InEffectRead:
+        return cls(
+            retry_schedule=schedule_text(effect.retry_schedule) or [],
+            retry_schedule_from=effect.retry_schedule_from,
+            timeout_seconds=effect.timeout_seconds,
+            timeout_seconds_from=effect.timeout_seconds_from,
+        )
+
+
+def record_fields(row: Subscription, effect: InEffect) -> dict[str, Any]:
+    """The NATS contract's record of a subscription (`SubscriptionRecord`'s fields): its
+    columns, with the timeout in effect (the record's `timeout_seconds` is a number, as it
+    has always been) and the schedule set on it as text."""
+    fields = {name: getattr(row, name) for name in SubscriptionRecord.model_fields}
+    fields["timeout_seconds"] = effect.timeout_seconds
+    fields["retry_schedule"] = schedule_text(row.retry_schedule)
+    return fields
+
+
 class SubscriptionRead(SubscriptionRecord):
     """The API's subscription is the NATS contract's record: one shape on both transports."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [_READ_EXAMPLE]})
 
+    timeout_seconds: int = Field(description=_TIMEOUT_READ)
     # The HTTP API's own setting (subscriptions made over NATS keep the default).
     send_trace_context: bool = Field(default=True, description=_SEND_TRACE_CONTEXT)
+    retry_schedule: list[str] | None = Field(
+        default=None, description="The schedule set on the subscription (null: not set)"
+    )
+    in_effect: InEffectRead
 
     @classmethod
-    def of(cls, row: Subscription) -> SubscriptionRead:
-        return cls.model_validate(row, from_attributes=True)
+    def of(cls, row: Subscription, effect: InEffect) -> SubscriptionRead:
+        fields = {
+            name: getattr(row, name)
+            for name in cls.model_fields
+            if name not in ("timeout_seconds", "retry_schedule", "in_effect")
+        }
+        return cls(
+            **fields,
+            timeout_seconds=effect.timeout_seconds,
+            retry_schedule=schedule_text(row.retry_schedule),
+            in_effect=InEffectRead.of(effect),
+        )
 
 
 class SubscriptionCreated(SubscriptionRead):
@@ -194,3 +295,42 @@ class TestQueued(BaseModel):
 
     delivery_id: uuid.UUID
     test_sent: bool
+
+
+_DEFAULTS_EXAMPLE: JsonDict = {"retry_schedule": ["1m", "10m", "1h", "6h"], "timeout_seconds": 15}
+
+
+class DeliveryDefaults(BaseModel):
+    """An owner's defaults for its subscriptions that set none (`PUT` replaces both: an absent
+    or null field is not set, and the service's value applies)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_DEFAULTS_EXAMPLE]})
+
+    retry_schedule: RetrySchedule | None = Field(default=None, description=_RETRY_SCHEDULE)
+    timeout_seconds: int | None = Field(
+        default=None, ge=MIN_TIMEOUT_SECONDS, le=MAX_TIMEOUT_SECONDS, description=_TIMEOUT
+    )
+
+
+class DeliveryDefaultsRead(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    **_DEFAULTS_EXAMPLE,
+                    "in_effect": {
+                        "retry_schedule": ["1m", "10m", "1h", "6h"],
+                        "retry_schedule_from": "owner_default",
+                        "timeout_seconds": 15,
+                        "timeout_seconds_from": "owner_default",
+                    },
+                }
+            ]
+        }
+    )
+
+    retry_schedule: list[str] | None = Field(description="Your default (null: not set)")
+    timeout_seconds: int | None = Field(description="Your default (null: not set)")
+    in_effect: InEffectRead = Field(
+        description="What a subscription that sets neither gets: your defaults, else the service's"
+    )

@@ -28,8 +28,11 @@ from webhook_hub.models import Delivery, EventType, Subscription
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
 from webhook_hub.subscriptions.repository import SubscriptionRepository
+from webhook_hub.subscriptions.retry_settings import InEffect, in_effect, schedule_seconds
 from webhook_hub.subscriptions.schemas import (
+    CLEARABLE_FIELDS,
     EDITABLE_FIELDS,
+    DeliveryDefaults,
     SubscriptionCreate,
     SubscriptionUpdate,
 )
@@ -113,6 +116,7 @@ class SubscriptionService:
                 timeout_seconds=body.timeout_seconds,
                 send_trace_context=body.send_trace_context,
                 created_by_source=source,
+                retry_schedule=_seconds(body.retry_schedule),
             )
         )
         test = await self.queue_test(subscription)
@@ -182,8 +186,10 @@ class SubscriptionService:
             )
         if changes.get("endpoint_url") is not None:
             await self.check_endpoint(changes["endpoint_url"])
+        if "retry_schedule" in changes:
+            changes["retry_schedule"] = _seconds(changes["retry_schedule"])
         for field in EDITABLE_FIELDS:
-            if field in changes and (changes[field] is not None or field == "description"):
+            if field in changes and (changes[field] is not None or field in CLEARABLE_FIELDS):
                 setattr(subscription, field, changes[field])
         if changes.get("is_active") is True and not subscription.is_active:
             subscription.is_active = True
@@ -205,6 +211,47 @@ class SubscriptionService:
             raise SubscriptionNotFound()
         await self.subscriptions.delete(subscription)
 
+    # --- retry schedule and timeout in effect (issue 32) -----------------------------------
+
+    async def in_effect(self, owner: str, rows: Sequence[Subscription]) -> list[InEffect]:
+        """Each of `owner`'s `rows`' retry schedule and timeout in effect (its own, else the
+        owner's default, else the service's), the owner's defaults read once."""
+        schedule, timeout = await self.subscriptions.owner_defaults(owner)
+        return [
+            in_effect(
+                row.retry_schedule,
+                row.timeout_seconds,
+                schedule,
+                timeout,
+                self.settings.retry_schedule_seconds,
+                self.settings.delivery_timeout_seconds,
+            )
+            for row in rows
+        ]
+
+    async def defaults(self, owner: str) -> tuple[list[int] | None, int | None, InEffect]:
+        """The owner's defaults as set, and what a subscription that sets neither gets."""
+        schedule, timeout = await self.subscriptions.owner_defaults(owner)
+        effect = in_effect(
+            None,
+            None,
+            schedule,
+            timeout,
+            self.settings.retry_schedule_seconds,
+            self.settings.delivery_timeout_seconds,
+        )
+        return schedule, timeout, effect
+
+    async def set_defaults(
+        self, owner: str, email: str | None, body: DeliveryDefaults
+    ) -> tuple[list[int] | None, int | None, InEffect]:
+        """Replace the owner's defaults; its subscriptions that set nothing follow them from
+        their next attempt (the engine reads them with each batch it sends)."""
+        await self.subscriptions.set_owner_defaults(
+            owner, email, _seconds(body.retry_schedule), body.timeout_seconds
+        )
+        return await self.defaults(owner)
+
     async def rotate_secret(self, owner: str, subscription_id: uuid.UUID) -> Rotation:
         subscription = await self.subscriptions.get_owned_for_update(subscription_id, owner)
         if subscription is None:
@@ -220,6 +267,10 @@ class SubscriptionService:
             subscription.secret,
             now + timedelta(seconds=self.settings.secret_transition_seconds),
         )
+
+
+def _seconds(waits: list[str] | None) -> list[int] | None:
+    return None if waits is None else schedule_seconds(waits)
 
 
 def example_choices(subscription: Subscription, catalog: Sequence[EventType]) -> list[EventType]:

@@ -1,0 +1,310 @@
+"""The portal's editor of retry schedules and timeouts (issue 32): an endpoint's, on its page
+(and on a page of its own, where a refused form comes back), and the owner's defaults.
+
+The form is read into the API's own bodies (`SubscriptionUpdate`, `DeliveryDefaults`), so the
+portal and the API refuse the same things with the same words; each refused wait is told at
+its own row."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import ValidationError
+from servicekit.auth.api_keys import AccessLevel
+from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep
+from starlette.datastructures import FormData
+
+from webhook_hub.dependencies import SubscriptionServiceDep
+from webhook_hub.errors import NeedsLevel
+from webhook_hub.models import Subscription
+from webhook_hub.subscriptions.retry_settings import (
+    MAX_RETRIES,
+    InEffect,
+    Source,
+    format_duration,
+    in_effect,
+    schedule_text,
+)
+from webhook_hub.subscriptions.schemas import DeliveryDefaults, SubscriptionUpdate
+from webhook_hub.subscriptions.service import SubscriptionService
+
+# Empty rows offered below the waits typed, and the fewest rows shown.
+SPARE_ROWS = 3
+FEWEST_ROWS = 5
+_SOURCES = {
+    Source.SUBSCRIPTION: "set on this endpoint",
+    Source.OWNER_DEFAULT: "from your defaults",
+    Source.SERVICE_DEFAULT: "service default",
+}
+# pydantic's "Value error, " prefix says nothing to a person filling a form.
+_PREFIX = "Value error, "
+
+
+@dataclass
+class RetryForm:
+    """What the person typed, as text (a refused form comes back as it was sent): whether the
+    schedule is set here (`own_schedule`) and its waits, row by row, empty rows included."""
+
+    own_schedule: bool = False
+    waits: list[str] = field(default_factory=list)
+    timeout_seconds: str = ""
+
+    @classmethod
+    def of(cls, schedule: list[int] | None, timeout: int | None) -> RetryForm:
+        return cls(schedule is not None, schedule_text(schedule) or [], _text(timeout))
+
+    @classmethod
+    def read(cls, form: FormData) -> RetryForm:
+        return cls(
+            own_schedule=form.get("schedule") == "own",
+            waits=[str(v).strip() for v in form.getlist("wait")][: MAX_RETRIES * 2],
+            timeout_seconds=str(form.get("timeout_seconds", "")).strip(),
+        )
+
+    def body(self) -> dict[str, Any]:
+        """The API's body: empty rows skipped; an empty timeout is not set."""
+        return {
+            "retry_schedule": self._filled() if self.own_schedule else None,
+            "timeout_seconds": self.timeout_seconds or None,
+        }
+
+    def contradiction(self) -> dict[str, str]:
+        """Waits typed while "use the defaults" is chosen: told, rather than dropped."""
+        if not self.own_schedule and self._filled():
+            return {
+                "retry_schedule": "Choose “Set these waits” to use the waits typed, or empty them."
+            }
+        return {}
+
+    def rows(self) -> list[str]:
+        """The rows to show: those typed, then spare empty ones, up to the most allowed."""
+        typed = list(self.waits)
+        while typed and not typed[-1]:
+            typed.pop()
+        count = min(max(len(typed) + SPARE_ROWS, FEWEST_ROWS), max(MAX_RETRIES, len(typed)))
+        return typed + [""] * (count - len(typed))
+
+    def errors(self, exc: ValidationError) -> dict[str, str]:
+        """Field -> message: `wait-<row>` (from 1, as the rows are labelled) for one wait,
+        `retry_schedule` for the whole schedule, `timeout_seconds`, `form` for the rest."""
+        rows = [i for i, wait in enumerate(self.waits) if wait]
+        errors: dict[str, str] = {}
+        for error in exc.errors():
+            loc = error["loc"]
+            message = str(error["msg"]).removeprefix(_PREFIX)
+            message = message[:1].upper() + message[1:]
+            if loc[:1] == ("retry_schedule",) and len(loc) > 1 and isinstance(loc[1], int):
+                name = f"wait-{rows[loc[1]] + 1}" if loc[1] < len(rows) else "retry_schedule"
+            elif loc[:1] in (("retry_schedule",), ("timeout_seconds",)):
+                name = str(loc[0])
+            else:
+                name = "form"
+            errors.setdefault(name, message)
+        return errors
+
+    def _filled(self) -> list[str]:
+        return [wait for wait in self.waits if wait]
+
+
+def _text(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def in_effect_view(effect: InEffect) -> dict[str, Any]:
+    """What the page says of the values in effect."""
+    schedule = [format_duration(s) for s in effect.retry_schedule]
+    return {
+        "schedule": schedule,
+        "schedule_from": _SOURCES[effect.retry_schedule_from],
+        "schedule_source": effect.retry_schedule_from.value,
+        "attempts": len(schedule) + 1,
+        "total": _spread(sum(effect.retry_schedule)),
+        "timeout": effect.timeout_seconds,
+        "timeout_from": _SOURCES[effect.timeout_seconds_from],
+        "timeout_source": effect.timeout_seconds_from.value,
+    }
+
+
+def _spread(seconds: float) -> str:
+    """A span as people read it: "1d 3h 35m", "45s"."""
+    whole = int(seconds)
+    if whole != seconds:
+        return f"{seconds:g}s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, whole = divmod(whole, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return " ".join(parts) or "0s"
+
+
+async def endpoint_retries(
+    service: SubscriptionService,
+    owner: str,
+    subscription: Subscription,
+    *,
+    form: RetryForm | None = None,
+    errors: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The editor's context on an endpoint's page (`portal/subscription_retries.html`)."""
+    owner_schedule, owner_timeout, _ = await service.defaults(owner)
+    effect = in_effect(
+        subscription.retry_schedule,
+        subscription.timeout_seconds,
+        owner_schedule,
+        owner_timeout,
+        service.settings.retry_schedule_seconds,
+        service.settings.delivery_timeout_seconds,
+    )
+    return {
+        "action": f"/portal/endpoints/{subscription.id}/retries",
+        "effect": in_effect_view(effect),
+        "form": form or RetryForm.of(subscription.retry_schedule, subscription.timeout_seconds),
+        "errors": errors or {},
+        "follow_label": "Use the service default"
+        if owner_schedule is None
+        else "Use your defaults",
+        "timeout_hint": "the service default" if owner_timeout is None else "your default",
+    }
+
+
+async def defaults_editor(
+    service: SubscriptionService,
+    owner: str,
+    *,
+    form: RetryForm | None = None,
+    errors: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    schedule, timeout, effect = await service.defaults(owner)
+    return {
+        "action": "/portal/defaults",
+        "effect": in_effect_view(effect),
+        "form": form or RetryForm.of(schedule, timeout),
+        "errors": errors or {},
+        "follow_label": "Use the service default",
+        "timeout_hint": "the service default",
+    }
+
+
+def _require_write(session: PageSession) -> None:
+    if not session.can(AccessLevel.WRITE):
+        raise NeedsLevel(f"This needs the 'write' access level; you have '{session.level}'")
+
+
+def install_retry_pages(router: APIRouter, prefix: str) -> None:
+    """The editor's routes, on the portal's router."""
+
+    @router.get("/endpoints/{subscription_id}/retries")
+    async def retries_page(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+        subscription_id: uuid.UUID,
+    ) -> HTMLResponse:
+        subscription = await service.get(session.owner, subscription_id)
+        return _render_endpoint(
+            pages,
+            request,
+            session,
+            subscription,
+            await endpoint_retries(service, session.owner, subscription),
+        )
+
+    @router.post("/endpoints/{subscription_id}/retries")
+    async def save_retries(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+        subscription_id: uuid.UUID,
+    ) -> Response:
+        _require_write(session)
+        subscription = await service.get(session.owner, subscription_id)  # another's: 404
+        form = RetryForm.read(await request.form())
+        try:
+            patch = SubscriptionUpdate.model_validate(form.body())
+            errors = form.contradiction()
+        except ValidationError as exc:
+            errors = form.errors(exc)
+        if errors:
+            context = await endpoint_retries(
+                service, session.owner, subscription, form=form, errors=errors
+            )
+            return _render_endpoint(pages, request, session, subscription, context, 422)
+        await service.update(session.owner, subscription_id, patch)
+        response = RedirectResponse(
+            f"{prefix}/endpoints/{subscription_id}#retries-heading", status_code=303
+        )
+        pages.flash(response, "Retries and timeout saved.")
+        return response
+
+    @router.get("/defaults")
+    async def defaults_page(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+    ) -> HTMLResponse:
+        context = await defaults_editor(service, session.owner)
+        return _render_defaults(pages, request, session, context)
+
+    @router.post("/defaults")
+    async def save_defaults(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+    ) -> Response:
+        _require_write(session)
+        form = RetryForm.read(await request.form())
+        try:
+            body = DeliveryDefaults.model_validate(form.body())
+            errors = form.contradiction()
+        except ValidationError as exc:
+            errors = form.errors(exc)
+        if errors:
+            context = await defaults_editor(service, session.owner, form=form, errors=errors)
+            return _render_defaults(pages, request, session, context, 422)
+        await service.set_defaults(session.owner, None, body)
+        response = RedirectResponse(f"{prefix}/defaults", status_code=303)
+        pages.flash(
+            response, "Defaults saved. Endpoints that set none use them from their next attempt."
+        )
+        return response
+
+
+def _render_endpoint(
+    pages: Pages,
+    request: Request,
+    session: PageSession,
+    subscription: Subscription,
+    retries: dict[str, Any],
+    status_code: int = 200,
+) -> HTMLResponse:
+    context = {
+        "title": f"Retries and timeout: {subscription.endpoint_url}",
+        "subscription": subscription,
+        "retries": retries,
+        "can_write": session.can(AccessLevel.WRITE),
+    }
+    return pages.render(request, "portal/retries.html", context, status_code=status_code)
+
+
+def _render_defaults(
+    pages: Pages,
+    request: Request,
+    session: PageSession,
+    retries: dict[str, Any],
+    status_code: int = 200,
+) -> HTMLResponse:
+    context = {
+        "title": "Delivery defaults",
+        "retries": retries,
+        "can_write": session.can(AccessLevel.WRITE),
+    }
+    return pages.render(request, "portal/defaults.html", context, status_code=status_code)
