@@ -175,7 +175,12 @@ class CompiledExpression:
     def evaluate(self, event: Mapping[str, Any]) -> JsonValue:
         """The result as plain JSON; raises ExpressionRefused."""
         value = self._run(event)
-        return _to_json(value, [self._limit], self.field, 0)
+        try:
+            return _to_json(value, [self._limit], self.field, 0)
+        except ExpressionRefused:
+            raise
+        except Exception as exc:  # the binding's conversion: still a refusal, never a raise
+            raise ExpressionRefused(self.field, "output", type(exc).__name__) from None
 
     def matches(self, event: Mapping[str, Any]) -> bool:
         """A filter's verdict; raises ExpressionRefused (also when the result is not a bool)."""

@@ -114,6 +114,10 @@ class Subscription(SQLModel, table=True):
     created_by_source: str | None = Field(default=None, max_length=200)
     # Outgoing webhooks carry `traceparent`/`tracestate` (the receiver joins our trace).
     send_trace_context: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
+    # CEL expressions over the event (issue 32; `webhook_hub.expressions`): which events
+    # it receives, and the JSON sent in place of their `data`. Compiled when saved.
+    filter: str | None = Field(default=None, sa_column=sa.Column(sa.Text(), nullable=True))
+    transform: str | None = Field(default=None, sa_column=sa.Column(sa.Text(), nullable=True))
 
 
 class Delivery(SQLModel, table=True):

@@ -55,6 +55,10 @@ class CreateSubscription(TenantRequest):
     description: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     email: str | None = Field(default=None, max_length=320)
+    # CEL expressions over the event (webhook-hub's README, "Filters and transformations"):
+    # a 422 `invalid_expression` naming the field, line and column when one does not compile.
+    filter: str | None = None
+    transform: str | None = None
 
 
 class ListSubscriptions(TenantRequest):
@@ -101,6 +105,8 @@ class SubscriptionRecord(BaseModel):
     disabled_at: datetime | None
     disabled_reason: str | None
     secret_rotated_at: datetime | None
+    filter: str | None = None
+    transform: str | None = None
 
 
 class NewSubscriptionRecord(SubscriptionRecord):
@@ -192,10 +198,23 @@ class HubSubscriptions:
         self.timeout = timeout
 
     async def create(
-        self, tenant: str, endpoint_url: str, events: list[str], *, email: str | None = None
+        self,
+        tenant: str,
+        endpoint_url: str,
+        events: list[str],
+        *,
+        email: str | None = None,
+        filter: str | None = None,
+        transform: str | None = None,
     ) -> NewSubscriptionRecord:
         request = CreateSubscription(
-            source=self.source, tenant=tenant, endpoint_url=endpoint_url, events=events, email=email
+            source=self.source,
+            tenant=tenant,
+            endpoint_url=endpoint_url,
+            events=events,
+            email=email,
+            filter=filter,
+            transform=transform,
         )
         return (await self._ask("create", request, Created)).subscription
 

@@ -81,6 +81,7 @@ MATCHING = """
     SELECT s.id, s.owner, s.events, s.endpoint_url, s.secret, s.secret_old,
            s.secret_rotated_at, s.headers, s.timeout_seconds, s.send_trace_context,
            coalesce(c.personal_data_approved, false) AS approved,
+           s.filter, s.transform,
            ARRAY(SELECT name FROM event_types
                  WHERE visibility = 'personal' AND name = ANY(CAST(%(types)s AS varchar[])))
                AS personal,

@@ -63,6 +63,8 @@ class SubscriptionRequests:
             events=request.events,
             description=request.description,
             headers=request.headers,
+            filter=request.filter,
+            transform=request.transform,
         )
         async with self.runtime.session_factory() as session, session.begin():
             service = SubscriptionService(session, self.settings, self.guard)

@@ -32,6 +32,8 @@ _CREATE_EXAMPLE: JsonDict = {
     "headers": {"X-Team": "warehouse"},
     "timeout_seconds": 10,
     "send_trace_context": True,
+    "filter": 'event.type == "order.paid" && event.data.total > 100',
+    "transform": '{"order": event.data.order_id, "amount": event.data.total}',
 }
 _READ_EXAMPLE: JsonDict = {
     "id": _SUBSCRIPTION_ID,
@@ -50,6 +52,8 @@ _READ_EXAMPLE: JsonDict = {
     "disabled_reason": None,
     "secret_rotated_at": None,
     "send_trace_context": True,
+    "filter": 'event.type == "order.paid" && event.data.total > 100',
+    "transform": '{"order": event.data.order_id, "amount": event.data.total}',
 }
 
 
@@ -62,6 +66,19 @@ def _check_event_names(events: list[str]) -> list[str]:
             cleaned.append(name)
     return cleaned
 
+
+# The CEL fields (README, "Filters and transformations").
+EXPRESSION_FIELDS = ("filter", "transform")
+_FILTER = (
+    "A CEL expression over `event` (`id`, `type`, `tenant`, `time`, `source`, `data`) that "
+    "must be true for an event to be delivered; `null` for every event"
+)
+_TRANSFORM = (
+    "A CEL expression over `event` whose JSON result is sent in place of the event's "
+    "`data` (and signed as sent); `null` sends `data` as published"
+)
+_FILTER_EXAMPLE = 'event.type == "order.paid" && event.data.total > 100'
+_TRANSFORM_EXAMPLE = '{"order": event.data.order_id, "amount": event.data.total}'
 
 _SEND_TRACE_CONTEXT = (
     "Send the W3C `traceparent`/`tracestate` headers, so a receiver that traces joins the "
@@ -78,6 +95,10 @@ class SubscriptionCreate(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: int = Field(default=10, ge=1, le=30)
     send_trace_context: bool = Field(default=True, description=_SEND_TRACE_CONTEXT)
+    filter: str | None = Field(default=None, description=_FILTER, examples=[_FILTER_EXAMPLE])
+    transform: str | None = Field(
+        default=None, description=_TRANSFORM, examples=[_TRANSFORM_EXAMPLE]
+    )
 
     _url = field_validator("endpoint_url")(check_url_form)
     _headers = field_validator("headers")(check_headers)
@@ -100,6 +121,10 @@ class SubscriptionUpdate(BaseModel):
     send_trace_context: bool | None = Field(default=None, description=_SEND_TRACE_CONTEXT)
     is_active: bool | None = Field(
         default=None, description="true re-enables a disabled subscription (failures reset)"
+    )
+    filter: str | None = Field(default=None, description=_FILTER, examples=[_FILTER_EXAMPLE])
+    transform: str | None = Field(
+        default=None, description=_TRANSFORM, examples=[_TRANSFORM_EXAMPLE]
     )
 
     @field_validator("endpoint_url")
@@ -131,6 +156,8 @@ class SubscriptionRead(SubscriptionRecord):
 
     # The HTTP API's own setting (subscriptions made over NATS keep the default).
     send_trace_context: bool = Field(default=True, description=_SEND_TRACE_CONTEXT)
+    filter: str | None = Field(default=None, description=_FILTER)
+    transform: str | None = Field(default=None, description=_TRANSFORM)
 
     @classmethod
     def of(cls, row: Subscription) -> SubscriptionRead:
