@@ -36,25 +36,47 @@ def test_the_checker_knows_a_boolean_result_and_leaves_a_field_of_event_dynamic(
 
 def test_comprehensions_stop_after_ten_thousand_iterations_in_all() -> None:
     program = cel_binding.compile_program("event.data.exists(x, x < 0)")
-    assert cel_binding.unwrap(program.run({"data": list(range(9_999))})) is False
+    assert (
+        cel_binding.unwrap(program.run(cel_binding.activation({"data": list(range(9_999))})))
+        is False
+    )
     nested = cel_binding.compile_program("event.data.exists(a, event.data.exists(b, a < 0))")
     with pytest.raises(cel_binding.BindingError, match="Iteration budget exceeded"):
-        nested.run({"data": list(range(101))})
+        nested.run(cel_binding.activation({"data": list(range(101))}))
 
 
 def test_a_failed_operation_on_an_event_is_an_error_not_a_value() -> None:
     program = cel_binding.compile_program("event.data.missing == 1")
     with pytest.raises(cel_binding.BindingError, match="Key not found"):
-        program.run({"data": {}})
+        program.run(cel_binding.activation({"data": {}}))
     with pytest.raises(cel_binding.BindingError, match="divide by zero"):
-        cel_binding.compile_program("event.data / 0 == 1").run({"data": 1})
+        cel_binding.compile_program("event.data / 0 == 1").run(cel_binding.activation({"data": 1}))
 
 
 def test_a_result_unwraps_one_level_at_a_time() -> None:
-    value = cel_binding.compile_program('{"a": [1, "b"], 2: null}').run({})
+    value = cel_binding.compile_program('{"a": [1, "b"], 2: null}').run(cel_binding.activation({}))
     assert cel_binding.kind_of(value) == "MAP"
     top = cel_binding.unwrap(value)
     assert set(top) == {"a", 2}
     inner = cel_binding.unwrap(top["a"])
     assert [cel_binding.unwrap(item) for item in inner] == [1, "b"]
     assert cel_binding.unwrap(top[2]) is None
+
+
+def test_one_activation_serves_several_programs() -> None:
+    bound = cel_binding.activation({"type": "order.paid", "data": {"total": 150}})
+    first = cel_binding.compile_program("event.type == 'order.paid'")
+    second = cel_binding.compile_program("event.data.total * 2")
+    assert cel_binding.unwrap(first.run(bound)) is True
+    assert cel_binding.unwrap(second.run(bound)) == 300
+    assert cel_binding.unwrap(first.run(bound)) is True
+
+
+def test_a_result_converts_at_once_to_plain_python() -> None:
+    value = cel_binding.compile_program('{"a": [1, "b", b"x"], "d": duration("90s")}').run(
+        cel_binding.activation({})
+    )
+    plain = cel_binding.plain(value)
+    assert plain["a"][:2] == [1, "b"]
+    assert bytes(plain["a"][2]) == b"x"
+    assert plain["d"].total_seconds() == 90

@@ -3,6 +3,7 @@ and position, bounded in cost and output, results as plain JSON (pure: no server
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from webhook_hub.expressions import (
     MAX_OUTPUT_BYTES,
     MAX_SOURCE_CHARS,
     CompiledExpression,
+    EventScope,
     ExpressionError,
     ExpressionRefused,
     Position,
@@ -172,7 +174,7 @@ def test_results_that_json_cannot_carry_are_converted_or_refused() -> None:
     expression = compile_expression(
         '{1: b"hi", false: duration("90s"), "n": 1u}', field="transform", kind="transform"
     )
-    assert expression.evaluate(an_event()) == {"1": "aGk=", "false": "90s", "n": 1}
+    assert expression.evaluate(an_event()) == {"1": "aGk=", "false": "PT90S", "n": 1}
     with pytest.raises(ExpressionError):
         compile_expression("int", field="transform", kind="transform")
     with pytest.raises(ExpressionRefused) as raised:
@@ -221,3 +223,35 @@ def test_any_event_data_gives_a_value_or_a_refusal(data: Any) -> None:
     else:
         assert isinstance(outcome, dict)
         assert outcome["d"] == data
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '{"a": event.data.total, "when": timestamp(event.time), "d": duration("90s")}',
+        '{"skus": event.data.items.map(i, i.sku), "n": 1u, 2: b"hi"}',
+        "[double(event.data.total) * 1.5, null, true]",
+    ],
+)
+def test_the_json_sent_is_the_json_evaluated_with_macros_or_without(source: str) -> None:
+    expression = compile_expression(source, field="transform", kind="transform")
+    event = an_event(total=3, items=[{"sku": "a"}])
+    assert json.loads(expression.encode(event)) == expression.evaluate(event)
+
+
+def test_one_scope_serves_every_expression_of_an_event() -> None:
+    scope = EventScope(an_event(total=150))
+    check = compile_expression("event.data.total > 100", field="filter", kind="filter")
+    shape = compile_expression('{"t": event.data.total}', field="transform", kind="transform")
+    assert check.matches(scope) is True
+    assert shape.encode(scope) == b'{"t":150}'
+    assert check.matches(scope) is True
+
+
+def test_an_encoded_result_past_the_bound_is_refused() -> None:
+    expression = compile_expression(
+        "[event.data.text, event.data.text]", field="transform", kind="transform"
+    )
+    with pytest.raises(ExpressionRefused) as raised:
+        expression.encode(an_event(text="x" * MAX_OUTPUT_BYTES))
+    assert raised.value.reason == "output"

@@ -30,6 +30,7 @@ from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.dispatch.expression_tally import TALLY
 from webhook_hub.expressions import (
     CompiledExpression,
+    EventScope,
     ExpressionError,
     ExpressionRefused,
     Kind,
@@ -170,7 +171,7 @@ class Dispatcher:
         payload_json = bytes(event.data)
         body = render_body(event_type, event.time, payload_json)
         event_id_bytes = event_id.bytes
-        variable: dict[str, Any] | None = None
+        variable: EventScope | None = None
         for sub in candidates:
             if not sub.wildcard and event_type not in sub.events:
                 continue
@@ -236,23 +237,25 @@ def _compiled(source: str | None, kind: Kind) -> CompiledExpression | Expression
     return found
 
 
-def _variable_of(event: RawCloudEvent, payload_json: bytes) -> dict[str, Any]:
+def _variable_of(event: RawCloudEvent, payload_json: bytes) -> EventScope:
     """The `event` expressions see, made once per event (for the first subscription that
-    has an expression)."""
-    return event_variable(
-        id=str(event.id),
-        type=event.type,
-        tenant=event.tenant,
-        time=event.time.isoformat().replace("+00:00", "Z"),
-        data=msgspec.json.decode(payload_json),
-        source=event.source,
+    has an expression) and shared by the others."""
+    return EventScope(
+        event_variable(
+            id=str(event.id),
+            type=event.type,
+            tenant=event.tenant,
+            time=event.time.isoformat().replace("+00:00", "Z"),
+            data=msgspec.json.decode(payload_json),
+            source=event.source,
+        )
     )
 
 
 def _shaped(
     subscription_id: uuid.UUID,
     expressions: tuple[CompiledExpression | ExpressionError | None, ...],
-    variable: dict[str, Any],
+    variable: EventScope,
     event: RawCloudEvent,
     payload_json: bytes,
     body: bytes,
@@ -279,7 +282,7 @@ def _shaped(
         TALLY.failed(subscription_id, "transform", str(transform))
         return None
     try:
-        payload = msgspec.json.encode(transform.evaluate(variable))
+        payload = transform.encode(variable)
     except ExpressionRefused as exc:
         TALLY.failed(subscription_id, "transform", exc.message)
         return None
