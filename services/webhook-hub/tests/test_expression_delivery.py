@@ -19,8 +19,15 @@ from standardwebhooks import Webhook
 from webhook_hub.expressions import ACCUMULATING_LIST_MAX
 from webhook_hub.settings import Settings
 
-from tests.factories import make_consumer, publish_event, subscribe, subscription_body
+from tests.factories import (
+    make_consumer,
+    publish_event,
+    signed_in,
+    subscribe,
+    subscription_body,
+)
 from tests.test_delivery import non_test, wait_for_posts
+from tests.test_portal_as_sent import posts_of, requests_on, settled
 
 
 async def tally_of(engine: AsyncEngine, subscription_id: str, column: str, at_least: int) -> Any:
@@ -241,3 +248,37 @@ async def test_the_nats_contract_takes_a_filter_and_refuses_one_with_its_positio
         timeout=5,
     )
     assert json.loads(good.data)["subscription"]["filter"] == "event.data.status == 'failed'"
+
+
+async def test_a_transformed_delivery_is_retried_and_shown_as_sent_with_its_signature(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> None:
+    consumer = await make_consumer(db_engine, "write")
+    created = await subscribe(
+        client,
+        consumer.headers,
+        http_receiver.url,
+        ["order.paid"],
+        transform='{"order": event.data.order_id}',
+    )
+    await http_receiver.wait_for(2)
+    http_receiver.respond_with(500)  # so a retry is sent too, from the stored delivery
+    await publish_event(js, "order.paid", {"order_id": "o-9", "card": "4242"})
+    delivery = await settled(client, consumer.headers, created["id"], "event_type=order.paid")
+    received = posts_of(http_receiver, "order.paid")
+    assert len(received) == 2
+    for post in received:
+        sent = Webhook(created["secret"]).verify(post.body, post.headers)
+        assert sent["data"] == {"order": "o-9"}
+    await signed_in(client, consumer)
+    page = (await client.get(f"/portal/deliveries/{delivery['id']}")).text
+    shown, body = requests_on(page)
+    assert body == received[0].body == received[1].body
+    assert [headers["webhook-signature"] for _, headers in shown] == [
+        post.headers["webhook-signature"] for post in received
+    ]
+    assert 'id="transform-note"' in page
