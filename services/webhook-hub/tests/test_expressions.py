@@ -255,3 +255,30 @@ def test_an_encoded_result_past_the_bound_is_refused() -> None:
     with pytest.raises(ExpressionRefused) as raised:
         expression.encode(an_event(text="x" * MAX_OUTPUT_BYTES))
     assert raised.value.reason == "output"
+
+
+def test_two_slow_evaluations_in_a_row_trip_the_expression_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from webhook_hub import expressions
+
+    expression = compile_expression("event.data.total > 1", field="filter", kind="filter")
+    monkeypatch.setattr(expressions, "TRIP_SECONDS", -1.0)  # every evaluation counts as slow
+    assert expression.matches(an_event(total=2)) is True
+    assert expression.matches(an_event(total=2)) is True
+    with pytest.raises(ExpressionRefused) as raised:
+        expression.matches(an_event(total=2))
+    assert raised.value.reason == "cost"
+    assert "time bound" in raised.value.message
+
+
+def test_one_slow_evaluation_alone_does_not_trip_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from webhook_hub import expressions
+
+    expression = compile_expression("event.data.total > 1", field="filter", kind="filter")
+    monkeypatch.setattr(expressions, "TRIP_SECONDS", -1.0)
+    assert expression.matches(an_event(total=2)) is True
+    monkeypatch.setattr(expressions, "TRIP_SECONDS", 60.0)
+    assert expression.matches(an_event(total=2)) is True
+    monkeypatch.setattr(expressions, "TRIP_SECONDS", -1.0)
+    assert expression.matches(an_event(total=2)) is True
