@@ -185,8 +185,9 @@ async def test_a_costly_expression_is_cut_off_per_event_and_other_deliveries_go_
     await plain_receiver.start()
     try:
         consumer = await make_consumer(db_engine, "write")
-        # Both saved: the nested loops stop at the binding's iteration budget, and the map
-        # is refused events holding lists past ACCUMULATING_LIST_MAX.
+        # Both saved; per event, the nested loops are refused as past their cost bound
+        # (2,000 x 2,000 iterations over the event), and the map events holding lists past
+        # ACCUMULATING_LIST_MAX.
         looping = await subscribe(
             client,
             consumer.headers,
@@ -211,7 +212,7 @@ async def test_a_costly_expression_is_cut_off_per_event_and_other_deliveries_go_
         assert sorted(json.loads(p.body)["data"]["n"] for p in posts) == list(range(10))
         looped = await tally_of(db_engine, looping["id"], "filter_errors", 10)
         mapped = await tally_of(db_engine, mapping["id"], "transform_errors", 10)
-        assert "budget" in looped.last_error.lower()
+        assert "cost bound" in looped.last_error
         assert "longer than" in mapped.last_error
         assert non_test(costly_receiver.requests) == []
     finally:

@@ -282,3 +282,30 @@ def test_one_slow_evaluation_alone_does_not_trip_it(monkeypatch: pytest.MonkeyPa
     assert expression.matches(an_event(total=2)) is True
     monkeypatch.setattr(expressions, "TRIP_SECONDS", -1.0)
     assert expression.matches(an_event(total=2)) is True
+
+
+def test_a_loop_whose_body_touches_a_large_value_is_refused_before_it_runs() -> None:
+    expression = compile_expression(
+        "event.data.a.exists(x, event.data.s + event.data.s == '')", field="filter", kind="filter"
+    )
+    assert expression.matches(an_event(a=[0] * 10, s="x" * 100)) is False
+    with pytest.raises(ExpressionRefused) as raised:
+        expression.matches(an_event(a=[0] * 2_000, s="x" * 100_000))
+    assert raised.value.reason == "cost"
+    assert "cost bound" in raised.value.message
+
+
+def test_the_loop_cost_counts_a_list_literal_as_long_as_the_source_allows() -> None:
+    expression = compile_expression(
+        "[1, 2, 3].exists(x, event.data.s + event.data.s == '')", field="filter", kind="filter"
+    )
+    assert expression.shape.literal_items >= 3
+    assert expression.matches(an_event(s="x" * 100)) is False
+
+
+def test_an_expression_without_loops_has_no_loop_cost() -> None:
+    expression = compile_expression(
+        'event.data.s + event.data.s == ""', field="filter", kind="filter"
+    )
+    assert expression.shape.macros == 0
+    assert expression.matches(an_event(s="x" * 200_000)) is False

@@ -17,6 +17,10 @@ process):
   macro), over a path into the event or a loop variable (not over a computed list), at most
   `MAX_MACROS` macros and `MAX_NESTING` deep, and an expression using them is refused an
   event whose data holds a list longer than `ACCUMULATING_LIST_MAX`;
+- a loop's body may touch the event's largest value at each iteration, so an expression
+  with macros is refused, per event, when its iterations x the event's size x the names its
+  bodies use pass `LOOP_COST_MAX` (checked before evaluating, from the event's longest list
+  and size, computed once per event);
 - no extension library is loaded (no string `replace`, no `repeat`: nothing that grows a
   value beyond the sum of what the expression names); regular expressions are RE2 (linear);
 - two evaluations in a row that still take longer than `TRIP_SECONDS` trip the expression:
@@ -53,6 +57,14 @@ ACCUMULATING_LIST_MAX = 256
 MAX_OUTPUT_BYTES = 64 * 1024
 MAX_KEY_BYTES = 256
 TRIP_SECONDS = 0.05
+# The binding's comprehension budget (tests/test_cel_binding.py checks it).
+ITERATION_BUDGET = 10_000
+# What an expression's loops may cost on one event: iterations (at most the budget, at most
+# the longest list to the power of the nesting) x the event's data in bytes x the names the
+# loop bodies use. A body that copies or scans the event's largest value at each iteration
+# costs about this in bytes moved: measured at 0.73 ns a unit at worst (a body concatenating
+# the event's largest string three times), so at most about 40 ms an evaluation.
+LOOP_COST_MAX = 50_000_000
 TRIPPED_FOR_SECONDS = 60.0
 
 EVENT_FIELDS = ("id", "type", "tenant", "time", "data", "source")
@@ -60,6 +72,7 @@ _MACROS = re.compile(r"\.\s*(all|exists_one|exists|map|filter)\s*\(")
 _ACCUMULATING = frozenset({"map", "filter"})
 _EVENT_FIELD = re.compile(r"(?<![\w.])event\s*\.\s*([A-Za-z_]\w*)")
 _IDENT_CHAR = re.compile(r"\w")
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*|(?<=\.)[A-Za-z_]\w*")
 
 
 @dataclass(frozen=True)
@@ -118,14 +131,16 @@ def event_variable(
 
 class EventScope:
     """One event as expressions see it, prepared once and shared by all the expressions
-    evaluated on it (dispatch makes one per event, for the subscriptions that have any)."""
+    evaluated on it (dispatch makes one per event, for the subscriptions that have any).
+    `size`: its data's length as JSON, when the caller has it (dispatch has the bytes)."""
 
-    __slots__ = ("_activation", "_longest", "event")
+    __slots__ = ("_activation", "_longest", "_size", "event")
 
-    def __init__(self, event: Mapping[str, Any]) -> None:
+    def __init__(self, event: Mapping[str, Any], size: int | None = None) -> None:
         self.event = event
         self._activation: Any = None
         self._longest: int | None = None
+        self._size = size
 
     @property
     def activation(self) -> Any:
@@ -133,10 +148,19 @@ class EventScope:
             self._activation = cel_binding.activation(self.event)
         return self._activation
 
-    def has_list_longer(self, limit: int) -> bool:
+    def longest_list(self) -> int:
+        """The length of the longest list in the event's data (for looping expressions)."""
         if self._longest is None:
-            self._longest = _longest_list(self.event.get("data"), limit)
-        return self._longest > limit
+            self._longest = _longest_list(self.event.get("data"))
+        return self._longest
+
+    def size(self) -> int:
+        if self._size is None:
+            try:
+                self._size = len(msgspec.json.encode(self.event.get("data")))
+            except Exception:  # not JSON (a caller's mapping): measured as its text
+                self._size = len(str(self.event.get("data")))
+        return self._size
 
 
 Scope = Mapping[str, Any] | EventScope
@@ -154,6 +178,7 @@ class CompiledExpression:
         "field",
         "kind",
         "looping",
+        "shape",
         "source",
     )
 
@@ -163,16 +188,15 @@ class CompiledExpression:
         field: str,
         kind: Kind,
         program: cel_binding.Program,
-        *,
-        looping: bool,
-        accumulating: bool,
+        shape: Shape,
     ) -> None:
         self.source = source
         self.field = field
         self.kind = kind
+        self.shape = shape
         # Whether it has comprehension macros at all, and ones that build lists.
-        self.looping = looping
-        self.accumulating = accumulating
+        self.looping = shape.macros > 0
+        self.accumulating = shape.accumulating
         self._program = program
         self._limit = MAX_KEY_BYTES if kind == "key" else MAX_OUTPUT_BYTES
         self._tripped_until = 0.0
@@ -186,13 +210,8 @@ class CompiledExpression:
                     self.field, "cost", "refused for a while: it exceeded its time bound"
                 )
             self._tripped_until = 0.0
-        if self.accumulating and scope.has_list_longer(ACCUMULATING_LIST_MAX):
-            raise ExpressionRefused(
-                self.field,
-                "cost",
-                f"uses map or filter and the event holds a list longer than "
-                f"{ACCUMULATING_LIST_MAX} items",
-            )
+        if self.looping:
+            self._check_loop_cost(scope)
         started = time.perf_counter()
         try:
             value = self._program.run(scope.activation)
@@ -210,6 +229,27 @@ class CompiledExpression:
             elif self._slow:
                 self._slow = 0
         return value
+
+    def _check_loop_cost(self, scope: EventScope) -> None:
+        """Refuse, before evaluating, an event on which this expression's loops could cost
+        more than the bound (see `LOOP_COST_MAX`)."""
+        longest = scope.longest_list()
+        if self.accumulating and longest > ACCUMULATING_LIST_MAX:
+            raise ExpressionRefused(
+                self.field,
+                "cost",
+                f"uses map or filter and the event holds a list longer than "
+                f"{ACCUMULATING_LIST_MAX} items",
+            )
+        lists = max(longest, self.shape.literal_items, 1)
+        iterations = min(ITERATION_BUDGET, lists**self.shape.depth)
+        if iterations * scope.size() * self.shape.weight > LOOP_COST_MAX:
+            raise ExpressionRefused(
+                self.field,
+                "cost",
+                f"loops over lists of up to {lists} items in an event of {scope.size()} "
+                f"bytes: past its cost bound",
+            )
 
     def evaluate(self, event: Scope) -> JsonValue:
         """The result as plain JSON; raises ExpressionRefused."""
@@ -283,7 +323,7 @@ def compile_expression(source: str, *, field: str, kind: Kind) -> CompiledExpres
                 _position(source, found.start(1)),
                 f"event has no field '{found.group(1)}' (it has {', '.join(EVENT_FIELDS)})",
             )
-    looping, accumulating = _check_macros(source, skeleton, field)
+    shape = _check_macros(source, skeleton, field)
     returns = program.returns.split("<", 1)[0]
     if kind == "filter" and returns not in ("BOOL", "DYN"):
         raise ExpressionError(
@@ -293,9 +333,7 @@ def compile_expression(source: str, *, field: str, kind: Kind) -> CompiledExpres
         )
     if kind != "filter" and returns in ("TYPE", "ERROR"):
         raise ExpressionError(field, Position(1, 1), f"gives a {returns.lower()}, not a value")
-    return CompiledExpression(
-        source, field, kind, program, looping=looping, accumulating=accumulating
-    )
+    return CompiledExpression(source, field, kind, program, shape)
 
 
 # --- the lexical checks -----------------------------------------------------------------
@@ -383,9 +421,21 @@ def _opening(skeleton: str, close_at: int) -> int:
     return -1
 
 
-def _check_macros(source: str, skeleton: str, field: str) -> tuple[bool, bool]:
-    """Refuse the macro shapes whose cost is not bounded; whether there are any, and whether
-    any builds a list."""
+@dataclass(frozen=True)
+class Shape:
+    """What bounds the cost of an expression's loops: how many comprehension macros, how
+    deep they nest, whether one builds a list, how many names their bodies use (each may
+    stand for a value as large as the event), and the most items a list literal could hold."""
+
+    macros: int = 0
+    depth: int = 0
+    accumulating: bool = False
+    weight: int = 1
+    literal_items: int = 0
+
+
+def _check_macros(source: str, skeleton: str, field: str) -> Shape:
+    """Refuse the macro shapes whose cost is not bounded; the shape of the others."""
     macros = [
         (found.start(), found.start(1), found.group(1), found.end() - 1)
         for found in _MACROS.finditer(skeleton)
@@ -399,8 +449,10 @@ def _check_macros(source: str, skeleton: str, field: str) -> tuple[bool, bool]:
     spans = [(open_at, _closing(skeleton, open_at)) for *_, open_at in macros]
     opens = {open_at: name for _, _, name, open_at in macros}
     accumulating = False
+    deepest = 0
     for dot, name_at, name, _ in macros:
         depth = 1 + sum(1 for start, end in spans if start < dot < end)
+        deepest = max(deepest, depth)
         where = _position(source, name_at)
         if depth > MAX_NESTING:
             raise ExpressionError(
@@ -422,7 +474,19 @@ def _check_macros(source: str, skeleton: str, field: str) -> tuple[bool, bool]:
                 f"'{name}' must apply to a list in the event (a path such as "
                 f"event.data.items) or to another map or filter, not to a computed list",
             )
-    return bool(macros), accumulating
+    if not macros:
+        return Shape()
+    inside = [False] * len(skeleton)
+    for start, end in spans:
+        inside[start:end] = [True] * (end - start)
+    weight = sum(1 for found in _NAME.finditer(skeleton) if inside[found.start()])
+    return Shape(
+        macros=len(macros),
+        depth=deepest,
+        accumulating=accumulating,
+        weight=max(weight, 1),
+        literal_items=skeleton.count(",") + 1,
+    )
 
 
 def _plain_receiver(skeleton: str, dot: int, opens: Mapping[int, str]) -> bool:
@@ -468,15 +532,13 @@ def _position(source: str, index: int) -> Position:
 # --- evaluation helpers ------------------------------------------------------------------
 
 
-def _longest_list(value: Any, limit: int) -> int:
-    """The length of the longest list in `value`, or the first found past `limit`."""
+def _longest_list(value: Any) -> int:
+    """The length of the longest list in `value`."""
     longest = 0
     pending = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, list):
-            if len(item) > limit:
-                return len(item)
             longest = max(longest, len(item))
             pending.extend(child for child in item if isinstance(child, list | dict))
         elif isinstance(item, dict):

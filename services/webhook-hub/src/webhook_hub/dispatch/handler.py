@@ -248,7 +248,8 @@ def _variable_of(event: RawCloudEvent, payload_json: bytes) -> EventScope:
             time=event.time.isoformat().replace("+00:00", "Z"),
             data=msgspec.json.decode(payload_json),
             source=event.source,
-        )
+        ),
+        size=len(payload_json),
     )
 
 
