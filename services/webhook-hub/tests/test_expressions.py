@@ -303,9 +303,22 @@ def test_the_loop_cost_counts_a_list_literal_as_long_as_the_source_allows() -> N
     assert expression.matches(an_event(s="x" * 100)) is False
 
 
-def test_an_expression_without_loops_has_no_loop_cost() -> None:
-    expression = compile_expression(
-        'event.data.s + event.data.s == ""', field="filter", kind="filter"
-    )
-    assert expression.shape.macros == 0
+def test_an_expression_without_loops_or_joins_has_no_cost_check() -> None:
+    expression = compile_expression('event.data.s == ""', field="filter", kind="filter")
+    assert (expression.shape.macros, expression.shape.joins) == (0, 0)
     assert expression.matches(an_event(s="x" * 200_000)) is False
+
+
+def test_a_chain_of_joins_over_a_large_value_is_refused_before_it_runs() -> None:
+    chain = "event.data.s" + " + event.data.s" * 28 + ' == ""'
+    expression = compile_expression(chain, field="filter", kind="filter")
+    assert expression.matches(an_event(s="x" * 100)) is False
+    with pytest.raises(ExpressionRefused) as raised:
+        expression.matches(an_event(s="x" * 150_000))
+    assert raised.value.reason == "cost"
+
+
+def test_an_expression_nested_past_the_parsers_depth_is_refused_at_line_1_column_1() -> None:
+    error = refusal("event.data.s" + " + event.data.s" * 40 + ' == ""')
+    assert error.position == Position(1, 1)
+    assert error.message.startswith("Exceeded max recursion depth")

@@ -19,7 +19,7 @@ from typing import Any
 from cel_expr_python import cel  # type: ignore[import-untyped]
 
 # The binding reports an error as "<input>:LINE:COLUMN: message\n | source\n | ...^".
-_POSITION = re.compile(r"<input>:(\d+):(\d+): ([^\n]*)")
+_POSITION = re.compile(r"<input>:(-?\d+):(-?\d+): ([^\n]*)")
 
 _ENV = cel.NewEnv(variables={"event": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)})
 # The runtime is built on the first evaluation (milliseconds): build it now, not on an event.

@@ -212,6 +212,15 @@ class CompiledExpression:
             self._tripped_until = 0.0
         if self.looping:
             self._check_loop_cost(scope)
+        elif self.shape.joins and scope.size() * self.shape.names * (self.shape.joins + 1) > (
+            LOOP_COST_MAX
+        ):
+            raise ExpressionRefused(
+                self.field,
+                "cost",
+                f"joins values of an event of {scope.size()} bytes {self.shape.joins} times: "
+                f"past its cost bound",
+            )
         started = time.perf_counter()
         try:
             value = self._program.run(scope.activation)
@@ -432,6 +441,11 @@ class Shape:
     accumulating: bool = False
     weight: int = 1
     literal_items: int = 0
+    # Concatenations (`+`) and the names of the whole expression: a chain of `+` over the
+    # event's largest string copies it once per step (measured: 138 ms for 128 of them
+    # over 150 KB, without any loop).
+    joins: int = 0
+    names: int = 0
 
 
 def _check_macros(source: str, skeleton: str, field: str) -> Shape:
@@ -474,8 +488,10 @@ def _check_macros(source: str, skeleton: str, field: str) -> Shape:
                 f"'{name}' must apply to a list in the event (a path such as "
                 f"event.data.items) or to another map or filter, not to a computed list",
             )
+    joins = skeleton.count("+")
+    names = sum(1 for _ in _NAME.finditer(skeleton))
     if not macros:
-        return Shape()
+        return Shape(joins=joins, names=names)
     inside = [False] * len(skeleton)
     for start, end in spans:
         inside[start:end] = [True] * (end - start)
@@ -486,6 +502,8 @@ def _check_macros(source: str, skeleton: str, field: str) -> Shape:
         accumulating=accumulating,
         weight=max(weight, 1),
         literal_items=skeleton.count(",") + 1,
+        joins=joins,
+        names=names,
     )
 
 
