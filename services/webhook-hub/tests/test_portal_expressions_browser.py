@@ -64,6 +64,7 @@ async def test_the_cel_editor_previews_on_an_example_and_saves_what_compiles(
     await page.get_by_role("button", name="Save").click()
     await page.get_by_text("Filter and transform saved.").wait_for()
     await page.locator("dd").get_by_text("event.data.id > 5").wait_for()
+    await assert_clean(browser_page, "portal-endpoint-expressions", screenshot_dir)
     saved = await hub.get(f"/webhooks/subscriptions/{created['id']}", headers=consumer.headers)
     assert saved.json()["filter"] == "event.data.id > 5"
     assert saved.json()["transform"] == '{"order": event.data.id, "kind": event.type}'
