@@ -75,6 +75,10 @@ async def test_a_filter_delivers_only_the_events_it_is_true_of_and_counts_the_ot
         Webhook(created["secret"]).verify(p.body, p.headers)["data"]["total"] for p in posts
     ) == [101, 150]
     assert len(non_test(http_receiver.requests)) == 2
+    # The portal's endpoint page shows the count.
+    await signed_in(client, consumer)
+    page = (await client.get(f"/portal/endpoints/{created['id']}")).text
+    assert '<dd id="expression-filtered">2</dd>' in page
 
 
 async def test_a_transform_sends_its_result_as_data_signed_as_sent_and_stored_as_sent(
