@@ -192,6 +192,40 @@ async def test_a_bad_wait_is_the_hubs_422_naming_the_entry_and_nothing_is_regist
     assert await local_rows(db_engine, who.owner) == []
 
 
+async def test_a_filter_and_transform_are_passed_to_the_hub_and_one_it_refuses_says_where(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
+) -> None:
+    who = await make_client(db_engine, "write")
+    refused = await client.post(
+        "/api/v1/webhooks",
+        json={"url": http_receiver.url, "events": EVENTS, "filter": "event.data.status =="},
+        headers=who.headers,
+    )
+    assert refused.status_code == 422, refused.text
+    # The hub's position, passed through beside scraper-manager's own code.
+    assert (refused.json()["field"], refused.json()["line"]) == ("filter", 1)
+    assert refused.json()["column"] >= 1
+    assert await hub.list(who.owner) == []
+    assert await local_rows(db_engine, who.owner) == []
+    created = await client.post(
+        "/api/v1/webhooks",
+        json={
+            "url": http_receiver.url,
+            "events": EVENTS,
+            "filter": 'event.data.status == "failed"',
+            "transform": '{"run": event.data.run_id}',
+        },
+        headers=who.headers,
+    )
+    assert created.status_code == 201, created.text
+    [subscription] = await hub.list(who.owner)
+    assert subscription.filter == 'event.data.status == "failed"'
+    assert subscription.transform == '{"run": event.data.run_id}'
+
+
 async def test_deleting_a_webhook_removes_the_subscription_and_another_clients_is_404(
     client: httpx.AsyncClient,
     db_engine: AsyncEngine,

@@ -28,6 +28,8 @@ def subscription_row(
     stored: list[list[uuid.UUID]] | None = None,
     retry_schedule: list[int] | None = None,
     timeout_in_effect: int | None = 10,
+    filter: str | None = None,
+    transform: str | None = None,
 ) -> tuple[Any, ...]:
     rotated_at = None if rotated_ago is None else datetime.now(UTC) - rotated_ago
     return (
@@ -44,6 +46,8 @@ def subscription_row(
         approved,
         retry_schedule,
         timeout_in_effect,
+        filter,
+        transform,
         personal or [],
         stored or [],
     )
@@ -193,3 +197,64 @@ def test_a_subscription_and_owner_that_set_nothing_get_the_services_settings() -
     [[job]] = Dispatcher(settings).deliveries_of(Matched.of([row]), [event()])
     # No schedule on the job: next_step takes the settings' `retry_schedule_seconds`.
     assert (job.retry_schedule, job.timeout_seconds) == (None, 7)
+
+
+# --- CEL filters and transforms (issue 32) ----------------------------------------------------
+
+
+def order_event(total: int) -> RawCloudEvent:
+    made = CloudEvent(
+        source="tests", type="order.paid", data={"order_id": "o-1", "total": total}, tenant=None
+    )
+    return RawCloudEvent.from_json(made.to_json())
+
+
+def test_a_filter_leaves_out_the_events_it_is_false_of_and_counts_them() -> None:
+    from webhook_hub.dispatch.expression_tally import TALLY
+
+    TALLY.take()
+    big = subscription_row(["order.paid"], filter="event.data.total > 100")
+    plain = subscription_row(["order.paid"])
+    small, large = order_event(50), order_event(150)
+    jobs = dispatcher().deliveries_of(Matched.of([big, plain]), [small, large])
+    assert [[job.subscription_id for job in per] for per in jobs] == [
+        [plain[0]],
+        [big[0], plain[0]],
+    ]
+    assert TALLY.take()[big[0]].filtered == 1
+
+
+def test_a_transform_replaces_data_in_the_body_and_payload_of_its_subscription_only() -> None:
+    shaped = subscription_row(
+        ["order.paid"], transform='{"order": event.data.order_id, "cents": event.data.total * 100}'
+    )
+    plain = subscription_row(["order.paid"])
+    paid = order_event(150)
+    [[first, second]] = dispatcher().deliveries_of(Matched.of([shaped, plain]), [paid])
+    assert msgspec.json.decode(first.payload_json) == {"order": "o-1", "cents": 15000}
+    assert msgspec.json.decode(first.body)["data"] == {"order": "o-1", "cents": 15000}
+    assert msgspec.json.decode(second.body)["data"] == {"order_id": "o-1", "total": 150}
+
+
+def test_an_expression_failing_on_an_event_leaves_it_undelivered_and_counts_the_error() -> None:
+    from webhook_hub.dispatch.expression_tally import TALLY
+
+    TALLY.take()
+    failing = subscription_row(["order.paid"], transform="{'x': event.data.missing}")
+    plain = subscription_row(["order.paid"])
+    [jobs] = dispatcher().deliveries_of(Matched.of([failing, plain]), [order_event(1)])
+    assert [job.subscription_id for job in jobs] == [plain[0]]
+    counts = TALLY.take()[failing[0]]
+    assert counts.transform_errors == 1
+    assert counts.last_error is not None
+    assert "missing" in counts.last_error
+
+
+def test_a_stored_expression_that_no_longer_compiles_is_counted_as_an_error() -> None:
+    from webhook_hub.dispatch.expression_tally import TALLY
+
+    TALLY.take()
+    broken = subscription_row(["order.paid"], filter="event.type ==")
+    [jobs] = dispatcher().deliveries_of(Matched.of([broken]), [order_event(1)])
+    assert jobs == []
+    assert TALLY.take()[broken[0]].filter_errors == 1

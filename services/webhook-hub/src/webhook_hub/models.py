@@ -124,6 +124,10 @@ class Subscription(SQLModel, table=True):
     retry_schedule: list[int] | None = Field(
         default=None, sa_column=sa.Column(postgresql.ARRAY(sa.Integer()), nullable=True)
     )
+    # CEL expressions over the event (issue 32; `webhook_hub.expressions`): which events
+    # it receives, and the JSON sent in place of their `data`. Compiled when saved.
+    filter: str | None = Field(default=None, sa_column=sa.Column(sa.Text(), nullable=True))
+    transform: str | None = Field(default=None, sa_column=sa.Column(sa.Text(), nullable=True))
 
 
 class Delivery(SQLModel, table=True):

@@ -48,6 +48,8 @@ class Settings(PageSettings, LiveStreamSettings):
     circuit_probe_max_seconds: float = Field(default=10.0, gt=0)
     secret_transition_seconds: int = 600
     per_subscription_concurrency: int = 64
+    # How often a worker writes what CEL filters/transforms did (dispatch/expression_tally.py).
+    expression_tally_seconds: float = Field(default=5.0, gt=0)
     delivery_concurrency: int = 512
     # Slots are shared equally between the owners with work in a worker, each getting at
     # least this many; this many also stay free for an owner who turns up (see admission.py).

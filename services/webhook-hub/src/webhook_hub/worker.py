@@ -20,6 +20,7 @@ from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.maintenance import delivery_log_loop, rollup_retention_loop
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.delivery_engine.store import DeliveryStore
+from webhook_hub.dispatch.expression_tally import expression_tally_loop
 from webhook_hub.dispatch.handler import LOOP as DISPATCH_LOOP
 from webhook_hub.dispatch.handler import Dispatcher
 from webhook_hub.dispatch.loop import (
@@ -100,6 +101,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             idempotency_pruning_loop(settings),
             delivery_log_loop(settings),
             rollup_retention_loop(settings),
+            expression_tally_loop(settings.expression_tally_seconds),
         ],
         stop=stop,
     )

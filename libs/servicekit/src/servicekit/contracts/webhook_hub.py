@@ -59,6 +59,10 @@ class CreateSubscription(TenantRequest):
     # seconds); absent: the tenant's defaults, else the hub's.
     retry_schedule: list[str] | None = None
     timeout_seconds: int | None = None
+    # CEL expressions over the event (webhook-hub's README, "Filters and transformations"):
+    # a 422 `invalid_expression` naming the field, line and column when one does not compile.
+    filter: str | None = None
+    transform: str | None = None
 
 
 class ListSubscriptions(TenantRequest):
@@ -108,6 +112,8 @@ class SubscriptionRecord(BaseModel):
     # The schedule set on the subscription (null: the tenant's default or the hub's applies);
     # `timeout_seconds` is the timeout in effect.
     retry_schedule: list[str] | None = None
+    filter: str | None = None
+    transform: str | None = None
 
 
 class NewSubscriptionRecord(SubscriptionRecord):
@@ -207,6 +213,8 @@ class HubSubscriptions:
         email: str | None = None,
         retry_schedule: list[str] | None = None,
         timeout_seconds: int | None = None,
+        filter: str | None = None,
+        transform: str | None = None,
     ) -> NewSubscriptionRecord:
         # Only the fields given are sent (the request is dumped `exclude_unset`).
         optional = {
@@ -224,6 +232,8 @@ class HubSubscriptions:
             events=events,
             email=email,
             **optional,
+            filter=filter,
+            transform=transform,
         )
         return (await self._ask("create", request, Created)).subscription
 

@@ -50,6 +50,20 @@ class WebhookCreate(BaseModel):
         le=30,
         description="Seconds webhook-hub waits for your answer. Absent: your default, else 10",
     )
+    # Passed to webhook-hub as they are: it compiles them and refuses (422, naming the field,
+    # line and column) one that does not compile.
+    filter: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="A CEL expression over `event` that must be true for a run event to be sent",
+        examples=['event.data.status == "failed"'],
+    )
+    transform: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="A CEL expression whose JSON result is sent in place of the event's `data`",
+        examples=['{"run": event.data.run_id, "status": event.data.status}'],
+    )
 
     @field_validator("url")
     @classmethod

@@ -111,6 +111,8 @@ class WebhookService:
                 email=email,
                 retry_schedule=body.retry_schedule,
                 timeout_seconds=body.timeout_seconds,
+                filter=body.filter,
+                transform=body.transform,
             )
         except HubRefused as exc:
             # Nothing was created in the hub: the pending row has nothing to lead to.

@@ -2,7 +2,8 @@
 stored for this on the delivery path:
 
 - the body is the stored event (`render_body` over the payload's text, the same bytes every
-  attempt sends: migration 0013);
+  attempt sends: migration 0013); for a subscription with a `transform`, the payload stored
+  is the transform's result, the `data` that was sent and signed (dispatch/handler.py);
 - `webhook-id` comes from the delivery's id, `webhook-timestamp` from the attempt's recorded
   start (`signed_at`, what the sender signs with);
 - `webhook-signature` is computed again with the secrets that signed the attempt, while the

@@ -85,6 +85,7 @@ MATCHING = """
            -- resolved here, once per subscription and batch; null: the settings'.
            coalesce(s.retry_schedule, c.default_retry_schedule) AS retry_schedule,
            coalesce(s.timeout_seconds, c.default_timeout_seconds) AS timeout_in_effect,
+           s.filter, s.transform,
            ARRAY(SELECT name FROM event_types
                  WHERE visibility = 'personal' AND name = ANY(CAST(%(types)s AS varchar[])))
                AS personal,

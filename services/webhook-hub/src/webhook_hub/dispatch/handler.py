@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import structlog
 from servicekit.events import RawCloudEvent
 from servicekit.loops import describe
@@ -26,6 +27,16 @@ from webhook_hub.delivery_engine.jobs import (
     render_body,
 )
 from webhook_hub.delivery_engine.policy import signing_secrets
+from webhook_hub.dispatch.expression_tally import TALLY
+from webhook_hub.expressions import (
+    CompiledExpression,
+    EventScope,
+    ExpressionError,
+    ExpressionRefused,
+    Kind,
+    compile_expression,
+    event_variable,
+)
 from webhook_hub.settings import Settings
 
 logger = structlog.get_logger(__name__)
@@ -59,6 +70,7 @@ class _Candidate:
         "approved",
         "endpoint_url",
         "events",
+        "expressions",
         "headers",
         "id",
         "namespace",
@@ -87,10 +99,18 @@ class _Candidate:
             self.approved,
             self.retry_schedule,
             timeout_in_effect,
+            filter_source,
+            transform_source,
             *_,
         ) = row
         # The subscription's, else its owner's default, else the service's (issue 32).
         self.timeout_seconds = timeout if timeout_in_effect is None else timeout_in_effect
+        # None for most: one attribute test per delivery is all they cost.
+        self.expressions = (
+            (_compiled(filter_source, "filter"), _compiled(transform_source, "transform"))
+            if filter_source or transform_source
+            else None
+        )
         self.namespace = namespace_of(self.id.bytes)
         self.events = frozenset(events)
         self.wildcard = "*" in self.events
@@ -165,6 +185,7 @@ class Dispatcher:
         payload_json = bytes(event.data)
         body = render_body(event_type, event.time, payload_json)
         event_id_bytes = event_id.bytes
+        variable: EventScope | None = None
         for sub in candidates:
             if not sub.wildcard and event_type not in sub.events:
                 continue
@@ -174,13 +195,21 @@ class Dispatcher:
                 continue
             if stored and (sub.id, event_id) in stored:
                 continue
+            sent_payload, sent_body = payload_json, body
+            if sub.expressions is not None:
+                if variable is None:
+                    variable = _variable_of(event, payload_json)
+                shaped = _shaped(sub.id, sub.expressions, variable, event, payload_json, body)
+                if shaped is None:
+                    continue
+                sent_payload, sent_body = shaped
             jobs.append(
                 DeliveryJob(
                     delivery_id=delivery_id_within(sub.namespace, event_id_bytes),
                     subscription_id=sub.id,
                     event_type=event_type,
                     event_time=event.time,
-                    payload_json=payload_json,
+                    payload_json=sent_payload,
                     attempts=0,
                     endpoint_url=sub.endpoint_url,
                     secrets=sub.secrets,
@@ -189,7 +218,7 @@ class Dispatcher:
                     event_id=event_id,
                     stored=False,
                     owner=sub.owner,
-                    body=body,
+                    body=sent_body,
                     traceparent=event.traceparent,
                     tracestate=event.tracestate,
                     send_trace_context=sub.send_trace_context,
@@ -197,6 +226,83 @@ class Dispatcher:
                 )
             )
         return jobs
+
+
+# Compiled once per worker and source (not per event, nor per batch): bounded, cleared whole
+# when full (a worker sees far fewer distinct expressions than this).
+_COMPILED: dict[tuple[str, str], CompiledExpression | ExpressionError] = {}
+_COMPILED_MAX = 10_000
+
+
+def _compiled(source: str | None, kind: Kind) -> CompiledExpression | ExpressionError | None:
+    """The program of a stored expression, or the error it now compiles to (stored before a
+    change of the rules, say): its events are then counted as errors, not delivered."""
+    if not source:
+        return None
+    key = (kind, source)
+    found = _COMPILED.get(key)
+    if found is None:
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.clear()
+        try:
+            found = compile_expression(source, field=kind, kind=kind)
+        except ExpressionError as exc:
+            found = exc
+        _COMPILED[key] = found
+    return found
+
+
+def _variable_of(event: RawCloudEvent, payload_json: bytes) -> EventScope:
+    """The `event` expressions see, made once per event (for the first subscription that
+    has an expression) and shared by the others."""
+    return EventScope(
+        event_variable(
+            id=str(event.id),
+            type=event.type,
+            tenant=event.tenant,
+            time=event.time.isoformat().replace("+00:00", "Z"),
+            data=msgspec.json.decode(payload_json),
+            source=event.source,
+        ),
+        size=len(payload_json),
+    )
+
+
+def _shaped(
+    subscription_id: uuid.UUID,
+    expressions: tuple[CompiledExpression | ExpressionError | None, ...],
+    variable: EventScope,
+    event: RawCloudEvent,
+    payload_json: bytes,
+    body: bytes,
+) -> tuple[bytes, bytes] | None:
+    """The payload and body to send to one subscription, or None when its filter leaves the
+    event out or one of its expressions fails on it (counted in `TALLY`, not delivered: a
+    transform that fails on an event fails again on a retry, and sending `data` untransformed
+    could send what the transform was written to leave out)."""
+    check, transform = expressions
+    if check is not None:
+        if isinstance(check, ExpressionError):
+            TALLY.failed(subscription_id, "filter", str(check))
+            return None
+        try:
+            if not check.matches(variable):
+                TALLY.filtered(subscription_id)
+                return None
+        except ExpressionRefused as exc:
+            TALLY.failed(subscription_id, "filter", exc.message)
+            return None
+    if transform is None:
+        return payload_json, body
+    if isinstance(transform, ExpressionError):
+        TALLY.failed(subscription_id, "transform", str(transform))
+        return None
+    try:
+        payload = transform.encode(variable)
+    except ExpressionRefused as exc:
+        TALLY.failed(subscription_id, "transform", exc.message)
+        return None
+    return payload, render_body(event.type, event.time, payload)
 
 
 def _wanted_by(row: tuple[Any, ...], events: Sequence[RawCloudEvent]) -> list[str]:

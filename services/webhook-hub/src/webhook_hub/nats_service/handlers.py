@@ -65,6 +65,8 @@ class SubscriptionRequests:
             headers=request.headers,
             retry_schedule=request.retry_schedule,
             timeout_seconds=request.timeout_seconds,
+            filter=request.filter,
+            transform=request.transform,
         )
         async with self.runtime.session_factory() as session, session.begin():
             service = SubscriptionService(session, self.settings, self.guard)

@@ -52,6 +52,7 @@ from webhook_hub.errors import (
 )
 from webhook_hub.event_types.service import matching
 from webhook_hub.models import EventType, PortalSession
+from webhook_hub.portal.expression_editor import expression_counts, install_expression_editor
 from webhook_hub.portal.forms import (
     EndpointForm,
     local_time_value,
@@ -299,6 +300,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "selectable": session.can(AccessLevel.WRITE),
             "can_delete": session.can(AccessLevel.ADMIN),
             "retries": await endpoint_retries(service, session.owner, subscription),
+            "expression_counts": await expression_counts(service, subscription.id),
         }
         return pages.render(request, "portal/endpoint.html", context)
 
@@ -597,6 +599,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         return pages.render(request, "portal/event_types.html", context)
 
     install_retry_pages(router, PREFIX)
+    install_expression_editor(router, pages)
     app.include_router(router)
     return pages
 

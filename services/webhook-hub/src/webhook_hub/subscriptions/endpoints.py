@@ -15,6 +15,7 @@ from webhook_hub.errors import (
     BODY,
     EndpointNotAllowed,
     InvalidCursor,
+    InvalidExpression,
     PersonalDataNotApproved,
     SubscriptionLimitReached,
     SubscriptionNotFound,
@@ -49,6 +50,7 @@ ROTATION_NOTE = (
         EndpointNotAllowed,
         PersonalDataNotApproved,
         SubscriptionLimitReached,
+        InvalidExpression,
     ),
     summary="Create a subscription",
 )
@@ -62,7 +64,10 @@ async def create_subscription(
     subscription gets a fresh 32-character signing `secret`, shown only here and on rotation,
     and a `webhook.test` event is queued to it. The endpoint is probed (an HTTP HEAD; any
     answer counts as reachable) after the subscription is committed: the result is reported
-    in `probe` and never prevents the creation."""
+    in `probe` and never prevents the creation. An optional CEL `filter` (boolean) keeps
+    only the events it is true of, and an optional CEL `transform` sends its result in place
+    of the event's `data`; one that does not compile is a 422 naming the field, line and
+    column."""
     subscription, _ = await service.create(principal.owner, principal.email, body)
     [effect] = await service.in_effect(principal.owner, [subscription])
     # The probe may wait its whole timeout on a slow endpoint: commit first, so no database
@@ -131,6 +136,7 @@ async def get_subscription(
         UnknownEventTypes,
         EndpointNotAllowed,
         PersonalDataNotApproved,
+        InvalidExpression,
     ),
     summary="Update a subscription",
 )
@@ -141,10 +147,11 @@ async def update_subscription(
     service: SubscriptionServiceDep,
 ) -> SubscriptionRead:
     """Change any of `endpoint_url`, `events`, `description`, `headers`, `timeout_seconds`,
-    `retry_schedule`; absent fields stay, and `timeout_seconds` or `retry_schedule` named
-    null is unset (your default, else the service's, applies again). `is_active: false`
-    disables it; `is_active: true` re-enables a disabled one and resets its failure count.
-    The same checks as creation apply."""
+    `retry_schedule`, `filter`, `transform`; absent fields stay, and `timeout_seconds` or
+    `retry_schedule` named null is unset (your default, else the service's, applies again).
+    `is_active: false` disables it; `is_active: true` re-enables a disabled one and resets its
+    failure count. The same checks as creation apply (a `filter` or `transform` that does not
+    compile is a 422 naming the field, line and column; `null` removes one)."""
     subscription = await service.update(principal.owner, subscription_id, body)
     [effect] = await service.in_effect(principal.owner, [subscription])
     return SubscriptionRead.of(subscription, effect)

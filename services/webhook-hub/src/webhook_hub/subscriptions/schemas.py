@@ -47,6 +47,8 @@ _CREATE_EXAMPLE: JsonDict = {
     "timeout_seconds": 10,
     "send_trace_context": True,
     "retry_schedule": ["5s", "1m", "10m", "1h"],
+    "filter": 'event.type == "order.paid" && event.data.total > 100',
+    "transform": '{"order": event.data.order_id, "amount": event.data.total}',
 }
 _READ_EXAMPLE: JsonDict = {
     "id": _SUBSCRIPTION_ID,
@@ -72,6 +74,8 @@ _READ_EXAMPLE: JsonDict = {
         "timeout_seconds": 10,
         "timeout_seconds_from": "service_default",
     },
+    "filter": 'event.type == "order.paid" && event.data.total > 100',
+    "transform": '{"order": event.data.order_id, "amount": event.data.total}',
 }
 
 
@@ -102,6 +106,18 @@ _TIMEOUT_READ = (
     "The timeout in effect (a number, whether the subscription sets it or not: "
     "`in_effect.timeout_seconds_from` says where it comes from)"
 )
+# The CEL fields (README, "Filters and transformations").
+EXPRESSION_FIELDS = ("filter", "transform")
+_FILTER = (
+    "A CEL expression over `event` (`id`, `type`, `tenant`, `time`, `source`, `data`) that "
+    "must be true for an event to be delivered; `null` for every event"
+)
+_TRANSFORM = (
+    "A CEL expression over `event` whose JSON result is sent in place of the event's "
+    "`data` (and signed as sent); `null` sends `data` as published"
+)
+_FILTER_EXAMPLE = 'event.type == "order.paid" && event.data.total > 100'
+_TRANSFORM_EXAMPLE = '{"order": event.data.order_id, "amount": event.data.total}'
 
 _SEND_TRACE_CONTEXT = (
     "Send the W3C `traceparent`/`tracestate` headers, so a receiver that traces joins the "
@@ -122,6 +138,10 @@ class SubscriptionCreate(BaseModel):
     send_trace_context: bool = Field(default=True, description=_SEND_TRACE_CONTEXT)
     retry_schedule: RetrySchedule | None = Field(
         default=None, description=_RETRY_SCHEDULE, examples=[["5s", "1m", "10m", "1h"]]
+    )
+    filter: str | None = Field(default=None, description=_FILTER, examples=[_FILTER_EXAMPLE])
+    transform: str | None = Field(
+        default=None, description=_TRANSFORM, examples=[_TRANSFORM_EXAMPLE]
     )
 
     _url = field_validator("endpoint_url")(check_url_form)
@@ -157,6 +177,10 @@ class SubscriptionUpdate(BaseModel):
     )
     retry_schedule: RetrySchedule | None = Field(
         default=None, description=f"{_RETRY_SCHEDULE}; null unsets it"
+    )
+    filter: str | None = Field(default=None, description=_FILTER, examples=[_FILTER_EXAMPLE])
+    transform: str | None = Field(
+        default=None, description=_TRANSFORM, examples=[_TRANSFORM_EXAMPLE]
     )
 
     @field_validator("endpoint_url")
@@ -222,6 +246,8 @@ class SubscriptionRead(SubscriptionRecord):
         default=None, description="The schedule set on the subscription (null: not set)"
     )
     in_effect: InEffectRead
+    filter: str | None = Field(default=None, description=_FILTER)
+    transform: str | None = Field(default=None, description=_TRANSFORM)
 
     @classmethod
     def of(cls, row: Subscription, effect: InEffect) -> SubscriptionRead:

@@ -17,6 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.delivery_engine.store import DeliveryWrites
 from webhook_hub.errors import (
     EndpointNotAllowed,
+    InvalidExpression,
     PersonalDataNotApproved,
     SubscriptionLimitReached,
     SubscriptionNotFound,
@@ -24,6 +25,7 @@ from webhook_hub.errors import (
 )
 from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.events import TEST_EVENT_TYPE
+from webhook_hub.expressions import ExpressionError, Kind, compile_expression
 from webhook_hub.models import Delivery, EventType, Subscription
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
@@ -33,6 +35,7 @@ from webhook_hub.subscriptions.schemas import (
     CLEARABLE_FIELDS,
     EDITABLE_FIELDS,
     DeliveryDefaults,
+    EXPRESSION_FIELDS,
     SubscriptionCreate,
     SubscriptionUpdate,
 )
@@ -93,6 +96,7 @@ class SubscriptionService:
         *,
         source: str | None = None,
     ) -> tuple[Subscription, Delivery]:
+        check_expressions({"filter": body.filter, "transform": body.transform})
         await self.check_events(body.events, owner=owner, source=source)
         await self.check_endpoint(body.endpoint_url)
         consumer = await self.subscriptions.ensure_consumer(owner, email)
@@ -117,6 +121,8 @@ class SubscriptionService:
                 send_trace_context=body.send_trace_context,
                 created_by_source=source,
                 retry_schedule=_seconds(body.retry_schedule),
+                filter=body.filter,
+                transform=body.transform,
             )
         )
         test = await self.queue_test(subscription)
@@ -180,6 +186,7 @@ class SubscriptionService:
         if subscription is None:
             raise SubscriptionNotFound()
         changes: dict[str, Any] = patch.model_dump(exclude_unset=True)
+        check_expressions({name: changes.get(name) for name in EXPRESSION_FIELDS})
         if changes.get("events") is not None:
             await self.check_events(
                 changes["events"], owner=owner, source=subscription.created_by_source
@@ -191,6 +198,9 @@ class SubscriptionService:
         for field in EDITABLE_FIELDS:
             if field in changes and (changes[field] is not None or field in CLEARABLE_FIELDS):
                 setattr(subscription, field, changes[field])
+        for field in EXPRESSION_FIELDS:  # `null` removes one
+            if field in changes:
+                setattr(subscription, field, changes[field] or None)
         if changes.get("is_active") is True and not subscription.is_active:
             subscription.is_active = True
             subscription.disabled_at = None
@@ -271,6 +281,21 @@ class SubscriptionService:
 
 def _seconds(waits: list[str] | None) -> list[int] | None:
     return None if waits is None else schedule_seconds(waits)
+
+
+def check_expressions(sources: dict[str, str | None]) -> None:
+    """Compile each CEL field given (`filter`, `transform`): a 422 naming the first that does
+    not, with its line and column. The worker compiles them again (once per subscription)."""
+    kinds: dict[str, Kind] = {"filter": "filter", "transform": "transform"}
+    for field, source in sources.items():
+        if source is None or source == "":
+            continue
+        try:
+            compile_expression(source, field=field, kind=kinds[field])
+        except ExpressionError as exc:
+            raise InvalidExpression(
+                field, exc.position.line, exc.position.column, exc.message
+            ) from None
 
 
 def example_choices(subscription: Subscription, catalog: Sequence[EventType]) -> list[EventType]:

@@ -1,0 +1,263 @@
+"""The portal's CEL editor: a subscription's `filter` and `transform`, run against a sample
+event (the chosen type's example payload from the catalog, or a pasted one) before saving.
+
+Authorised as the rest of the portal: the session's owner scopes the subscription (another
+owner's is a 404) and writing is needed to preview or save (a preview runs the expression
+on the server). Saving goes through `SubscriptionService.update`, so the page and the API
+refuse the same expressions with the same positions.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from servicekit.auth.api_keys import AccessLevel
+from servicekit.auth.dependencies import Principal
+from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep
+
+from webhook_hub.delivery_engine.jobs import render_body
+from webhook_hub.dependencies import EventTypeServiceDep, SubscriptionServiceDep
+from webhook_hub.dispatch.expression_tally import Counts, totals_of
+from webhook_hub.errors import InvalidExpression, NeedsLevel
+from webhook_hub.expressions import (
+    ExpressionError,
+    ExpressionRefused,
+    Kind,
+    compile_expression,
+    event_variable,
+)
+from webhook_hub.models import EventType, Subscription
+from webhook_hub.subscriptions.schemas import SubscriptionUpdate
+from webhook_hub.subscriptions.service import SubscriptionService, example_choices
+
+PREFIX = "/portal"
+# A pasted sample is an event's data: bounded as the API bounds request bodies, well below.
+MAX_SAMPLE_CHARS = 64 * 1024
+FormText = Annotated[str, Form()]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one expression did to the sample: `text` (a verdict or a JSON result) or the
+    `error` with its line and column (0 when it has none: a refusal on this event)."""
+
+    field: str
+    text: str = ""
+    error: str = ""
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True)
+class Preview:
+    outcomes: list[Outcome]
+    # The request body the sample would be sent as, when it would be sent.
+    body: str | None
+    sample_error: str = ""
+
+
+def sample_data(pasted: str, example: EventType | None) -> Any:
+    """The sample's `data`: the pasted JSON if any, else the type's example payload.
+    ValueError (with a sentence) when the pasted text is not JSON."""
+    if pasted.strip():
+        if len(pasted) > MAX_SAMPLE_CHARS:
+            raise ValueError(f"The sample is longer than {MAX_SAMPLE_CHARS} characters.")
+        try:
+            return json.loads(pasted)
+        except ValueError as exc:
+            raise ValueError(f"The sample is not JSON: {exc}.") from None
+    return dict(example.example_payload) if example is not None else {}
+
+
+def run_preview(
+    filter_source: str, transform_source: str, event_type: str, data: Any, tenant: str
+) -> Preview:
+    """Compile and run both expressions on one sample event, as dispatch would (pure)."""
+    now = datetime.now(UTC)
+    variable = event_variable(
+        id=str(uuid.uuid4()),
+        type=event_type,
+        tenant=tenant,
+        time=now.isoformat().replace("+00:00", "Z"),
+        data=data,
+        source="portal-preview",
+    )
+    outcomes = []
+    delivered = True
+    sent: Any = data
+    sources: list[tuple[Kind, str]] = [("filter", filter_source), ("transform", transform_source)]
+    for kind, source in sources:
+        if not source.strip():
+            continue
+        try:
+            expression = compile_expression(source, field=kind, kind=kind)
+        except ExpressionError as exc:
+            outcomes.append(
+                Outcome(kind, error=exc.message, line=exc.position.line, column=exc.position.column)
+            )
+            delivered = False
+            continue
+        try:
+            if kind == "filter":
+                delivered = delivered and expression.matches(variable)
+                verdict = "true: this event is delivered" if delivered else "false: left out"
+                outcomes.append(Outcome(kind, text=verdict))
+            else:
+                sent = expression.evaluate(variable)
+                outcomes.append(Outcome(kind, text=json.dumps(sent, indent=2, ensure_ascii=False)))
+        except ExpressionRefused as exc:
+            outcomes.append(Outcome(kind, error=f"on this event: {exc.message}"))
+            delivered = False
+    body = None
+    if delivered:
+        payload = json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode()
+        rendered = json.loads(render_body(event_type, now, payload))
+        body = json.dumps(rendered, indent=2, ensure_ascii=False)
+    return Preview(outcomes, body)
+
+
+def install_expression_editor(router: APIRouter, pages: Pages) -> None:
+    """The editor's page, its save and its preview (htmx), on the portal's router."""
+
+    @router.get("/endpoints/{subscription_id}/expressions")
+    async def expressions_page(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+        types: EventTypeServiceDep,
+        subscription_id: uuid.UUID,
+    ) -> HTMLResponse:
+        _require_write(session)
+        subscription = await service.get(session.owner, subscription_id)
+        catalog = await types.visible_to(_principal(session))
+        return await _render(
+            request,
+            pages,
+            service,
+            subscription,
+            catalog,
+            subscription.filter or "",
+            subscription.transform or "",
+        )
+
+    @router.post("/endpoints/{subscription_id}/expressions")
+    async def save_expressions(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+        types: EventTypeServiceDep,
+        subscription_id: uuid.UUID,
+        filter: FormText = "",
+        transform: FormText = "",
+    ) -> Response:
+        _require_write(session)
+        subscription = await service.get(session.owner, subscription_id)
+        try:
+            await service.update(
+                session.owner,
+                subscription_id,
+                SubscriptionUpdate(
+                    filter=filter.strip() or None, transform=transform.strip() or None
+                ),
+            )
+        except InvalidExpression as exc:
+            catalog = await types.visible_to(_principal(session))
+            error = Outcome(
+                exc.extra["field"],
+                error=exc.extra["reason"],
+                line=exc.extra["line"],
+                column=exc.extra["column"],
+            )
+            return await _render(
+                request,
+                pages,
+                service,
+                subscription,
+                catalog,
+                filter,
+                transform,
+                errors={error.field: error},
+                status_code=422,
+            )
+        response = RedirectResponse(f"{PREFIX}/endpoints/{subscription_id}", status_code=303)
+        pages.flash(response, "Filter and transform saved.")
+        return response
+
+    @router.post("/endpoints/{subscription_id}/expressions/preview")
+    async def preview_expressions(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+        types: EventTypeServiceDep,
+        subscription_id: uuid.UUID,
+        filter: FormText = "",
+        transform: FormText = "",
+        sample_type: FormText = "",
+        sample: FormText = "",
+    ) -> HTMLResponse:
+        _require_write(session)
+        subscription = await service.get(session.owner, subscription_id)
+        offered = example_choices(subscription, await types.visible_to(_principal(session)))
+        example = next((t for t in offered if t.name == sample_type), None)
+        try:
+            data = sample_data(sample, example)
+        except ValueError as exc:
+            result = Preview([], None, sample_error=str(exc))
+        else:
+            name = example.name if example is not None else (sample_type or "sample.event")
+            result = run_preview(filter, transform, name, data, session.owner)
+        return pages.render(request, "portal/_expression_preview.html", {"preview": result})
+
+
+async def _render(
+    request: Request,
+    pages: Pages,
+    service: SubscriptionService,
+    subscription: Subscription,
+    catalog: Sequence[EventType],
+    filter_source: str,
+    transform_source: str,
+    *,
+    errors: dict[str, Outcome] | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    offered = example_choices(subscription, catalog)
+    context = {
+        "title": "Filter and transform",
+        "subscription": subscription,
+        "filter_source": filter_source,
+        "transform_source": transform_source,
+        "example_types": offered,
+        "examples": {
+            t.name: json.dumps(t.example_payload, indent=2, ensure_ascii=False) for t in offered
+        },
+        "counts": await expression_counts(service, subscription.id),
+        "errors": errors or {},
+    }
+    return pages.render(
+        request, "portal/subscription_expressions.html", context, status_code=status_code
+    )
+
+
+async def expression_counts(service: SubscriptionService, subscription_id: uuid.UUID) -> Counts:
+    """What the subscription's expressions did so far (as the workers last flushed it)."""
+    return await totals_of(await service.session.connection(), subscription_id)
+
+
+def _principal(session: PageSession) -> Principal:
+    return Principal(owner=session.owner, level=session.level)
+
+
+def _require_write(session: PageSession) -> None:
+    if not session.can(AccessLevel.WRITE):
+        raise NeedsLevel(f"This needs the 'write' access level; you have '{session.level}'")
