@@ -34,8 +34,8 @@ from webhook_hub.subscriptions.retry_settings import InEffect, in_effect, schedu
 from webhook_hub.subscriptions.schemas import (
     CLEARABLE_FIELDS,
     EDITABLE_FIELDS,
-    DeliveryDefaults,
     EXPRESSION_FIELDS,
+    DeliveryDefaults,
     SubscriptionCreate,
     SubscriptionUpdate,
 )
