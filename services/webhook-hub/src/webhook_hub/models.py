@@ -114,6 +114,10 @@ class Subscription(SQLModel, table=True):
     created_by_source: str | None = Field(default=None, max_length=200)
     # Outgoing webhooks carry `traceparent`/`tracestate` (the receiver joins our trace).
     send_trace_context: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
+    # Deliveries per second at most (null: unlimited), across all workers; bursts of up to
+    # `rate_limit_burst` (null: `greatest(1, ceil(rate))`). Enforced by the claims' token bucket.
+    rate_limit_per_second: float | None = None
+    rate_limit_burst: int | None = None
 
 
 class Delivery(SQLModel, table=True):

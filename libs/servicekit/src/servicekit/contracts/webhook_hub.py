@@ -55,6 +55,10 @@ class CreateSubscription(TenantRequest):
     description: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     email: str | None = Field(default=None, max_length=320)
+    # Deliveries per second at most, across the hub's workers (null: unlimited), and the
+    # burst allowed (null: the rate, at least 1); webhook-hub validates them as its API does.
+    rate_limit_per_second: float | None = None
+    rate_limit_burst: int | None = None
 
 
 class ListSubscriptions(TenantRequest):
@@ -101,6 +105,8 @@ class SubscriptionRecord(BaseModel):
     disabled_at: datetime | None
     disabled_reason: str | None
     secret_rotated_at: datetime | None
+    rate_limit_per_second: float | None = None
+    rate_limit_burst: int | None = None
 
 
 class NewSubscriptionRecord(SubscriptionRecord):

@@ -128,6 +128,9 @@ class DeliveryJob:
     tracestate: str | None = None
     # The subscription's setting: send `traceparent`/`tracestate` to the receiver.
     send_trace_context: bool = True
+    # Its subscription has a rate limit: never sent from dispatch's path, but stored pending
+    # and claimed as the subscription's token bucket allows (rate_limit.py).
+    rate_limited: bool = False
 
     def __post_init__(self) -> None:
         if not self.body:

@@ -63,6 +63,7 @@ class _Candidate:
         "id",
         "namespace",
         "owner",
+        "rate_limited",
         "secrets",
         "send_trace_context",
         "timeout_seconds",
@@ -82,6 +83,7 @@ class _Candidate:
             self.timeout_seconds,
             self.send_trace_context,
             self.approved,
+            self.rate_limited,
             *_,
         ) = row
         self.namespace = namespace_of(self.id.bytes)
@@ -179,6 +181,7 @@ class Dispatcher:
                     traceparent=event.traceparent,
                     tracestate=event.tracestate,
                     send_trace_context=sub.send_trace_context,
+                    rate_limited=sub.rate_limited,
                 )
             )
         return jobs

@@ -63,6 +63,8 @@ class SubscriptionRequests:
             events=request.events,
             description=request.description,
             headers=request.headers,
+            rate_limit_per_second=request.rate_limit_per_second,
+            rate_limit_burst=request.rate_limit_burst,
         )
         async with self.runtime.session_factory() as session, session.begin():
             service = SubscriptionService(session, self.settings, self.guard)

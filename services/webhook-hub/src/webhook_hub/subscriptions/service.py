@@ -16,6 +16,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.delivery_engine.store import DeliveryWrites
 from webhook_hub.errors import (
+    BurstWithoutRateLimit,
     EndpointNotAllowed,
     PersonalDataNotApproved,
     SubscriptionLimitReached,
@@ -113,6 +114,8 @@ class SubscriptionService:
                 timeout_seconds=body.timeout_seconds,
                 send_trace_context=body.send_trace_context,
                 created_by_source=source,
+                rate_limit_per_second=body.rate_limit_per_second,
+                rate_limit_burst=body.rate_limit_burst,
             )
         )
         test = await self.queue_test(subscription)
@@ -185,6 +188,8 @@ class SubscriptionService:
         for field in EDITABLE_FIELDS:
             if field in changes and (changes[field] is not None or field == "description"):
                 setattr(subscription, field, changes[field])
+        if "rate_limit_per_second" in changes or "rate_limit_burst" in changes:
+            self._set_rate_limit(subscription, changes)
         if changes.get("is_active") is True and not subscription.is_active:
             subscription.is_active = True
             subscription.disabled_at = None
@@ -198,6 +203,19 @@ class SubscriptionService:
         self.session.add(subscription)
         await self.session.flush()
         return subscription
+
+    @staticmethod
+    def _set_rate_limit(subscription: Subscription, changes: dict[str, Any]) -> None:
+        """A null rate removes the limit and its burst; a burst needs a rate (given now or
+        set before). The bucket follows in the database (migration 0021's trigger)."""
+        rate = changes.get("rate_limit_per_second", subscription.rate_limit_per_second)
+        burst = changes.get("rate_limit_burst", subscription.rate_limit_burst)
+        if rate is None:
+            if changes.get("rate_limit_burst") is not None:
+                raise BurstWithoutRateLimit()
+            burst = None
+        subscription.rate_limit_per_second = rate
+        subscription.rate_limit_burst = burst
 
     async def delete(self, owner: str, subscription_id: uuid.UUID) -> None:
         subscription = await self.subscriptions.get_owned_for_update(subscription_id, owner)
