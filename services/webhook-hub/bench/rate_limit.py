@@ -20,16 +20,22 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import uvloop
 from servicekit.embedded.network import wait_for_port
 from servicekit.signing import generate_secret
+from webhook_hub.delivery_engine.store import CLAIM
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import HERE, Bench  # the bench's sibling module, not a package
 
 TOLERANCE = 0.05
+# The commit before the rate limit: its claim statement is measured beside today's.
+CLAIM_BEFORE = "2470f9e"
+WARM_UP_CALLS = 30
+SETTLED_SUBSCRIPTIONS = 1000
 
 
 def receipts(log: Path) -> list[tuple[float, str]]:
@@ -105,6 +111,127 @@ def outcomes(bench: Bench, subscription: str) -> tuple[int, int, int]:
     return int(row[0]), int(row[1]), int(failed[0])
 
 
+def previous_claim() -> str:
+    """`CLAIM` as it was before the rate limit (the commit before it), for the comparison."""
+    source = subprocess.run(
+        [
+            "git",
+            "show",
+            f"{CLAIM_BEFORE}:services/webhook-hub/src/webhook_hub/delivery_engine/store.py",
+        ],
+        capture_output=True,
+        check=True,
+        cwd=HERE,
+    ).stdout.decode()
+    namespace: dict[str, Any] = {"__name__": "store_before"}
+    exec(compile(source, "store_before.py", "exec"), namespace)  # noqa: S102  (our own file)
+    return str(namespace["CLAIM"])
+
+
+def claim_costs(
+    database_url: str, backlog: int = 2000, calls: int = 200, settled: int = 200_000
+) -> dict[str, tuple[float, float]]:
+    """The claim statement's wall time, as a worker calls it (autocommit, prepared; limit 100,
+    64 per subscription), on `backlog` due deliveries of an unlimited subscription (beside
+    `settled` succeeded ones): the
+    statement before the rate limit, after it with no limited subscription, with 100 idle
+    limited ones, and leasing from a limited one with a backlog of its own. The leases are
+    undone between calls (not timed)."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        owner = "bench-claims"
+        conn.execute(
+            "INSERT INTO consumers (owner, id, created_at) VALUES (%s, %s, now())"
+            " ON CONFLICT DO NOTHING",
+            (owner, uuid.uuid4()),
+        )
+        row = conn.execute("SELECT id FROM consumers WHERE owner = %s", (owner,)).fetchone()
+        assert row is not None
+
+        def subscription(rate: float | None) -> uuid.UUID:
+            sid = uuid.uuid4()
+            conn.execute(
+                "INSERT INTO subscriptions (id, consumer_id, owner, endpoint_url, secret, events,"
+                " is_active, headers, timeout_seconds, created_at, updated_at,"
+                " rate_limit_per_second) VALUES (%s, %s, %s, 'http://127.0.0.1:9/', %s,"
+                " '{bench.cost}', true, '{}', 10, now(), now(), %s)",
+                (sid, row[0], owner, generate_secret(), rate),
+            )
+            return sid
+
+        def backlog_of(sid: uuid.UUID) -> None:
+            conn.execute(
+                "INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload,"
+                " event_time, status, attempts, next_attempt_at, created_at, log_time)"
+                " SELECT gen_random_uuid(), %s, gen_random_uuid(), 'bench.cost', '{}', now(),"
+                " 'pending', 0, now() - interval '1 minute', now(), now()"
+                " FROM generate_series(1, %s)",
+                (sid, backlog),
+            )
+
+        params = {
+            "excluded": [],
+            "saturated_owners": [],
+            "per_subscription": 64,
+            "per_owner": 1000,
+            "limit": 100,
+            "scan": 400,
+            "lease_extra": 30.0,
+        }
+
+        def timed(*statements: str) -> list[tuple[float, float]]:
+            """Each statement's (median, p90) ms, called in turn (the machine's load shifts
+            alike for each)."""
+            spent: list[list[float]] = [[] for _ in statements]
+            # The first calls plan and prepare (a generic plan from the sixth), and warm the
+            # caches: not counted.
+            pairs = list(zip(statements, spent, strict=True))
+            for n in range(calls + WARM_UP_CALLS):
+                # Each first in turn: the one after another pays for the other's dead rows.
+                for statement, times in pairs if n % 2 else pairs[::-1]:
+                    started = time.perf_counter()
+                    conn.execute(statement, params, prepare=True).fetchall()
+                    if n >= WARM_UP_CALLS:
+                        times.append((time.perf_counter() - started) * 1000)
+                    conn.execute(
+                        "UPDATE deliveries SET lease_until = NULL,"
+                        " next_attempt_at = now() - interval '1 minute'"
+                        " WHERE event_type = 'bench.cost' AND lease_until IS NOT NULL"
+                    )
+                    conn.execute(
+                        "UPDATE subscription_rate_buckets SET tokens = 64, refilled_at = now()"
+                    )
+            return [
+                (statistics.median(times), sorted(times)[int(len(times) * 0.9)]) for times in spent
+            ]
+
+        # A log of settled deliveries of many subscriptions (as any deployment has), so the
+        # plans are a real table's: probes of the due and pending indexes, not scans of a
+        # table of pending rows of three subscriptions.
+        others = [subscription(None) for _ in range(SETTLED_SUBSCRIPTIONS)]
+        conn.execute(
+            "INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload,"
+            " event_time, status, attempts, next_attempt_at, created_at, log_time)"
+            " SELECT gen_random_uuid(), (CAST(%s AS uuid[]))[1 + n %% %s], gen_random_uuid(),"
+            " 'bench.settled', '{}', now(), 'succeeded', 1, NULL, now(), now()"
+            " FROM generate_series(1, %s) AS n",
+            (others, len(others), settled),
+        )
+        backlog_of(subscription(None))
+        conn.execute("ANALYZE")
+        before, after = timed(previous_claim(), CLAIM)
+        costs = {
+            "before the rate limit, no limited subscription": before,
+            "after, no limited subscription": after,
+        }
+        for _ in range(100):
+            subscription(200)
+        costs["after, 100 idle limited subscriptions"] = timed(CLAIM)[0]
+        backlog_of(subscription(200))
+        conn.execute("ANALYZE")  # as autovacuum would, after so many new rows
+        costs["after, and one limited with a backlog (64 tokens a call)"] = timed(CLAIM)[0]
+    return costs
+
+
 async def main_async(args: argparse.Namespace) -> int:
     rate, seconds = args.rate, args.seconds
     events = int(rate * seconds)
@@ -131,6 +258,8 @@ async def main_async(args: argparse.Namespace) -> int:
                 await asyncio.sleep(1)
             await asyncio.sleep(1.5)  # the receiver's last write, and any duplicate
             stored, not_first_time, failed = outcomes(bench, subscription)
+            bench.stop_workers()
+            costs = claim_costs(bench.database_url) if args.claim_cost else {}
         finally:
             bench.stop()
         rows = receipts(log)
@@ -159,6 +288,10 @@ async def main_async(args: argparse.Namespace) -> int:
         f"distinct {distinct} of {events}, duplicates {len(rows) - distinct}, stored {stored},"
         f" not succeeded at their first attempt {not_first_time}, failed attempts {failed}"
     )
+    if costs:
+        print("claim statement, wall time per call (median, p90; server and round trip)")
+        for name, (median, p90) in costs.items():
+            print(f"  {name:<58} {median:6.2f} ms  {p90:6.2f} ms")
     ok = (
         abs(overall - rate) <= TOLERANCE * rate
         and abs(mean - rate) <= TOLERANCE * rate
@@ -180,6 +313,12 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=200, help="the subscription's limit")
     parser.add_argument("--burst", type=int, default=None, help="its burst (default: rate)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
+    parser.add_argument(
+        "--no-claim-cost",
+        dest="claim_cost",
+        action="store_false",
+        help="skip the claim statement's cost (before and after the rate limit's change)",
+    )
     parser.add_argument("--unsafe-fast-db", action="store_true", help="PostgreSQL without fsync")
     return uvloop.run(main_async(parser.parse_args()))
 

@@ -161,27 +161,40 @@ CLAIM = "".join(
         SELECT b.subscription_id, s.owner, """,
         _TOKENS_NOW,
         """ AS tokens
-        FROM subscription_rate_buckets b JOIN subscriptions s ON s.id = b.subscription_id
+        FROM subscription_rate_buckets b JOIN subscriptions s ON s.id = b.subscription_id,
+        -- One probe per bucket of the pending index by subscription: the subscription's
+        -- pending delivery due first (a leased one is due only when its lease ends), due now
+        -- or not. The subscription as a range of one value, and the order the index's own:
+        -- then no other plan can give the first row without sorting them all. (An EXISTS
+        -- was hashed against every due delivery; an equality let the planner walk the due
+        -- index instead, through a partition of another subscription's backlog per bucket,
+        -- where the statistics counted two subscriptions.)
+        LATERAL (SELECT d.next_attempt_at FROM deliveries d
+                 WHERE d.status = 'pending'
+                   AND d.subscription_id >= b.subscription_id
+                   AND d.subscription_id <= b.subscription_id
+                 ORDER BY d.subscription_id, d.next_attempt_at
+                 LIMIT 1) AS due_one
         WHERE s.is_active AND s.rate_limit_per_second IS NOT NULL
           AND NOT (b.subscription_id = ANY(CAST(%(excluded)s AS uuid[])))
           AND NOT (s.owner = ANY(CAST(%(saturated_owners)s AS varchar[])))
+          AND due_one.next_attempt_at <= now()
           AND """,
         _TOKENS_NOW,
         """ >= 1
-          AND EXISTS (SELECT 1 FROM deliveries d
-                      WHERE d.status = 'pending' AND d.subscription_id = b.subscription_id
-                        AND d.next_attempt_at <= now()
-                        AND (d.lease_until IS NULL OR d.lease_until < now()))
         FOR UPDATE OF b SKIP LOCKED
     ), limited AS (
         -- As many of each one's due deliveries, oldest first, as it has whole tokens.
         SELECT p.id, p.subscription_id, p.next_attempt_at, g.owner
         FROM buckets g,
+        -- (The subscription as a range of one value, as in `buckets`: its own index.)
         LATERAL (SELECT d.id, d.subscription_id, d.next_attempt_at FROM deliveries d
-                 WHERE d.status = 'pending' AND d.subscription_id = g.subscription_id
+                 WHERE d.status = 'pending'
+                   AND d.subscription_id >= g.subscription_id
+                   AND d.subscription_id <= g.subscription_id
                    AND d.next_attempt_at <= now()
                    AND (d.lease_until IS NULL OR d.lease_until < now())
-                 ORDER BY d.next_attempt_at
+                 ORDER BY d.subscription_id, d.next_attempt_at
                  LIMIT least(floor(g.tokens), %(per_subscription)s)) AS p
     ), due AS (
         SELECT id, next_attempt_at,
