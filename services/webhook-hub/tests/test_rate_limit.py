@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -178,6 +180,36 @@ async def test_patch_of_a_bad_rate_is_a_422_and_changes_nothing(
     assert response.status_code == 422
     assert "body.rate_limit_per_second" in response.json()["error"]
     assert (await client.get(path, headers=consumer.headers)).json()["rate_limit_per_second"] == 20
+
+
+def readme_rate_limit_examples() -> list[dict[str, Any]]:
+    """The JSON blocks of the README's `### Rate limit` section, in order."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### Rate limit\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+
+
+async def test_the_readmes_rate_limit_examples_are_accepted_as_they_say(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    create, change, remove = readme_rate_limit_examples()
+    consumer = await make_consumer(db_engine, "write")
+    created = await client.post(
+        "/webhooks/subscriptions",
+        json={**create, "endpoint_url": http_receiver.url},
+        headers=consumer.headers,
+    )
+    assert created.status_code == 201, created.text
+    assert (created.json()["rate_limit_per_second"], created.json()["rate_limit_burst"]) == (
+        create["rate_limit_per_second"],
+        create["rate_limit_burst"],
+    )
+    path = f"/webhooks/subscriptions/{created.json()['id']}"
+    changed = (await client.patch(path, json=change, headers=consumer.headers)).json()
+    assert changed["rate_limit_per_second"] == change["rate_limit_per_second"]
+    assert changed["rate_limit_burst"] == create["rate_limit_burst"]  # absent: it stays
+    removed = (await client.patch(path, json=remove, headers=consumer.headers)).json()
+    assert (removed["rate_limit_per_second"], removed["rate_limit_burst"]) == (None, None)
 
 
 async def test_a_subscription_made_over_nats_carries_its_rate_limit(
