@@ -198,10 +198,23 @@ class HubSubscriptions:
         self.timeout = timeout
 
     async def create(
-        self, tenant: str, endpoint_url: str, events: list[str], *, email: str | None = None
+        self,
+        tenant: str,
+        endpoint_url: str,
+        events: list[str],
+        *,
+        email: str | None = None,
+        rate_limit_per_second: float | None = None,
+        rate_limit_burst: int | None = None,
     ) -> NewSubscriptionRecord:
         request = CreateSubscription(
-            source=self.source, tenant=tenant, endpoint_url=endpoint_url, events=events, email=email
+            source=self.source,
+            tenant=tenant,
+            endpoint_url=endpoint_url,
+            events=events,
+            email=email,
+            rate_limit_per_second=rate_limit_per_second,
+            rate_limit_burst=rate_limit_burst,
         )
         return (await self._ask("create", request, Created)).subscription
 
