@@ -45,6 +45,34 @@ def test_a_claim_of_limited_deliveries_looks_again_when_the_fastest_bucket_has_a
     assert next_claim_in([], 0.0, 1.0) is None  # nothing limited: NOTIFY or the poll
 
 
+# --- the migration -------------------------------------------------------------------------
+
+
+async def test_every_partition_of_the_log_has_the_pending_by_subscription_index(
+    db_engine: AsyncEngine, delivery_log_partitions: None
+) -> None:
+    async with db_engine.connect() as connection:
+        valid = await connection.scalar(
+            text(
+                "SELECT indisvalid FROM pg_index"
+                " WHERE indexrelid = 'ix_deliveries_pending_subscription'::regclass"
+            )
+        )
+        without = (
+            await connection.execute(
+                text(
+                    "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+                    " WHERE i.inhparent = 'deliveries'::regclass AND NOT EXISTS ("
+                    "   SELECT 1 FROM pg_inherits x JOIN pg_index ix ON ix.indexrelid = x.inhrelid"
+                    "   WHERE x.inhparent = 'ix_deliveries_pending_subscription'::regclass"
+                    "     AND ix.indrelid = c.oid)"
+                )
+            )
+        ).all()
+    assert valid is True
+    assert without == []
+
+
 # --- the API -------------------------------------------------------------------------------
 
 

@@ -22,6 +22,10 @@ branch_labels = None
 depends_on = None
 
 
+INDEX = "ix_deliveries_pending_subscription"
+PENDING_BY_SUBSCRIPTION = "(subscription_id, next_attempt_at) WHERE status = 'pending'"
+
+
 def upgrade() -> None:
     op.add_column("subscriptions", sa.Column("rate_limit_per_second", sa.Float(), nullable=True))
     op.add_column("subscriptions", sa.Column("rate_limit_burst", sa.Integer(), nullable=True))
@@ -65,14 +69,29 @@ def upgrade() -> None:
         " AFTER INSERT OR UPDATE OF rate_limit_per_second, rate_limit_burst ON subscriptions"
         " FOR EACH ROW EXECUTE FUNCTION subscription_rate_bucket_follow()"
     )
-    op.execute(
-        "CREATE INDEX ix_deliveries_pending_subscription"
-        " ON deliveries (subscription_id, next_attempt_at) WHERE status = 'pending'"
+    # The index of the partitioned log made without holding off its writers: the parent's
+    # alone (invalid until every partition has its own), then each partition's built
+    # CONCURRENTLY and attached. Partitions the worker makes later get it as they attach.
+    op.execute(f"CREATE INDEX IF NOT EXISTS {INDEX} ON ONLY deliveries {PENDING_BY_SUBSCRIPTION}")
+    partitions = list(
+        op.get_bind()
+        .exec_driver_sql(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+            " WHERE i.inhparent = 'deliveries'::regclass ORDER BY 1"
+        )
+        .scalars()
     )
+    with op.get_context().autocommit_block():
+        for partition in partitions:
+            name = f"{partition}_pending_subscription"
+            # Each may be run again: one a failed build left invalid is built again.
+            op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            op.execute(f"CREATE INDEX CONCURRENTLY {name} ON {partition} {PENDING_BY_SUBSCRIPTION}")
+            op.execute(f"ALTER INDEX {INDEX} ATTACH PARTITION {name}")
 
 
 def downgrade() -> None:
-    op.execute("DROP INDEX IF EXISTS ix_deliveries_pending_subscription")
+    op.execute(f"DROP INDEX IF EXISTS {INDEX}")
     op.execute("DROP TRIGGER IF EXISTS subscription_rate_bucket_follow ON subscriptions")
     op.execute("DROP FUNCTION IF EXISTS subscription_rate_bucket_follow()")
     op.drop_table("subscription_rate_buckets")
