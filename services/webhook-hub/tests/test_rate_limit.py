@@ -18,13 +18,17 @@ import httpx
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
+from pydantic import ValidationError
 from servicekit.testing import HttpReceiver
 from servicekit.testing.receiver import PlannedResponse, ReceivedRequest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks import Webhook
 from webhook_hub.delivery_engine.rate_limit import effective_burst, next_claim_in
+from webhook_hub.errors import BurstWithoutRateLimit
+from webhook_hub.portal.rate_limit import RateLimitForm, form_errors
 from webhook_hub.settings import Settings
+from webhook_hub.subscriptions.schemas import SubscriptionUpdate
 
 from tests.factories import make_consumer, publish_event, subscription_body
 from tests.test_worker_crash import start_worker
@@ -43,6 +47,24 @@ def test_a_claim_of_limited_deliveries_looks_again_when_the_fastest_bucket_has_a
     assert next_claim_in([20.0, 200.0], 0.0, 1.0) == pytest.approx(0.005)
     assert next_claim_in([0.1], 0.0, 1.0) == 1.0  # never later than the poll
     assert next_claim_in([], 0.0, 1.0) is None  # nothing limited: NOTIFY or the poll
+
+
+def test_the_portal_form_reads_any_form_as_text_and_empty_means_unlimited_or_default() -> None:
+    form = RateLimitForm.read({"rate_limit_per_second": " 2.5 ", "rate_limit_burst": 7})
+    assert form == RateLimitForm("2.5", "")
+    assert form.patch() == {"rate_limit_per_second": "2.5", "rate_limit_burst": None}
+    assert RateLimitForm.read({}).patch() == {
+        "rate_limit_per_second": None,
+        "rate_limit_burst": None,
+    }
+
+
+def test_the_portal_form_says_at_each_field_what_to_enter() -> None:
+    with pytest.raises(ValidationError) as refused:
+        SubscriptionUpdate.model_validate({"rate_limit_per_second": "0", "rate_limit_burst": "x"})
+    errors = form_errors(refused.value)
+    assert set(errors) == {"rate_limit_per_second", "rate_limit_burst"}
+    assert form_errors(BurstWithoutRateLimit()) == {"rate_limit_burst": errors["rate_limit_burst"]}
 
 
 # --- the migration -------------------------------------------------------------------------
