@@ -134,8 +134,9 @@ async def update_subscription(
     principal: WritePrincipal,
     service: SubscriptionServiceDep,
 ) -> SubscriptionRead:
-    """Change any of `endpoint_url`, `events`, `description`, `headers`, `timeout_seconds`;
-    absent fields stay. `is_active: false` disables it; `is_active: true` re-enables a
+    """Change any of `endpoint_url`, `events`, `description`, `headers`, `timeout_seconds`,
+    `rate_limit_per_second`, `rate_limit_burst`; absent fields stay (a null rate limit
+    removes the limit and its burst). `is_active: false` disables it; `is_active: true` re-enables a
     disabled one and resets its failure count. The same checks as creation apply."""
     return SubscriptionRead.of(await service.update(principal.owner, subscription_id, body))
 
