@@ -120,6 +120,42 @@ async def test_registration_subscribes_the_url_in_webhook_hub_for_the_client_onl
     assert "secret" not in listed[0]
 
 
+async def test_a_rate_limit_given_at_registration_is_the_hub_subscriptions(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
+) -> None:
+    who = await make_client(db_engine, "write")
+    response = await client.post(
+        "/api/v1/webhooks",
+        json={
+            "url": http_receiver.url,
+            "events": EVENTS,
+            "rate_limit_per_second": 5,
+            "rate_limit_burst": 2,
+        },
+        headers=who.headers,
+    )
+    assert response.status_code == 201, response.text
+    [subscription] = await hub.list(who.owner)
+    assert (subscription.rate_limit_per_second, subscription.rate_limit_burst) == (5, 2)
+
+
+async def test_a_bad_rate_limit_is_422_naming_it_and_nothing_is_registered(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    who = await make_client(db_engine, "write")
+    response = await client.post(
+        "/api/v1/webhooks",
+        json={"url": "https://client.example/hooks", "events": EVENTS, "rate_limit_per_second": 0},
+        headers=who.headers,
+    )
+    assert response.status_code == 422
+    assert "rate_limit_per_second" in response.text
+    assert await local_rows(db_engine, who.owner) == []
+
+
 async def test_unknown_event_names_are_422_and_nothing_is_registered(
     client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
 ) -> None:

@@ -30,6 +30,7 @@ def subscription_row(
     timeout_in_effect: int | None = 10,
     filter: str | None = None,
     transform: str | None = None,
+    rate_limited: bool = False,
 ) -> tuple[Any, ...]:
     rotated_at = None if rotated_ago is None else datetime.now(UTC) - rotated_ago
     return (
@@ -48,6 +49,7 @@ def subscription_row(
         timeout_in_effect,
         filter,
         transform,
+        rate_limited,
         personal or [],
         stored or [],
     )

@@ -89,6 +89,27 @@ class InvalidExpression(UnprocessableEntity):
         )
 
 
+class BurstWithoutRateLimit(UnprocessableEntity):
+    """A burst for a subscription without a rate limit, named as a body's field error is."""
+
+    code = "validation_error"
+    default_message = "body.rate_limit_burst: a burst needs rate_limit_per_second"
+
+    def __init__(self) -> None:
+        super().__init__(
+            self.default_message,
+            extra={
+                "details": [
+                    {
+                        "loc": ["body", "rate_limit_burst"],
+                        "msg": "a burst needs rate_limit_per_second",
+                        "type": "value_error",
+                    }
+                ]
+            },
+        )
+
+
 # --- deliveries ------------------------------------------------------------------------------
 
 

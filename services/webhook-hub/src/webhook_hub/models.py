@@ -128,6 +128,10 @@ class Subscription(SQLModel, table=True):
     # it receives, and the JSON sent in place of their `data`. Compiled when saved.
     filter: str | None = Field(default=None, sa_column=sa.Column(sa.Text(), nullable=True))
     transform: str | None = Field(default=None, sa_column=sa.Column(sa.Text(), nullable=True))
+    # Deliveries per second at most (null: unlimited), across all workers; bursts of up to
+    # `rate_limit_burst` (null: `greatest(1, ceil(rate))`). Enforced by the claims' token bucket.
+    rate_limit_per_second: float | None = None
+    rate_limit_burst: int | None = None
 
 
 class Delivery(SQLModel, table=True):

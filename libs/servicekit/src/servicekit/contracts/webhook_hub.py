@@ -63,6 +63,10 @@ class CreateSubscription(TenantRequest):
     # a 422 `invalid_expression` naming the field, line and column when one does not compile.
     filter: str | None = None
     transform: str | None = None
+    # Deliveries per second at most, across the hub's workers (null: unlimited), and the
+    # burst allowed (null: the rate, at least 1); webhook-hub validates them as its API does.
+    rate_limit_per_second: float | None = None
+    rate_limit_burst: int | None = None
 
 
 class ListSubscriptions(TenantRequest):
@@ -114,6 +118,8 @@ class SubscriptionRecord(BaseModel):
     retry_schedule: list[str] | None = None
     filter: str | None = None
     transform: str | None = None
+    rate_limit_per_second: float | None = None
+    rate_limit_burst: int | None = None
 
 
 class NewSubscriptionRecord(SubscriptionRecord):
@@ -215,6 +221,8 @@ class HubSubscriptions:
         timeout_seconds: int | None = None,
         filter: str | None = None,
         transform: str | None = None,
+        rate_limit_per_second: float | None = None,
+        rate_limit_burst: int | None = None,
     ) -> NewSubscriptionRecord:
         # Only the fields given are sent (the request is dumped `exclude_unset`).
         optional = {
@@ -234,6 +242,8 @@ class HubSubscriptions:
             **optional,
             filter=filter,
             transform=transform,
+            rate_limit_per_second=rate_limit_per_second,
+            rate_limit_burst=rate_limit_burst,
         )
         return (await self._ask("create", request, Created)).subscription
 

@@ -65,6 +65,21 @@ class WebhookCreate(BaseModel):
         examples=['{"run": event.data.run_id, "status": event.data.status}'],
     )
 
+    # Passed to webhook-hub, which enforces them across its workers (and validates them too).
+    rate_limit_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        le=10_000,
+        allow_inf_nan=False,
+        description="Deliveries per second at most (null: unlimited); held ones wait, none fail",
+    )
+    rate_limit_burst: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="How many may go at once after a quiet spell (null: one second's worth)",
+    )
+
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:

@@ -113,6 +113,8 @@ class WebhookService:
                 timeout_seconds=body.timeout_seconds,
                 filter=body.filter,
                 transform=body.transform,
+                rate_limit_per_second=body.rate_limit_per_second,
+                rate_limit_burst=body.rate_limit_burst,
             )
         except HubRefused as exc:
             # Nothing was created in the hub: the pending row has nothing to lead to.

@@ -136,3 +136,20 @@ class DeliveryRepository:
         )
         rows = (await self.session.exec(statement)).all()
         return (rows[0][0], rows[0][1]) if len(rows) == 2 else None
+
+    # --- the rate limit (issue 32) ---
+
+    async def held_by_rate_limit(self, subscription_id: uuid.UUID, cap: int) -> int:
+        """Pending deliveries of the subscription due now and not in flight (for a limited
+        one: waiting for its bucket's tokens), counted up to `cap` (by the pending index)."""
+        connection = await self.session.connection()
+        count = await connection.scalar(
+            text(
+                "SELECT count(*) FROM (SELECT 1 FROM deliveries"
+                " WHERE status = 'pending' AND subscription_id = :id"
+                " AND next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())"
+                " LIMIT :cap) AS held"
+            ),
+            {"id": subscription_id, "cap": cap},
+        )
+        return int(count or 0)

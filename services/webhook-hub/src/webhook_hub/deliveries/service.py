@@ -154,3 +154,12 @@ class DeliveryService:
         moved = await self.writes.schedule_now_many(subscription_id, delivery_ids)
         await self.rollup.forget(subscription_id, list(moved))
         return sum(moved.values())
+
+    # --- the rate limit (issue 32) ---
+
+    async def held_by_rate_limit(self, subscription: Subscription, cap: int) -> int | None:
+        """How many of a rate-limited subscription's deliveries wait for its limit (up to
+        `cap`); None for an unlimited one."""
+        if subscription.rate_limit_per_second is None:
+            return None
+        return await self.deliveries.held_by_rate_limit(subscription.id, cap)

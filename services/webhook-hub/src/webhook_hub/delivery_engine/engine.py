@@ -42,6 +42,7 @@ from webhook_hub.delivery_engine.decisions import (
 )
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, EventTicket
 from webhook_hub.delivery_engine.policy import signing_secrets
+from webhook_hub.delivery_engine.rate_limit import next_claim_in
 from webhook_hub.delivery_engine.scheduling import Scheduler, wake_claims_on_free_slot
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.delivery_engine.store import DeliveryStore
@@ -189,6 +190,9 @@ class DeliveryEngine:
         self._wake = store.due_listener(settings.delivery_poll_seconds)
         # The last claim left due deliveries for want of room: a finished attempt may make some.
         self._claim_held_back = False
+        # The last claim leased deliveries of rate-limited subscriptions: claim again when
+        # their buckets hold a token again, not at the poll (`rate_limit.next_claim_in`).
+        self._pace: float | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._depth_labels: set[str] = set()
         self.activity = DeliveryActivity(
@@ -214,6 +218,11 @@ class DeliveryEngine:
         ticket.outstanding += len(jobs)
         for job in jobs:
             self._tickets[job.delivery_id.int] = ticket
+            if job.rate_limited:
+                # Stored pending, then claimed as its subscription's shared bucket allows.
+                self._set_aside.append(job)
+                self._results_ready.set()
+                continue
             self.offer(job, now)
 
     def offer(self, job: DeliveryJob, now: float) -> None:
@@ -278,6 +287,11 @@ class DeliveryEngine:
         self._claim_held_back = wake_claims_on_free_slot(
             limits, [(row.subscription_id, row.owner) for row in rows], excluded_due
         )
+        self._pace = next_claim_in(
+            (row.rate_limit_per_second for row in rows if row.rate_limit_per_second),
+            0.0,
+            self._settings.delivery_poll_seconds,
+        )
         now = datetime.now(UTC)
         jobs: list[DeliveryJob] = []
         unreadable: dict[str, str] = {}
@@ -323,6 +337,7 @@ class DeliveryEngine:
             tracestate=row.tracestate,
             send_trace_context=row.send_trace_context,
             retry_schedule=row.retry_schedule,
+            rate_limited=row.rate_limit_per_second is not None,
         )
 
     # --- sending -------------------------------------------------------------------------
@@ -480,7 +495,9 @@ class DeliveryEngine:
         # leased to it for `KEEP_SECONDS`, sent from memory as their subscription's slots
         # free, so the row is written twice (set aside, outcome), not three times and claimed.
         room = KEEP_PER_BACKLOG * self._settings.dispatch_backlog - self._kept_count
-        kept = [job for job in waited if not job.stored][: max(room, 0)]
+        # Not those of rate-limited subscriptions: only a claim may send them (it spends the
+        # tokens).
+        kept = [job for job in waited if not job.stored and not job.rate_limited][: max(room, 0)]
         # Due when the lease ends (as claims lease): not in the claims' scans before.
         due_in.update((job.delivery_id.int, (KEEP_SECONDS, KEEP_SECONDS)) for job in kept)
         resumed, self._resumed = self._resumed, set()
@@ -502,6 +519,9 @@ class DeliveryEngine:
             batch, aside, refused = await self._record_one_by_one(batch, aside)
         else:
             self._keep(kept)
+            if any(job.rate_limited and not job.stored for job in waited):
+                # This worker claims them as the bucket allows; others at their poll.
+                self._wake.wake()
             # A disabled subscription's kept deliveries wait in the database, as its other
             # pending ones do (their leases end; claims skip inactive subscriptions).
             for subscription_id in disabled:
@@ -665,7 +685,7 @@ class DeliveryEngine:
                 # Wake-ups that come while this pause lasts make one claim, not one each (each
                 # finished attempt of a saturated subscription wakes the loop).
                 await asyncio.sleep(CLAIM_PAUSE_SECONDS)
-                await self._wake.wait()
+                await self._wake.wait(self._pace)
         finally:
             # Waiting deliveries are stored as pending; in-flight attempts may finish and be
             # recorded. What cannot be is sent again later: a leased delivery when its lease

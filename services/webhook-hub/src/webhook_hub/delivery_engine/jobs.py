@@ -132,6 +132,9 @@ class DeliveryJob:
     # The waits between attempts in seconds, the subscription's or else its owner's default
     # (resolved by the read that made the job); None: the service's `retry_schedule_seconds`.
     retry_schedule: Sequence[float] | None = None
+    # Its subscription has a rate limit: never sent from dispatch's path, but stored pending
+    # and claimed as the subscription's token bucket allows (rate_limit.py).
+    rate_limited: bool = False
 
     def __post_init__(self) -> None:
         if not self.body:

@@ -86,6 +86,7 @@ MATCHING = """
            coalesce(s.retry_schedule, c.default_retry_schedule) AS retry_schedule,
            coalesce(s.timeout_seconds, c.default_timeout_seconds) AS timeout_in_effect,
            s.filter, s.transform,
+           s.rate_limit_per_second IS NOT NULL AS rate_limited,
            ARRAY(SELECT name FROM event_types
                  WHERE visibility = 'personal' AND name = ANY(CAST(%(types)s AS varchar[])))
                AS personal,
@@ -140,33 +141,98 @@ _LEASE_PICKED = """
               coalesce(s.timeout_seconds, c.default_timeout_seconds, %(timeout)s)
                   AS timeout_seconds,
               s.owner, d.traceparent, d.tracestate, s.send_trace_context,
-              coalesce(s.retry_schedule, c.default_retry_schedule) AS retry_schedule
+              coalesce(s.retry_schedule, c.default_retry_schedule) AS retry_schedule,
+              s.rate_limit_per_second
 """
+# A limited subscription's bucket now: what it held, refilled at its rate since, up to its
+# size (rate_limit.effective_burst).
+_TOKENS_NOW = """least(coalesce(s.rate_limit_burst, greatest(1, ceil(s.rate_limit_per_second))),
+                 b.tokens + s.rate_limit_per_second
+                            * greatest(0, extract(epoch FROM now() - b.refilled_at)))"""
 CLAIM = "".join(
     (
         """
     WITH candidates AS (
         -- Bounded scan of the due index, so a deep backlog does not make every claim slower.
+        -- Rate-limited subscriptions are claimed by `limited` instead: their backlog, waiting
+        -- for tokens, would fill this scan.
         SELECT d.id, d.subscription_id, d.next_attempt_at, s.owner
         FROM deliveries d JOIN subscriptions s ON s.id = d.subscription_id
         WHERE d.status = 'pending' AND d.next_attempt_at <= now()
           AND (d.lease_until IS NULL OR d.lease_until < now())
           AND s.is_active
+          AND s.rate_limit_per_second IS NULL
           AND NOT (d.subscription_id = ANY(CAST(%(excluded)s AS uuid[])))
           AND NOT (s.owner = ANY(CAST(%(saturated_owners)s AS varchar[])))
         ORDER BY d.next_attempt_at
         LIMIT %(scan)s
+    ), buckets AS (
+        -- The token buckets of limited subscriptions with a whole token and a due delivery,
+        -- locked until this statement ends (its own transaction). SKIP LOCKED: a bucket
+        -- another worker is claiming from is that worker's this time (no waiting); a bucket
+        -- it spent meanwhile is read again as it left it.
+        SELECT b.subscription_id, s.owner, """,
+        _TOKENS_NOW,
+        """ AS tokens
+        FROM subscription_rate_buckets b JOIN subscriptions s ON s.id = b.subscription_id,
+        -- One probe per bucket of the pending index by subscription: the subscription's
+        -- pending delivery due first (a leased one is due only when its lease ends), due now
+        -- or not. The subscription as a range of one value, and the order the index's own:
+        -- then no other plan can give the first row without sorting them all. (An EXISTS
+        -- was hashed against every due delivery; an equality let the planner walk the due
+        -- index instead, through a partition of another subscription's backlog per bucket,
+        -- where the statistics counted two subscriptions.)
+        LATERAL (SELECT d.next_attempt_at FROM deliveries d
+                 WHERE d.status = 'pending'
+                   AND d.subscription_id >= b.subscription_id
+                   AND d.subscription_id <= b.subscription_id
+                 ORDER BY d.subscription_id, d.next_attempt_at
+                 LIMIT 1) AS due_one
+        WHERE s.is_active AND s.rate_limit_per_second IS NOT NULL
+          AND NOT (b.subscription_id = ANY(CAST(%(excluded)s AS uuid[])))
+          AND NOT (s.owner = ANY(CAST(%(saturated_owners)s AS varchar[])))
+          AND due_one.next_attempt_at <= now()
+          AND """,
+        _TOKENS_NOW,
+        """ >= 1
+        FOR UPDATE OF b SKIP LOCKED
+    ), limited AS (
+        -- As many of each one's due deliveries, oldest first, as it has whole tokens.
+        SELECT p.id, p.subscription_id, p.next_attempt_at, g.owner
+        FROM buckets g,
+        -- (The subscription as a range of one value, as in `buckets`: its own index.)
+        LATERAL (SELECT d.id, d.subscription_id, d.next_attempt_at FROM deliveries d
+                 WHERE d.status = 'pending'
+                   AND d.subscription_id >= g.subscription_id
+                   AND d.subscription_id <= g.subscription_id
+                   AND d.next_attempt_at <= now()
+                   AND (d.lease_until IS NULL OR d.lease_until < now())
+                 ORDER BY d.subscription_id, d.next_attempt_at
+                 LIMIT least(floor(g.tokens), %(per_subscription)s)) AS p
     ), due AS (
         SELECT id, next_attempt_at,
                row_number() OVER (PARTITION BY subscription_id ORDER BY next_attempt_at) AS rank,
                row_number() OVER (PARTITION BY owner ORDER BY next_attempt_at) AS owner_rank
-        FROM candidates
+        FROM (SELECT * FROM candidates UNION ALL SELECT * FROM limited) AS c
     ), picked AS (
         SELECT id FROM due WHERE rank <= %(per_subscription)s AND owner_rank <= %(per_owner)s
         ORDER BY next_attempt_at LIMIT %(limit)s
-    )
+    ), leased AS (
     """,
         _LEASE_PICKED,
+        """
+    ), spent AS (
+        -- Each bucket read pays for what was leased of its subscription (not for what was
+        -- picked and then found leased by another worker), and counts its refill as done.
+        UPDATE subscription_rate_buckets b
+        SET tokens = g.tokens
+                     - (SELECT count(*) FROM leased l WHERE l.subscription_id = g.subscription_id),
+            refilled_at = greatest(b.refilled_at, now())
+        FROM buckets g
+        WHERE b.subscription_id = g.subscription_id
+    )
+    SELECT * FROM leased
+    """,
     )
 )
 # The probe of each subscription whose breaker is open here and whose probe is due: its

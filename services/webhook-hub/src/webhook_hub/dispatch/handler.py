@@ -75,6 +75,7 @@ class _Candidate:
         "id",
         "namespace",
         "owner",
+        "rate_limited",
         "retry_schedule",
         "secrets",
         "send_trace_context",
@@ -101,6 +102,7 @@ class _Candidate:
             timeout_in_effect,
             filter_source,
             transform_source,
+            self.rate_limited,
             *_,
         ) = row
         # The subscription's, else its owner's default, else the service's (issue 32).
@@ -223,6 +225,7 @@ class Dispatcher:
                     tracestate=event.tracestate,
                     send_trace_context=sub.send_trace_context,
                     retry_schedule=sub.retry_schedule,
+                    rate_limited=sub.rate_limited,
                 )
             )
         return jobs

@@ -67,6 +67,8 @@ class SubscriptionRequests:
             timeout_seconds=request.timeout_seconds,
             filter=request.filter,
             transform=request.transform,
+            rate_limit_per_second=request.rate_limit_per_second,
+            rate_limit_burst=request.rate_limit_burst,
         )
         async with self.runtime.session_factory() as session, session.begin():
             service = SubscriptionService(session, self.settings, self.guard)

@@ -45,6 +45,7 @@ from webhook_hub.dependencies import (
     SubscriptionServiceDep,
 )
 from webhook_hub.errors import (
+    BurstWithoutRateLimit,
     EndpointNotAllowed,
     NeedsLevel,
     PersonalDataNotApproved,
@@ -69,6 +70,12 @@ from webhook_hub.portal.presenting import (
     probe_verdict,
     recovered_sentence,
     retried_sentence,
+)
+from webhook_hub.portal.rate_limit import (
+    HELD_CAP,
+    RateLimitForm,
+    form_errors,
+    rate_limit_view,
 )
 from webhook_hub.portal.retries import endpoint_retries, install_retry_pages
 from webhook_hub.portal.service import portal_level
@@ -301,6 +308,9 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "can_delete": session.can(AccessLevel.ADMIN),
             "retries": await endpoint_retries(service, session.owner, subscription),
             "expression_counts": await expression_counts(service, subscription.id),
+            "rate_limit": rate_limit_view(
+                subscription, await deliveries.held_by_rate_limit(subscription, HELD_CAP)
+            ),
         }
         return pages.render(request, "portal/endpoint.html", context)
 
@@ -349,6 +359,34 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             )
         response = _back_to(subscription_id)
         pages.flash(response, "Endpoint saved.")
+        return response
+
+    @router.post("/endpoints/{subscription_id}/rate-limit")
+    async def set_rate_limit(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+        deliveries: DeliveryServiceDep,
+        subscription_id: uuid.UUID,
+    ) -> Response:
+        _require(session, AccessLevel.WRITE)
+        subscription = await service.get(session.owner, subscription_id)
+        form = RateLimitForm.read(await request.form())
+        try:
+            patch = SubscriptionUpdate.model_validate(form.patch())
+            await service.update(session.owner, subscription_id, patch)
+        except (ValidationError, BurstWithoutRateLimit) as exc:
+            held = await deliveries.held_by_rate_limit(subscription, HELD_CAP)
+            context = {
+                "title": "Rate limit",
+                "subscription": subscription,
+                "can_write": True,
+                "rate_limit": rate_limit_view(subscription, held, form, form_errors(exc)),
+            }
+            return pages.render(request, "portal/rate_limit.html", context, status_code=422)
+        response = _back_to(subscription_id)
+        pages.flash(response, "Rate limit saved.")
         return response
 
     @router.post("/endpoints/{subscription_id}/recover")

@@ -147,11 +147,12 @@ async def update_subscription(
     service: SubscriptionServiceDep,
 ) -> SubscriptionRead:
     """Change any of `endpoint_url`, `events`, `description`, `headers`, `timeout_seconds`,
-    `retry_schedule`, `filter`, `transform`; absent fields stay, and `timeout_seconds` or
-    `retry_schedule` named null is unset (your default, else the service's, applies again).
-    `is_active: false` disables it; `is_active: true` re-enables a disabled one and resets its
-    failure count. The same checks as creation apply (a `filter` or `transform` that does not
-    compile is a 422 naming the field, line and column; `null` removes one)."""
+    `retry_schedule`, `filter`, `transform`, `rate_limit_per_second`, `rate_limit_burst`;
+    absent fields stay, and `timeout_seconds` or `retry_schedule` named null is unset (your
+    default, else the service's, applies again); a null rate limit removes the limit and its
+    burst. `is_active: false` disables it; `is_active: true` re-enables a disabled one and
+    resets its failure count. The same checks as creation apply (a `filter` or `transform`
+    that does not compile is a 422 naming the field, line and column; `null` removes one)."""
     subscription = await service.update(principal.owner, subscription_id, body)
     [effect] = await service.in_effect(principal.owner, [subscription])
     return SubscriptionRead.of(subscription, effect)

@@ -6,7 +6,14 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.config import JsonDict
 from servicekit.contracts.webhook_hub import SubscriptionRecord
 
@@ -49,6 +56,8 @@ _CREATE_EXAMPLE: JsonDict = {
     "retry_schedule": ["5s", "1m", "10m", "1h"],
     "filter": 'event.type == "order.paid" && event.data.total > 100',
     "transform": '{"order": event.data.order_id, "amount": event.data.total}',
+    "rate_limit_per_second": 20,
+    "rate_limit_burst": 40,
 }
 _READ_EXAMPLE: JsonDict = {
     "id": _SUBSCRIPTION_ID,
@@ -76,6 +85,8 @@ _READ_EXAMPLE: JsonDict = {
     },
     "filter": 'event.type == "order.paid" && event.data.total > 100',
     "transform": '{"order": event.data.order_id, "amount": event.data.total}',
+    "rate_limit_per_second": 20,
+    "rate_limit_burst": 40,
 }
 
 
@@ -125,6 +136,34 @@ _SEND_TRACE_CONTEXT = (
 )
 
 
+_RATE_LIMIT = (
+    "Deliveries per second at most, across all of the hub's workers (retries included); "
+    "deliveries beyond it wait, stored, and go out as the limit allows (none fails or is "
+    "dropped for it). Null: unlimited"
+)
+_RATE_LIMIT_BURST = (
+    "How many deliveries may go out at once after a quiet spell (the token bucket's size); "
+    "null: the rate, at least 1. Only with `rate_limit_per_second`"
+)
+MAX_RATE_PER_SECOND = 10_000
+MAX_BURST = 100_000
+
+
+def _rate_field() -> Any:
+    return Field(
+        default=None,
+        gt=0,
+        le=MAX_RATE_PER_SECOND,
+        allow_inf_nan=False,
+        description=_RATE_LIMIT,
+        examples=[20],
+    )
+
+
+def _burst_field() -> Any:
+    return Field(default=None, ge=1, le=MAX_BURST, description=_RATE_LIMIT_BURST, examples=[40])
+
+
 class SubscriptionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_CREATE_EXAMPLE]})
 
@@ -143,10 +182,19 @@ class SubscriptionCreate(BaseModel):
     transform: str | None = Field(
         default=None, description=_TRANSFORM, examples=[_TRANSFORM_EXAMPLE]
     )
+    rate_limit_per_second: float | None = _rate_field()
+    rate_limit_burst: int | None = _burst_field()
 
     _url = field_validator("endpoint_url")(check_url_form)
     _headers = field_validator("headers")(check_headers)
     _events = field_validator("events")(_check_event_names)
+
+    @field_validator("rate_limit_burst")
+    @classmethod
+    def _burst_needs_rate(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("rate_limit_per_second") is None:
+            raise ValueError("a burst needs rate_limit_per_second")
+        return value
 
 
 class SubscriptionUpdate(BaseModel):
@@ -157,6 +205,8 @@ class SubscriptionUpdate(BaseModel):
                 {"events": ["order.paid"], "timeout_seconds": 20},
                 {"is_active": True},
                 {"retry_schedule": ["30s", "5m", "1h"], "timeout_seconds": None},
+                {"rate_limit_per_second": 20, "rate_limit_burst": 40},
+                {"rate_limit_per_second": None},
             ]
         },
     )
@@ -182,6 +232,9 @@ class SubscriptionUpdate(BaseModel):
     transform: str | None = Field(
         default=None, description=_TRANSFORM, examples=[_TRANSFORM_EXAMPLE]
     )
+    # Null here removes the limit (and its burst); absent leaves it as it is.
+    rate_limit_per_second: float | None = _rate_field()
+    rate_limit_burst: int | None = _burst_field()
 
     @field_validator("endpoint_url")
     @classmethod

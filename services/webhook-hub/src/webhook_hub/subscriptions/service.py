@@ -16,6 +16,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.delivery_engine.store import DeliveryWrites
 from webhook_hub.errors import (
+    BurstWithoutRateLimit,
     EndpointNotAllowed,
     InvalidExpression,
     PersonalDataNotApproved,
@@ -123,6 +124,8 @@ class SubscriptionService:
                 retry_schedule=_seconds(body.retry_schedule),
                 filter=body.filter,
                 transform=body.transform,
+                rate_limit_per_second=body.rate_limit_per_second,
+                rate_limit_burst=body.rate_limit_burst,
             )
         )
         test = await self.queue_test(subscription)
@@ -201,6 +204,8 @@ class SubscriptionService:
         for field in EXPRESSION_FIELDS:  # `null` removes one
             if field in changes:
                 setattr(subscription, field, changes[field] or None)
+        if "rate_limit_per_second" in changes or "rate_limit_burst" in changes:
+            self._set_rate_limit(subscription, changes)
         if changes.get("is_active") is True and not subscription.is_active:
             subscription.is_active = True
             subscription.disabled_at = None
@@ -214,6 +219,19 @@ class SubscriptionService:
         self.session.add(subscription)
         await self.session.flush()
         return subscription
+
+    @staticmethod
+    def _set_rate_limit(subscription: Subscription, changes: dict[str, Any]) -> None:
+        """A null rate removes the limit and its burst; a burst needs a rate (given now or
+        set before). The bucket follows in the database (migration 0021's trigger)."""
+        rate = changes.get("rate_limit_per_second", subscription.rate_limit_per_second)
+        burst = changes.get("rate_limit_burst", subscription.rate_limit_burst)
+        if rate is None:
+            if changes.get("rate_limit_burst") is not None:
+                raise BurstWithoutRateLimit()
+            burst = None
+        subscription.rate_limit_per_second = rate
+        subscription.rate_limit_burst = burst
 
     async def delete(self, owner: str, subscription_id: uuid.UUID) -> None:
         subscription = await self.subscriptions.get_owned_for_update(subscription_id, owner)
