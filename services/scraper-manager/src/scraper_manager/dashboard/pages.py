@@ -30,7 +30,7 @@ from servicekit.web.pages import (
     event_stream,
 )
 from servicekit.web.pages.links import landing_page, signed_in
-from servicekit.web.params import DbId
+from servicekit.web.params import MAX_DB_INT, DbId
 from servicekit.web.session import SessionDep
 
 from scraper_manager.crawler.queue import enqueue_run
@@ -54,6 +54,7 @@ from scraper_manager.dashboard.live import (
     requests_made,
     status_breakdown,
 )
+from scraper_manager.dashboard.run_compare import compare_runs, default_pair
 from scraper_manager.dashboard.selector_preview import (
     PREVIEW_ITEMS as SELECTOR_PREVIEW_ITEMS,
 )
@@ -426,6 +427,35 @@ def router(pages: Pages) -> APIRouter:
             },
             status_code=422,
         )
+
+    @routes.get("/scrapers/{scraper_id}/compare")
+    async def compare_two_runs(
+        scraper_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        runs: RunServiceDep,
+        first: Annotated[int | None, Query(ge=1, le=MAX_DB_INT)] = None,
+        second: Annotated[int | None, Query(ge=1, le=MAX_DB_INT)] = None,
+    ) -> HTMLResponse:
+        scraper = await service.get(user.owner, scraper_id)
+        recent = (await runs.page(user.owner, scraper_id, limit=50, cursor=None, status=None)).items
+        if first is None or second is None:
+            pair = default_pair(recent)
+            first, second = pair if pair is not None else (first, second)
+        context: dict[str, Any] = {
+            "title": f"Compare runs of {scraper.name}",
+            "scraper": scraper,
+            "recent": recent,
+            "first": None,
+            "second": None,
+            "comparison": None,
+        }
+        if first is not None and second is not None:
+            a = await runs.get(user.owner, scraper_id, first)
+            b = await runs.get(user.owner, scraper_id, second)
+            context.update(first=a, second=b, comparison=compare_runs(a, b))
+        return pages.render(request, "dashboard/compare.html", context)
 
     @routes.get("/scrapers/{scraper_id}")
     async def scraper_page(
