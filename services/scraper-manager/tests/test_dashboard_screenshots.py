@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 from servicekit.testing.browser import (
     BrowserPage,
@@ -28,7 +29,8 @@ DOCS_SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 
 async def both_schemes_saved(watched: BrowserPage, name: str) -> None:
     """axe-clean at 1280 and 390 px in light, then in dark; each saved for the README."""
-    for scheme, suffix in (("light", ""), ("dark", "-dark")):
+    schemes: tuple[tuple[Literal["light", "dark"], str], ...] = (("light", ""), ("dark", "-dark"))
+    for scheme, suffix in schemes:
         await watched.page.emulate_media(color_scheme=scheme)
         for width in (1280, 390):
             await watched.page.set_viewport_size({"width": width, "height": 900})
