@@ -36,7 +36,8 @@ def test_every_vendored_file_has_the_hashes_the_manifest_records(
 def test_every_vendored_file_sits_in_its_release_folder(
     package: dict[str, str], entry: dict[str, str]
 ) -> None:
-    assert entry["path"].split("/")[0] == f"{package['name']}@{package['version']}"
+    folder = f"{package['name'].replace('/', '+')}@{package['version']}"
+    assert entry["path"].split("/")[0] == folder
 
 
 def test_every_file_in_the_vendor_folder_is_in_the_manifest() -> None:

@@ -7,9 +7,17 @@ import base64
 from pathlib import Path
 
 import httpx
+from commerce_content.graphql_api.ide import SAMPLE_QUERY
+from commerce_content.graphql_api.schema import build_schema
 from commerce_content.settings import Settings
 from fastapi import FastAPI
-from servicekit.testing.browser import BrowserPage, screenshots
+from graphql import parse, validate
+from servicekit.testing.browser import (
+    BrowserPage,
+    axe_violations,
+    describe_violations,
+    screenshots,
+)
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.factories import bearer_for, make_product, make_user
@@ -18,6 +26,9 @@ from tests.test_graphql_orders import create_order
 from tests.test_graphql_subscriptions import relay_events
 from tests.test_orders import completed_event, notify, order_row
 
+# Committed, shown in the README.
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+
 
 async def test_graphiql_renders_offline_and_runs_a_query(
     browser_page: BrowserPage, graphql_url: str, screenshot_dir: Path
@@ -25,7 +36,10 @@ async def test_graphiql_renders_offline_and_runs_a_query(
     page = browser_page.page
     await page.goto(graphql_url)
     editor = page.locator(".graphiql-query-editor .CodeMirror")
-    await editor.wait_for()
+    # Typed over the sample query once the page has settled: it is there, and the Explorer
+    # has read the schema.
+    await page.locator(".graphiql-query-editor", has_text="products(page: { first: 5 })").wait_for()
+    await page.locator(".graphiql-explorer-root", has_text="products").wait_for()
     await editor.click()
     await page.keyboard.press("Control+A")
     await page.keyboard.type("{ __typename ")
@@ -68,7 +82,10 @@ async def test_graphiql_runs_a_subscription_over_the_websocket(
     page = browser_page.page
     await page.goto(graphql_url)
     editor = page.locator(".graphiql-query-editor .CodeMirror")
-    await editor.wait_for()
+    # Typed over the sample query once the page has settled: it is there, and the Explorer
+    # has read the schema.
+    await page.locator(".graphiql-query-editor", has_text="products(page: { first: 5 })").wait_for()
+    await page.locator(".graphiql-explorer-root", has_text="products").wait_for()
     await editor.click()
     await page.keyboard.press("Control+A")
     await page.keyboard.type(
@@ -95,3 +112,40 @@ async def test_graphiql_runs_a_subscription_over_the_websocket(
 def _order_key(order_gid: str) -> str:
     padded = order_gid + "=" * (-len(order_gid) % 4)
     return base64.urlsafe_b64decode(padded).decode().removeprefix("Order:")
+
+
+def test_the_sample_query_is_valid_against_the_schema(service_settings: Settings) -> None:
+    schema = build_schema(service_settings)._schema
+    assert validate(schema, parse(SAMPLE_QUERY)) == []
+
+
+async def test_graphiql_opens_with_the_explorer_the_sample_query_and_a_signed_in_developer(
+    browser_page: BrowserPage, graphql_url: str, service_settings: Settings, db_engine: AsyncEngine
+) -> None:
+    """`/graphql#token=<JWT>`: the headers editor holds the developer's Authorization, the
+    sample query runs as them (`viewer` is their user), the token leaves the address bar;
+    the Explorer lists the schema's fields beside the editor."""
+    developer = await make_user(db_engine, "manager", name="Grace Developer")
+    token = bearer_for(service_settings, developer, "manager")["Authorization"].split()[1]
+    page = browser_page.page
+    await page.set_viewport_size({"width": 1280, "height": 900})
+    await page.goto(f"{graphql_url}#token={token}")
+    await page.locator(".graphiql-query-editor", has_text="products(page: { first: 5 })").wait_for()
+    # The Explorer's own tree, built from the introspected schema.
+    await page.locator(".graphiql-explorer-root", has_text="products").wait_for()
+    assert "token" not in page.url
+    await page.get_by_role("button", name="Headers").click()
+    await page.locator(".graphiql-editor-tool", has_text=f"Bearer {token}").wait_for()
+    await page.locator(".graphiql-execute-button").click()
+    await page.locator(".graphiql-response", has_text='"Grace Developer"').wait_for()
+    for scheme in ("light", "dark"):
+        await page.emulate_media(color_scheme=scheme)
+        for width in (1280, 390):
+            await page.set_viewport_size({"width": width, "height": 900})
+            violations = await axe_violations(page)
+            assert violations == [], f"{scheme} {width}: {describe_violations(violations)}"
+        suffix = "" if scheme == "light" else "-dark"
+        await screenshots(page, DOCS_SCREENSHOTS, f"graphiql-explorer{suffix}")
+    assert browser_page.blocked_requests == []
+    assert browser_page.csp_violations == []
+    assert browser_page.page_errors == []

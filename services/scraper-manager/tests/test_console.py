@@ -5,13 +5,17 @@ webhook-hub's `portal-link` options and defaults."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from scraper_manager.cli import configure_dashboard_link
 from servicekit.db.admin import database_url_for, drop_database, ensure_database
+from webhook_hub.cli import configure_portal_link
 
 SCRIPT = str(Path(sys.executable).parent / "scraper-manager")
 
@@ -80,3 +84,31 @@ async def test_dashboard_link_refuses_a_ttl_outside_a_minute_to_a_day_as_portal_
     )
     assert (code, out) == (2, "")
     assert err.strip() == "--ttl-seconds must be 60 to 86400"
+
+
+def options_of(configure: Any) -> dict[str, tuple[object, ...]]:
+    """Each option of a command as an operator meets it: its flags, whether it is required,
+    its default, its choices and the type its value is read as."""
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    return {
+        action.dest: (
+            tuple(action.option_strings),
+            action.required,
+            action.default,
+            tuple(action.choices) if action.choices is not None else None,
+            action.type,
+        )
+        for action in parser._actions
+        if action.dest != "help"
+    }
+
+
+def test_dashboard_link_takes_portal_links_options_with_the_same_defaults_and_levels() -> None:
+    """An operator who knows one command knows the other: same flags, same required ones,
+    same defaults (level read, 3600 s), the same levels offered (read, write, admin; never
+    operator) and values read alike."""
+    dashboard = options_of(configure_dashboard_link)
+    assert dashboard == options_of(configure_portal_link)
+    assert dashboard["level"][2:4] == ("read", ("read", "write", "admin"))
+    assert dashboard["ttl_seconds"][2] == 3600

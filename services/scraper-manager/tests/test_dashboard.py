@@ -616,8 +616,9 @@ async def test_the_live_stream_of_a_run_that_ended_settles_on_its_average_rate(
 # -- the operator's console script --------------------------------------------------------------
 
 
+@pytest.mark.parametrize("level", ["write", "admin"])  # admin too, as portal-link issues it
 async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
-    service_settings: Settings, client: httpx.AsyncClient
+    service_settings: Settings, client: httpx.AsyncClient, level: str
 ) -> None:
     owner = f"client-{uuid.uuid4().hex[:8]}"
     env = {
@@ -632,7 +633,7 @@ async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
         "--owner",
         owner,
         "--level",
-        "write",
+        level,
         "--ttl-seconds",
         "600",
         env=env,
@@ -645,7 +646,7 @@ async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
     # webhook-hub's `portal-link` prints them.
     [url] = out.decode().splitlines()
     said = err.decode().strip().splitlines()[-1]
-    assert said.startswith(f"dashboard link for {owner!r} (write), usable once until ")
+    assert said.startswith(f"dashboard link for {owner!r} ({level}), usable once until ")
     expires = datetime.fromisoformat(said.rsplit(" ", 1)[1].removesuffix(":"))
     assert timedelta(seconds=590) < expires - datetime.now(UTC) <= timedelta(seconds=600)
     assert url.startswith("https://scrapers.example/dashboard/link/")
@@ -654,7 +655,7 @@ async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
     assert first.status_code == 303
     home = await client.get(f"{DASH}/")
     assert owner in home.text
-    assert ">write<" in home.text
+    assert f">{level}<" in home.text
     client.cookies.clear()
     again = await client.get(httpx.URL(url).path)
     assert again.status_code == 410

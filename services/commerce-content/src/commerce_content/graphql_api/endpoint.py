@@ -32,6 +32,7 @@ from commerce_content.errors import NotAuthenticated
 from commerce_content.graphql_api.context import GraphQLContext
 from commerce_content.graphql_api.directives import Errors
 from commerce_content.graphql_api.errors import BAD_USER_INPUT
+from commerce_content.graphql_api.ide import SAMPLE_QUERY
 from commerce_content.graphql_api.persisted import (
     PersistedQueryRefused,
     PersistedQueryStore,
@@ -337,7 +338,7 @@ async def graphql_get(
         and not settings.is_production
     ):
         # From the vendored assets (strawberry's page loads them from a CDN): works offline.
-        return graphiql_response(request, PATH, subscriptions=True)
+        return graphiql_response(request, PATH, subscriptions=True, default_query=SAMPLE_QUERY)
     try:
         return await _execute(
             request,

@@ -30,7 +30,7 @@ from servicekit.web.pages import (
     event_stream,
 )
 from servicekit.web.pages.links import landing_page, signed_in
-from servicekit.web.params import DbId
+from servicekit.web.params import MAX_DB_INT, DbId
 from servicekit.web.session import SessionDep
 
 from scraper_manager.crawler.queue import enqueue_run
@@ -43,6 +43,7 @@ from scraper_manager.dashboard.forms import (
     NEW_FORM,
     ScraperForm,
     form_values,
+    parse_selectors,
     preview_firings,
     read_form,
 )
@@ -52,6 +53,15 @@ from scraper_manager.dashboard.live import (
     average_rate,
     requests_made,
     status_breakdown,
+)
+from scraper_manager.dashboard.run_compare import compare_runs, default_pair
+from scraper_manager.dashboard.selector_preview import (
+    PREVIEW_ITEMS as SELECTOR_PREVIEW_ITEMS,
+)
+from scraper_manager.dashboard.selector_preview import (
+    NoStartPage,
+    StartPages,
+    extract_preview,
 )
 from scraper_manager.errors import NoPortalYet, UnknownItemKey, UnknownRunEvents
 from scraper_manager.events import RUN_EVENT_TYPES
@@ -328,6 +338,121 @@ def router(pages: Pages) -> APIRouter:
             "dashboard/cron_preview.html",
             {"firings": firings, "error": error, "timezone": timezone, "schedule": schedule},
         )
+
+    # -- the selector editor ------------------------------------------------------------------
+
+    start_pages = StartPages()
+
+    @routes.get("/scrapers/{scraper_id}/selectors")
+    async def selector_editor(
+        scraper_id: DbId, request: Request, user: PageSessionDep, service: ScraperServiceDep
+    ) -> HTMLResponse:
+        scraper = await service.get(user.owner, scraper_id)
+        require(user, AccessLevel.WRITE)  # it makes the service fetch a page
+        return pages.render(
+            request,
+            "dashboard/selectors.html",
+            {
+                "title": f"Selectors of {scraper.name}",
+                "scraper": scraper,
+                "item_selector": scraper.item_selector or "",
+                "selectors": "\n".join(f"{k}: {v}" for k, v in scraper.selectors.items()),
+                "error": None,
+            },
+        )
+
+    @routes.get("/scrapers/{scraper_id}/selectors/preview")
+    async def selector_preview(
+        scraper_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        settings: SettingsDep,
+        item_selector: Annotated[str, Query(max_length=500)] = "",
+        selectors: Annotated[str, Query(max_length=10_000)] = "",
+        fetch: Annotated[str, Query(max_length=10)] = "",
+    ) -> HTMLResponse:
+        scraper = await service.get(user.owner, scraper_id)
+        require(user, AccessLevel.WRITE)
+        page = await start_pages.get(scraper, settings, fresh=fetch == "again")
+        context: dict[str, Any] = {"scraper": scraper, "limit": SELECTOR_PREVIEW_ITEMS}
+        if isinstance(page, NoStartPage):
+            context.update(page=None, reason=page.reason, extracted=None)
+        else:
+            context.update(
+                page=page,
+                age=round(time.monotonic() - page.fetched_at),
+                reason=None,
+                extracted=extract_preview(page, item_selector, selectors),
+            )
+        return pages.render(request, "dashboard/selector_preview.html", context)
+
+    @routes.post("/scrapers/{scraper_id}/selectors")
+    async def save_selectors(
+        scraper_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        item_selector: Annotated[str, Form(max_length=500)] = "",
+        selectors: Annotated[str, Form(max_length=10_000)] = "",
+    ) -> Response:
+        scraper = await service.get(user.owner, scraper_id)
+        require(user, AccessLevel.WRITE)
+        parsed, error = parse_selectors(selectors)
+        if error is None:
+            try:
+                await service.update(
+                    user.owner,
+                    scraper_id,
+                    ScraperPatch(selectors=parsed, item_selector=item_selector.strip() or None),
+                )
+            except ServiceError as exc:
+                error = exc.message
+            else:
+                response = RedirectResponse(f"{PREFIX}/scrapers/{scraper_id}", status_code=303)
+                pages.flash(response, "Selectors saved.")
+                return response
+        return pages.render(
+            request,
+            "dashboard/selectors.html",
+            {
+                "title": f"Selectors of {scraper.name}",
+                "scraper": scraper,
+                "item_selector": item_selector,
+                "selectors": selectors,
+                "error": error,
+            },
+            status_code=422,
+        )
+
+    @routes.get("/scrapers/{scraper_id}/compare")
+    async def compare_two_runs(
+        scraper_id: DbId,
+        request: Request,
+        user: PageSessionDep,
+        service: ScraperServiceDep,
+        runs: RunServiceDep,
+        first: Annotated[int | None, Query(ge=1, le=MAX_DB_INT)] = None,
+        second: Annotated[int | None, Query(ge=1, le=MAX_DB_INT)] = None,
+    ) -> HTMLResponse:
+        scraper = await service.get(user.owner, scraper_id)
+        recent = (await runs.page(user.owner, scraper_id, limit=50, cursor=None, status=None)).items
+        if first is None or second is None:
+            pair = default_pair(recent)
+            first, second = pair if pair is not None else (first, second)
+        context: dict[str, Any] = {
+            "title": f"Compare runs of {scraper.name}",
+            "scraper": scraper,
+            "recent": recent,
+            "first": None,
+            "second": None,
+            "comparison": None,
+        }
+        if first is not None and second is not None:
+            a = await runs.get(user.owner, scraper_id, first)
+            b = await runs.get(user.owner, scraper_id, second)
+            context.update(first=a, second=b, comparison=compare_runs(a, b))
+        return pages.render(request, "dashboard/compare.html", context)
 
     @routes.get("/scrapers/{scraper_id}")
     async def scraper_page(

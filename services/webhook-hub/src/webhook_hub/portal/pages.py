@@ -46,9 +46,11 @@ from webhook_hub.dependencies import (
 )
 from webhook_hub.errors import (
     BurstWithoutRateLimit,
+    DeliveryNotFound,
     EndpointNotAllowed,
     NeedsLevel,
     PersonalDataNotApproved,
+    SubscriptionNotFound,
     UnknownEventTypes,
 )
 from webhook_hub.event_types.service import matching
@@ -594,6 +596,61 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "can_write": session.can(AccessLevel.WRITE),
         }
         return pages.render(request, "portal/delivery.html", context)
+
+    @router.get("/deliveries/{delivery_id}/live")
+    async def delivery_live(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        deliveries: DeliveryServiceDep,
+        hub: LiveHubDep,
+        delivery_id: uuid.UUID,
+    ) -> Response:
+        """The delivery's status and attempts, sent again whenever its endpoint's deliveries
+        change (the worker announces each batch's subscriptions), so a retry shows up as
+        it is made."""
+        delivery, _ = await deliveries.get(session.owner, delivery_id)  # 404 before a stream
+        factory: async_sessionmaker[AsyncSession] = request.app.state.session_factory
+        owner = session.owner
+        subscription_id = delivery.subscription_id
+
+        async def parts_html() -> tuple[str, str]:
+            # A short transaction per look, made only after a change was announced.
+            async with factory() as db, db.begin():
+                service = DeliveryService(db)
+                current, attempts = await service.get(owner, delivery_id)
+                subscription = await service.subscriptions.get_owned(subscription_id, owner)
+                if subscription is None:
+                    raise SubscriptionNotFound()
+                as_sent = await service.as_sent(current, attempts, subscription, settings)
+            context = {
+                "delivery": current,
+                "attempts": attempts,
+                "as_sent": as_sent,
+                "message_id": message_id_for(current.id),
+                "subscription": subscription,
+            }
+            templates = pages.templates
+            return (
+                templates.get_template("portal/_delivery_facts.html").render(context),
+                templates.get_template("portal/_delivery_attempts.html").render(context),
+            )
+
+        stream = hub.open(session.session_id, owner, str(subscription_id))  # 429 past a cap
+
+        async def events() -> AsyncIterator[PageEvent]:
+            shown = ("", "")
+            async for _ in stream.changes(lambda: pages.session_holds(request)):
+                try:
+                    parts = await stream.read(("delivery", delivery_id), parts_html)
+                except (DeliveryNotFound, SubscriptionNotFound):
+                    return  # deleted with its endpoint: nothing more to show
+                if parts != shown:
+                    shown = parts
+                    yield PageEvent(parts[0], event="facts")
+                    yield PageEvent(parts[1], event="attempts")
+
+        return event_stream(events(), on_close=stream.close, on_shutdown=stream.end)
 
     @router.post("/deliveries/{delivery_id}/retry")
     async def retry_delivery(

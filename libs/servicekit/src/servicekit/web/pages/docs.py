@@ -38,16 +38,24 @@ def install_api_docs(app: FastAPI, *, redoc: bool) -> None:
 
 
 def graphiql_response(
-    request: Request, endpoint: str, title: str = "GraphiQL", *, subscriptions: bool = False
+    request: Request,
+    endpoint: str,
+    title: str = "GraphiQL",
+    *,
+    subscriptions: bool = False,
+    default_query: str = "",
 ) -> HTMLResponse:
-    """GraphiQL for the GraphQL endpoint at `endpoint` (same origin); with `subscriptions`,
-    it runs subscriptions over a WebSocket at the same path (graphql-transport-ws, the
-    graphql-ws client bundled in GraphiQL's build), sending the headers editor's contents
-    as `connection_init`'s payload."""
+    """GraphiQL for the GraphQL endpoint at `endpoint` (same origin), with the Explorer
+    plugin; with `subscriptions`, it runs subscriptions over a WebSocket at the same path
+    (graphql-transport-ws, the graphql-ws client bundled in GraphiQL's build), sending the
+    headers editor's contents as `connection_init`'s payload. `default_query` fills the
+    editor when the browser has kept none; `#token=...` in the address fills the headers
+    editor's Authorization (graphiql-init.js)."""
     return _render(
         request,
         "kit/graphiql.html",
         title=title,
         endpoint=endpoint,
         subscriptions="ws" if subscriptions else "",
+        default_query=default_query,
     )

@@ -34,6 +34,9 @@ class NpmRelease:
     purpose: str
     # For a package whose package.json names none (its LICENSE file says which).
     license: str | None = None
+    # Other releases (NAME@VERSION) whose LICENSE files ship with this one, as
+    # LICENSE.NAME: for a tarball with none of its own, and for code its bundle includes.
+    licences_from: tuple[str, ...] = ()
 
 
 RELEASES = (
@@ -43,6 +46,15 @@ RELEASES = (
     NpmRelease("swagger-ui-dist", "5.35.0", ("swagger-ui-bundle.js", "swagger-ui.css"), "/docs"),
     NpmRelease("redoc", "2.5.4", ("bundles/redoc.standalone.js",), "/redoc"),
     NpmRelease("graphiql", "3.9.0", ("graphiql.min.js", "graphiql.min.css"), "GraphiQL"),
+    # 3.2.6 is the release built for graphiql 3.9.0's @graphiql/react 0.29 (its peer range). Its
+    # tarball has no LICENSE: its monorepo's (graphiql's) and the bundled graphiql-explorer's.
+    NpmRelease(
+        "@graphiql/plugin-explorer",
+        "3.2.6",
+        ("dist/index.umd.js", "dist/style.css"),
+        "GraphiQL's Explorer",
+        licences_from=("graphiql@3.9.0", "graphiql-explorer@0.9.0"),
+    ),
     NpmRelease("react", "18.3.1", ("umd/react.production.min.js",), "GraphiQL's React"),
     NpmRelease("react-dom", "18.3.1", ("umd/react-dom.production.min.js",), "GraphiQL's React"),
     NpmRelease("axe-core", "4.14.1", ("axe.min.js",), "accessibility checks in browser tests"),
@@ -62,8 +74,7 @@ def folder_of(release: NpmRelease) -> str:
     return f"{release.name.replace('/', '+')}@{release.version}"
 
 
-def _pack(release: NpmRelease, workdir: Path) -> tuple[Path, str]:
-    spec = f"{release.name}@{release.version}"
+def _pack(spec: str, workdir: Path) -> tuple[Path, str]:
     out = subprocess.run(
         ["npm", "pack", spec, "--json", "--pack-destination", str(workdir)],
         check=True,
@@ -75,7 +86,7 @@ def _pack(release: NpmRelease, workdir: Path) -> tuple[Path, str]:
 
 
 def _vendor(release: NpmRelease, workdir: Path) -> dict[str, Any]:
-    tarball, tarball_integrity = _pack(release, workdir)
+    tarball, tarball_integrity = _pack(f"{release.name}@{release.version}", workdir)
     target = VENDOR_DIR / folder_of(release)
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
@@ -96,6 +107,8 @@ def _vendor(release: NpmRelease, workdir: Path) -> dict[str, Any]:
                     "integrity": sri_sha384(data),
                 }
             )
+    for spec in release.licences_from:
+        files.append(_licence_from(spec, target, workdir))
     if package_json["version"] != release.version:
         raise RuntimeError(f"{release.name}: npm gave {package_json['version']}")
     return {
@@ -105,6 +118,21 @@ def _vendor(release: NpmRelease, workdir: Path) -> dict[str, Any]:
         "purpose": release.purpose,
         "tarball_integrity": tarball_integrity,
         "files": files,
+    }
+
+
+def _licence_from(spec: str, target: Path, workdir: Path) -> dict[str, str]:
+    tarball, _ = _pack(spec, workdir)
+    with tarfile.open(tarball) as archive:
+        data = _read(archive, archive.getmember("package/LICENSE"))
+    path = target / f"LICENSE.{spec.rpartition('@')[0].replace('/', '+')}"
+    path.write_bytes(data)
+    return {
+        "path": path.relative_to(VENDOR_DIR).as_posix(),
+        "source": "LICENSE",
+        "from": spec,
+        "sha256": sha256_hex(data),
+        "integrity": sri_sha384(data),
     }
 
 

@@ -1,0 +1,113 @@
+"""The portal's main pages, walked in a real Chromium against `serve` and `worker` (the
+fixtures of `test_portal_browser`) in the light and the dark scheme at 1280 and 390 px:
+axe-clean in each, and saved as the README's screenshots (docs/screenshots/portal-<page>
+[-dark]-<width>.png), so a page that looks wrong in either scheme is seen."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+from servicekit.testing import HttpReceiver
+from servicekit.testing.browser import BrowserPage
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.factories import make_consumer, subscribe, unique_type_name
+from tests.test_portal_browser import assert_clean, hub, hub_processes, open_portal
+from tests.test_portal_walkthrough import REFUSED, add_deliveries
+
+__all__ = ["hub", "hub_processes"]  # the fixtures, shared with test_portal_browser
+
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+
+
+async def delivered_test_event(engine: AsyncEngine, subscription_id: str) -> uuid.UUID:
+    """The creation's test delivery, once the worker has delivered it (its attempt kept)."""
+    for _ in range(300):
+        async with engine.begin() as connection:
+            found = await connection.scalar(
+                text(
+                    "SELECT id FROM deliveries WHERE subscription_id = :sid"
+                    " AND event_type = 'webhook.test' AND status = 'succeeded'"
+                ),
+                {"sid": subscription_id},
+            )
+        if found is not None:
+            return uuid.UUID(str(found))
+        await asyncio.sleep(0.1)
+    raise AssertionError("the test event was not delivered")
+
+
+async def both_schemes_saved(watched: BrowserPage, name: str) -> None:
+    """axe-clean at 1280 and 390 px in light, then in dark; each saved for the README."""
+    await assert_clean(watched, name, DOCS_SCREENSHOTS)
+    await watched.page.emulate_media(color_scheme="dark")
+    await assert_clean(watched, f"{name}-dark", DOCS_SCREENSHOTS)
+    await watched.page.emulate_media(color_scheme="light")
+
+
+async def test_the_portals_main_pages_in_light_and_dark_at_1280_and_390_px(
+    browser_page: BrowserPage,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+) -> None:
+    page = browser_page.page
+    consumer = await make_consumer(db_engine, "admin")
+    paid = unique_type_name("order.paid")
+    registered = await hub.post(
+        "/webhooks/event-types",
+        json={
+            "name": paid,
+            "description": "An order was paid",
+            "example_payload": {"order_id": 1042, "amount": "19.90", "currency": "EUR"},
+        },
+        headers=consumer.headers,
+    )
+    assert registered.status_code in (200, 201), registered.text
+    created = await subscribe(
+        hub, consumer.headers, f"{http_receiver.url}/orders", [paid], description="Orders"
+    )
+    sid = str(created["id"])
+    delivery_id = await delivered_test_event(db_engine, sid)
+    minute = timedelta(minutes=1)
+    await add_deliveries(
+        db_engine,
+        sid,
+        *[
+            {"status": "succeeded", "age": minute * n, "event_type": paid, "code": 200}
+            for n in (3, 20, 45, 70, 130)
+        ],
+        {
+            "status": "failed",
+            "age": minute * 90,
+            "event_type": paid,
+            "attempts": 8,
+            "error": REFUSED,
+        },
+        {"status": "pending", "age": minute * 5, "event_type": paid, "attempts": 2, "code": 503},
+    )
+
+    await open_portal(browser_page, hub, consumer)
+    await page.get_by_role("link", name="Orders").first.wait_for()
+    await both_schemes_saved(browser_page, "portal-endpoints")
+
+    await page.goto(f"{hub.base_url}/portal/endpoints/{sid}")
+    await page.locator("#chart-hourly canvas").wait_for()
+    await both_schemes_saved(browser_page, "portal-endpoint")
+
+    await page.goto(f"{hub.base_url}/portal/deliveries/{delivery_id}")
+    await page.locator("#attempts").get_by_text("HTTP 200").wait_for()
+    await both_schemes_saved(browser_page, "portal-delivery")
+
+    await page.goto(f"{hub.base_url}/portal/event-types?q={paid}")
+    await page.get_by_role("heading", name=paid).wait_for()
+    await both_schemes_saved(browser_page, "portal-catalog")
+
+    await page.goto(f"{hub.base_url}/portal/endpoints/new")
+    await page.get_by_role("heading", name="Add an endpoint").wait_for()
+    await both_schemes_saved(browser_page, "portal-endpoint-form")
