@@ -197,6 +197,8 @@ class Crawl:
         )
         self.host_waits = 0
         self.host_waited_seconds = 0.0
+        # Slots of the shared budget this run reserved (its requests' and its browser's).
+        self.host_slots = 0
         # The pages the scraper's last runs saw, to revalidate; None: every page fetched whole.
         self.pages = pages
         self.http = http
@@ -465,6 +467,11 @@ class Crawl:
                 self._failed(url, status=response.status, attempts=attempt + 1)
             return response
 
+    async def admit(self, url: str) -> None:
+        """The turn of a request a browser page makes (through the egress proxy), as a
+        page's: the run's rate limit, then the host's shared budget."""
+        await self._pace(url)
+
     async def _pace(self, url: str) -> None:
         """A request's turn: the run's own limit first (its upper bound), then the host's
         budget shared with every run, so waiting for the host never lets the run exceed its
@@ -488,6 +495,7 @@ class Crawl:
         if host is None:
             return
         waited = await wait_for_slot(self.host_budget, host, interval)
+        self.host_slots += 1
         if waited > 0:
             self.host_waits += 1
             self.host_waited_seconds += waited

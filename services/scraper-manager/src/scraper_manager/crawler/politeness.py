@@ -27,6 +27,8 @@ class TokenBucket:
         # For the run log's summary: how often and how long requests waited for a slot.
         self.waits = 0
         self.waited_seconds = 0.0
+        # Turns taken (pages, their redirect hops, a browser page's own requests).
+        self.taken = 0
 
     def slow_down_to(self, interval: float) -> None:
         self.interval = max(self.interval, interval)
@@ -37,6 +39,7 @@ class TokenBucket:
         now = time.monotonic()
         wait = self._next - now
         self._next = max(now, self._next) + self.interval
+        self.taken += 1
         if wait <= 0:
             return 0.0
         self.waits += 1

@@ -38,7 +38,7 @@ from servicekit.tracing import tracer
 from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 
-from scraper_manager.crawler.browser import BrowserPool, PageRenderer
+from scraper_manager.crawler.browser import BrowserPool, PageRenderer, pace_and_route
 from scraper_manager.crawler.egress import EgressProxy
 from scraper_manager.crawler.engine import (
     STOP_GRACE_SECONDS,
@@ -459,9 +459,8 @@ class RunExecutor:
             host_budget=self.host_budget,
         )
         if renderer is not None:
-            # The page's own requests go out through the run's proxies, in the same rotation.
-            renderer.egress.upstream = crawl.proxies.take
-            renderer.egress.upstream_failed = crawl.proxies.failed
+            # The page's own requests: paced as pages, out through the run's proxies.
+            pace_and_route(renderer.egress, crawl)
         self._beat_for(Beating(run_id, scraper.id, scraper.owner, crawl, stop, requested))
         error: str | None = None
         logger.info("run started", run_id=run_id, scraper_id=scraper.id, url=config.url)
