@@ -6,7 +6,11 @@
    answers 304 to a matching `If-None-Match`. The first run fetches every page whole; the
    second, with nothing changed, revalidates. Printed: the share of pages answered 304, the
    bytes received (bodies) and the worker's CPU per page of each run (this process's CPU
-   time over the run: fetching, parsing, storing items, heartbeats, the run's end).
+   time over the run: fetching, parsing, storing items, heartbeats, the run's end). The runs
+   go on the event loop and collector settings `scraper-manager worker` runs them on (uvloop,
+   `collect_less_often`, `keep_out_of_collections`); `--asyncio` measures on the standard
+   library's loop instead. `--repeat N` crawls N pairs of runs (a new scraper each) and
+   prints each pair's ratio: the machine may be shared, compare within a pair.
 2. Change detection: two completed runs of 100,000 items each (the second with 5,000 items
    changed in one field, 1,000 removed and 1,000 added) are compared as a run's end compares
    them (`detect_changes`, one SQL statement), in a child process: the seconds it takes and
@@ -34,12 +38,14 @@ from typing import Any
 
 import aiohttp
 import structlog
+import uvloop
 from aiohttp import web
 from scraper_manager.cli import MIGRATIONS
 from scraper_manager.crawler.runner import RunExecutor
 from scraper_manager.models import Run, RunStatus, Scraper
 from scraper_manager.runs.changes import detect_changes
 from scraper_manager.settings import Settings
+from servicekit.cli import collect_less_often, keep_out_of_collections
 from servicekit.db.admin import database_url_for, ensure_database
 from servicekit.db.engine import create_engine, create_session_factory
 from servicekit.db.migrations import upgrade
@@ -106,7 +112,7 @@ async def crawls(url: str, start: str) -> list[dict[str, Any]]:
     async with runtime.session_factory() as session, session.begin():
         scraper = Scraper(
             owner=OWNER,
-            name="bench",
+            name=f"bench-{time.time_ns()}",
             url=start,
             # Above the API's bound (100): the figures are the crawl's work, not its waits.
             rate_limit=10_000,
@@ -217,6 +223,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--site", type=int)
     parser.add_argument("--child", nargs=3)
+    parser.add_argument("--asyncio", action="store_true", help="the stdlib event loop")
+    parser.add_argument("--repeat", type=int, default=1, help="pairs of crawls")
+    parser.add_argument("--crawl-only", action="store_true", help="no change detection row")
     args = parser.parse_args()
     if args.site:
         serve_site(args.site)
@@ -240,35 +249,51 @@ def main() -> int:
             ensure_database(url)
             upgrade(MIGRATIONS, url)
             wait_for_port("127.0.0.1", port, 30)
-            first, second = asyncio.run(crawls(url, f"http://127.0.0.1:{port}/p/0"))
-            scraper_id, run_id = asyncio.run(seed_changes(url))
-            result = subprocess.run(
-                [sys.executable, __file__, "--child", url, str(scraper_id), str(run_id)],
-                check=True,
-                capture_output=True,
-                text=True,
-                timeout=CHILD_TIMEOUT,
-            )
-            diff = json.loads(result.stdout.strip().splitlines()[-1])
+            start = f"http://127.0.0.1:{port}/p/0"
+            if not args.asyncio:
+                keep_out_of_collections()
+                collect_less_often()
+            pairs = [
+                asyncio.run(crawls(url, start)) if args.asyncio else uvloop.run(crawls(url, start))
+                for _ in range(args.repeat)
+            ]
+            if not args.crawl_only:
+                scraper_id, run_id = asyncio.run(seed_changes(url))
+                result = subprocess.run(
+                    [sys.executable, __file__, "--child", url, str(scraper_id), str(run_id)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    timeout=CHILD_TIMEOUT,
+                )
+                diff = json.loads(result.stdout.strip().splitlines()[-1])
         finally:
             postgres.stop()
             site.terminate()
             site.wait(10)
-    print("\nIncremental crawl of an unchanged 2,000-page site with validators (the worker)\n")
+    loop = "asyncio" if args.asyncio else "uvloop, as the worker"
+    print(
+        "\nIncremental crawl of an unchanged 2,000-page site with validators "
+        f"(the worker; {loop})\n"
+    )
     print(f"{'run':7} | {'pages':>5} | {'304':>5} | {'bytes':>10} | {'s':>6} | {'CPU ms/page':>11}")
     print("-" * 60)
-    for name, row in (("first", first), ("second", second)):
+    for first, second in pairs:
+        for name, row in (("first", first), ("second", second)):
+            print(
+                f"{name:7} | {row['pages']:>5} | {row['not_modified']:>5} | {row['bytes']:>10} | "
+                f"{row['seconds']:>6.2f} | {row['cpu_ms_per_page']:>11.3f}"
+            )
+        share = second["not_modified"] / max(second["pages"], 1) * 100
+        byte_share = second["bytes"] / max(first["bytes"], 1) * 100
+        cpu_share = second["cpu_ms_per_page"] / max(first["cpu_ms_per_page"], 1e-9) * 100
         print(
-            f"{name:7} | {row['pages']:>5} | {row['not_modified']:>5} | {row['bytes']:>10} | "
-            f"{row['seconds']:>6.2f} | {row['cpu_ms_per_page']:>11.3f}"
+            f"\n304: {share:.1f} % of pages (target >= 95 %); bytes: {byte_share:.1f} % of the "
+            f"first crawl's (<= 5 %); CPU per page: {cpu_share:.1f} % of the first crawl's "
+            "(<= 25 %)\n"
         )
-    share = second["not_modified"] / max(second["pages"], 1) * 100
-    byte_share = second["bytes"] / max(first["bytes"], 1) * 100
-    cpu_share = second["cpu_ms_per_page"] / max(first["cpu_ms_per_page"], 1e-9) * 100
-    print(
-        f"\n304: {share:.1f} % of pages (target >= 95 %); bytes: {byte_share:.1f} % of the first "
-        f"crawl's (<= 5 %); CPU per page: {cpu_share:.1f} % of the first crawl's (<= 25 %)"
-    )
+    if args.crawl_only:
+        return 0
     counts = diff["counts"]
     print(
         f"\nChange detection, {ITEMS:,} items against {ITEMS:,}: {diff['seconds']:.2f} s "

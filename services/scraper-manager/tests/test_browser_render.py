@@ -73,15 +73,22 @@ async def render_crawl(
     *,
     resolver: AbstractResolver | None = None,
     timeout: float = 10,
+    upstream: str | None = None,
     **config: Any,
 ) -> Rendered:
-    """The crawl engine with browser rendering, as the worker builds it, on `PUBLIC_ONLY`."""
+    """The crawl engine with browser rendering, as the worker builds it, on `PUBLIC_ONLY`;
+    the page's own requests through the proxy `upstream` if given (a scraper's pool)."""
     items: list[dict[str, Any]] = []
 
     async def sink(batch: list[tuple[str, dict[str, Any]]]) -> None:
         items.extend(item for _, item in batch)
 
-    egress = EgressProxy(PUBLIC_ONLY, resolver=resolver, dns_cache=False)
+    egress = EgressProxy(
+        PUBLIC_ONLY,
+        resolver=resolver,
+        dns_cache=False,
+        upstream=None if upstream is None else (lambda: upstream),
+    )
     renderer = PageRenderer(pool, egress, user_agent="t", timeout_seconds=timeout)
     await renderer.open()
     connector = guarded_connector(

@@ -18,11 +18,19 @@ import httpx
 import pytest
 from aiohttp import web
 from scraper_manager.crawler.engine import Crawl, CrawlConfig
-from scraper_manager.crawler.host_budget import PgHostBudget, host_interval, host_of, next_slot
+from scraper_manager.crawler.host_budget import (
+    PgHostBudget,
+    host_interval,
+    host_of,
+    next_slot,
+    prune_idle_hosts,
+)
+from scraper_manager.runs.retention import run_retention_loop
 from scraper_manager.settings import Settings
-from servicekit.db.engine import create_engine
+from servicekit.db.engine import create_engine, create_session_factory
 from servicekit.embedded.network import free_port
 from servicekit.net import AddressPolicy, guarded_connector
+from servicekit.runtime import NatsConnection, ServiceRuntime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -100,6 +108,79 @@ async def test_postgresql_grants_the_slots_the_rule_gives(db_engine: AsyncEngine
     assert waits[0] == 0
     assert waits[1] == pytest.approx(10.0, abs=0.5)
     assert waits[2] == pytest.approx(20.0, abs=0.5)
+
+
+async def hosts_with_slots(engine: AsyncEngine, **ages: float) -> dict[str, str]:
+    """A row per host whose last slot was `age` seconds ago (negative: a slot still ahead);
+    the names given, made unique to this test."""
+    suffix = time.time_ns()
+    names = {name: f"{name}-{suffix}.example" for name in ages}
+    async with engine.begin() as connection:
+        for name, age in ages.items():
+            await connection.execute(
+                text(
+                    "INSERT INTO host_budgets (host, last_at)"
+                    " VALUES (:host, now() - make_interval(secs => :age))"
+                ),
+                {"host": names[name], "age": age},
+            )
+    return names
+
+
+async def hosts_left(engine: AsyncEngine, names: dict[str, str]) -> set[str]:
+    async with engine.connect() as connection:
+        rows = await connection.execute(
+            text("SELECT host FROM host_budgets WHERE host = ANY(:hosts)"),
+            {"hosts": list(names.values())},
+        )
+        left = {row[0] for row in rows}
+    return {name for name, host in names.items() if host in left}
+
+
+async def test_hosts_idle_past_the_bound_are_pruned_and_the_others_kept(
+    db_engine: AsyncEngine,
+) -> None:
+    names = await hosts_with_slots(
+        db_engine, idle=2 * 86_400, recent=60.0, ahead=-30.0, just_within=86_000
+    )
+    pruned = await prune_idle_hosts(db_engine, 86_400)
+    assert pruned >= 1
+    assert await hosts_left(db_engine, names) == {"recent", "ahead", "just_within"}
+
+
+async def test_idle_hosts_are_pruned_batch_by_batch(db_engine: AsyncEngine) -> None:
+    names = await hosts_with_slots(db_engine, **{f"h{n}": 7_200.0 for n in range(5)})
+    assert await prune_idle_hosts(db_engine, 3_600, batch=2) >= 5
+    assert await hosts_left(db_engine, names) == set()
+
+
+async def test_a_pruned_host_is_granted_its_next_request_at_once(db_engine: AsyncEngine) -> None:
+    # Pruning decides nothing: a host idle past the bound gets what a new host gets.
+    names = await hosts_with_slots(db_engine, idle=7_200.0)
+    await prune_idle_hosts(db_engine, 3_600)
+    assert await PgHostBudget(db_engine).reserve(names["idle"], 10.0) == 0
+
+
+async def test_the_workers_retention_round_prunes_idle_hosts(
+    service_settings: Settings, db_engine: AsyncEngine
+) -> None:
+    names = await hosts_with_slots(db_engine, idle=7_200.0, recent=10.0)
+    settings = service_settings.model_copy(update={"host_budget_idle_seconds": 3_600.0})
+    runtime = ServiceRuntime(
+        settings, db_engine, create_session_factory(db_engine), NatsConnection(settings, None)
+    )
+    stop = asyncio.Event()
+    # The loop's first round runs as it starts; the next would come a retention period later.
+    loop = asyncio.create_task(run_retention_loop(settings)(runtime, stop))
+    try:
+        for _ in range(300):
+            if "idle" not in await hosts_left(db_engine, names):
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        stop.set()
+        await asyncio.wait_for(loop, 30)
+    assert await hosts_left(db_engine, names) == {"recent"}
 
 
 # --- at the host ------------------------------------------------------------------------

@@ -4,22 +4,27 @@ page's items and links without its body, and counts them; `revalidate: false` tu
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
+from scraper_manager.crawler.engine import CachedItems
 from scraper_manager.crawler.revalidation import (
     Validators,
     conditional_headers,
     extraction_fingerprint,
     validator,
 )
+from scraper_manager.crawler.runner import write_items
+from scraper_manager.models import RunStatus
 from scraper_manager.settings import Settings
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.catalog import Catalog
-from tests.factories import make_client
+from tests.factories import make_client, make_run, make_scraper
 from tests.test_changes import BASE, SHOP, crawl, create
 
 
@@ -201,3 +206,103 @@ def test_the_fingerprint_follows_what_extraction_depends_on() -> None:
     assert base != extraction_fingerprint({"a": "h2"}, None, None)
     assert base != extraction_fingerprint({"a": "h1"}, "div", None)
     assert base != extraction_fingerprint({"a": "h1"}, None, "a.next")
+
+
+# --- a 304's items, copied where the run's items are written ------------------------------
+
+
+async def stored_page(
+    engine: AsyncEngine, scraper_id: int, url: str, items: list[dict[str, Any]], fp: str
+) -> None:
+    async with engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO page_cache (scraper_id, url, page_url, fingerprint, etag, items,"
+                " links, seen_at) VALUES (:s, :url, :url, :fp, '\"e\"', CAST(:items AS jsonb),"
+                " '[]', now() - interval '1 day')"
+            ),
+            {"s": scraper_id, "url": url, "fp": fp, "items": json.dumps(items)},
+        )
+
+
+async def test_a_304s_stored_items_are_copied_in_sql_in_crawl_order_and_counted(
+    db_engine: AsyncEngine,
+) -> None:
+    """Two runs written at once (as the heartbeat writes them): extracted items and pages
+    answered 304 interleaved; each 304 page's stored items land in its place, under its
+    stored URL, its row is marked seen, and each run's count is what was written."""
+    one = await make_scraper(db_engine, "reval", name="one")
+    two = await make_scraper(db_engine, "reval", name="two")
+    run_one = await make_run(db_engine, one, status=RunStatus.RUNNING)
+    run_two = await make_run(db_engine, two, status=RunStatus.RUNNING)
+    await stored_page(db_engine, one.id, "http://s/a", [{"n": "a1"}, {"n": "a2"}], "fp1")
+    await stored_page(db_engine, two.id, "http://s/b", [{"n": "b1"}], "fp2")
+    async with db_engine.begin() as connection:
+        written = await write_items(
+            connection,
+            [
+                (
+                    run_one.id,
+                    one.id,
+                    [
+                        ("http://s/x", {"n": "x"}),
+                        CachedItems("http://s/a", "fp1", 2),
+                        ("http://s/y", {"n": "y"}),
+                    ],
+                ),
+                (run_two.id, two.id, [CachedItems("http://s/b", "fp2", 1)]),
+            ],
+        )
+        rows = (
+            await connection.execute(
+                text(
+                    "SELECT run_id, url, data->>'n' FROM items"
+                    " WHERE run_id = ANY(:runs) ORDER BY id"
+                ),
+                {"runs": [run_one.id, run_two.id]},
+            )
+        ).all()
+        seen = (
+            await connection.execute(
+                text(
+                    "SELECT count(*) FROM page_cache"
+                    " WHERE scraper_id = ANY(:s) AND seen_at > now() - interval '1 hour'"
+                ),
+                {"s": [one.id, two.id]},
+            )
+        ).scalar_one()
+    assert [tuple(row) for row in rows] == [
+        (run_one.id, "http://s/x", "x"),
+        (run_one.id, "http://s/a", "a1"),
+        (run_one.id, "http://s/a", "a2"),
+        (run_one.id, "http://s/y", "y"),
+        (run_two.id, "http://s/b", "b1"),
+    ]
+    assert written == {run_one.id: (4, 4), run_two.id: (1, 1)}
+    assert seen == 2
+
+
+async def test_a_304_page_stored_by_another_extraction_gives_no_items_but_is_marked_seen(
+    db_engine: AsyncEngine,
+) -> None:
+    """Its row was replaced (the scraper's selectors changed) after the run read it: what
+    another extraction gave is not this run's items."""
+    scraper = await make_scraper(db_engine, "reval", name="changed")
+    run = await make_run(db_engine, scraper, status=RunStatus.RUNNING)
+    await stored_page(db_engine, scraper.id, "http://s/a", [{"n": "new"}], "other")
+    async with db_engine.begin() as connection:
+        written = await write_items(
+            connection, [(run.id, scraper.id, [CachedItems("http://s/a", "fp1", 1)])]
+        )
+        items = await connection.scalar(
+            text("SELECT count(*) FROM items WHERE run_id = :r"), {"r": run.id}
+        )
+        seen = await connection.scalar(
+            text(
+                "SELECT seen_at > now() - interval '1 hour' FROM page_cache WHERE scraper_id = :s"
+            ),
+            {"s": scraper.id},
+        )
+    assert written == {}
+    assert items == 0
+    assert seen is True

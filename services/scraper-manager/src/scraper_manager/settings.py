@@ -56,6 +56,10 @@ class Settings(PageSettings, LiveStreamSettings):
     # Requests per second to one host from all runs on all workers (README, "One politeness
     # budget per site"); None: each run's own `rate_limit` only (and shared crawl delays).
     host_budget_per_second: float | None = Field(default=None, gt=0)
+    # A host's row of that budget is deleted by the worker's retention round once its last
+    # request slot is this old: it then decides nothing for any interval shorter than this
+    # (a budget, or a robots.txt crawl delay up to a day).
+    host_budget_idle_seconds: float = Field(default=86_400.0, gt=0)
     run_poll_seconds: float = 1.0
     heartbeat_seconds: float = 1.0
     # A running run whose worker has not beaten for this long is failed ("worker lost").

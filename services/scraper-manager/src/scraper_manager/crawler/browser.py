@@ -41,7 +41,7 @@ from playwright.async_api import (
 from servicekit.net import AddressRefused
 
 from scraper_manager.crawler.egress import EgressProxy
-from scraper_manager.crawler.engine import Response
+from scraper_manager.crawler.engine import Crawl, Response
 
 # A launch-wide proxy nothing listens on: a request of a context without its own proxy (there
 # should be none) fails instead of going out unchecked. `<-loopback>`: Chromium's default
@@ -73,6 +73,15 @@ DEFAULT_BLOCKED = frozenset({"image", "media", "font"})
 # After `load`, the page may keep fetching (XHR that builds the items): wait for the network
 # to be quiet (Playwright: 500 ms without requests) within the page's time limit.
 SETTLE: Literal["networkidle"] = "networkidle"
+
+
+def pace_and_route(egress: EgressProxy, crawl: Crawl) -> None:
+    """A browser run's pages ask for more under the run's rules: each of their requests takes
+    the run's turn (its rate limit, then its host's shared budget) and leaves through the
+    run's proxy rotation (the same bench for a proxy that fails)."""
+    egress.admit = crawl.admit
+    egress.upstream = crawl.proxies.take
+    egress.upstream_failed = crawl.proxies.failed
 
 
 class BrowserPageFailed(Exception):

@@ -16,6 +16,11 @@ before any connection is made:
   crawler does.
 
 A refused request is answered 403 and reported (`on_refused`); nothing reaches the address.
+
+Each request (each plain http request, each tunnel) first takes its admission (`admit`, the
+run's: its rate limit, then the host's budget shared with every run), as the crawl engine's
+pages do, so a page's scripts, stylesheets, XHR, iframes and redirect hops are paced like
+pages. Inside a tunnel the requests are encrypted: a tunnel is admitted once, when it opens.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -59,6 +64,8 @@ HOP_BY_HOP = frozenset(
 )
 Upstream = Callable[[], str | None]
 Refused = Callable[[str, str], None]
+# A request's turn (its URL): returns when it may go.
+Admit = Callable[[str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -176,6 +183,7 @@ class EgressProxy:
         timeout_seconds: float = 30.0,
         max_response_bytes: int = 5 * 1024 * 1024,
         dns_cache: bool = True,
+        admit: Admit | None = None,
     ) -> None:
         self.policy = policy
         self.resolver = resolver
@@ -186,6 +194,7 @@ class EgressProxy:
         self.timeout_seconds = timeout_seconds
         self.max_response_bytes = max_response_bytes
         self.dns_cache = dns_cache
+        self.admit = admit or _at_once
         # What was refused, by URL (a tunnel's by `https://host:port/`), for the page to tell.
         self.refused: dict[str, str] = {}
         self.requests = 0
@@ -264,6 +273,8 @@ class EgressProxy:
                 await answer(writer, 400, "Bad Request", b"malformed proxy request")
                 return
             self.requests += 1
+            # Its turn first, as a page's (the address policy then applies as to a page).
+            await self.admit(request.url)
             if request.method == "CONNECT":
                 await self._tunnel(request, reader, writer)
                 return
@@ -380,6 +391,10 @@ class EgressProxy:
                 self.upstream_failed(proxy)
                 await answer(writer, 502, "Bad Gateway", type(exc).__name__.encode())
             return False
+
+
+async def _at_once(url: str) -> None:
+    return None
 
 
 def multidict(headers: list[tuple[str, str]]) -> CIMultiDict[str]:

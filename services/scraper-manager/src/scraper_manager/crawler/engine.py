@@ -56,7 +56,24 @@ STOP_GRACE_SECONDS = 1.0
 # is a run span with about a thousand fetch spans, not 100,000. Failed requests are events on
 # whichever span is current (the run's, or a sampled fetch's).
 FETCH_SPAN_EVERY = 100
-ItemsSink = Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class CachedItems:
+    """A page answered 304 in a batch of items: where the batch is written, the page's row
+    of the page cache (`page_cache`, row `key`) is marked seen and its stored items (if the
+    row is of extraction `fingerprint`) are copied in SQL with the URL stored there, never
+    decoded here. `count`: how many were stored when the run started (0: a row to mark
+    seen only)."""
+
+    key: str
+    fingerprint: str
+    count: int
+
+
+# A batch in crawl order: an item as extracted (its page's URL, its fields), or a 304 page's.
+Collected = tuple[str, dict[str, Any]] | CachedItems
+ItemsSink = Callable[[list[Collected]], Awaitable[None]]
 ProxyRoute = Callable[[str], Awaitable[ProxyTarget]]
 # A page's document as the browser leaves it after its scripts ran (crawler.browser).
 Renderer = Callable[["Response"], Awaitable["Response"]]
@@ -173,8 +190,15 @@ class Crawl:
         self.render = render
         # The per-host budget shared with every other run (None: this run's own limit only).
         self.host_budget = host_budget
+        # Whether a request may have a host's slot to take: an operator's budget, or a crawl
+        # delay (robots.txt, when obeyed) to share.
+        self._shares_host = host_budget is not None and (
+            config.host_budget_per_second is not None or config.obey_robots
+        )
         self.host_waits = 0
         self.host_waited_seconds = 0.0
+        # Slots of the shared budget this run reserved (its requests' and its browser's).
+        self.host_slots = 0
         # The pages the scraper's last runs saw, to revalidate; None: every page fetched whole.
         self.pages = pages
         self.http = http
@@ -191,19 +215,28 @@ class Crawl:
         self.bucket = TokenBucket(config.rate_limit)
         self.robots = RobotsRules(http, user_agent, self.log, pace=self._host_slot)
         self.proxies = ProxyRotation(config.proxies, self.log)
-        self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        # (URL, its canonical key, depth): the key is computed once, when the URL is found.
+        self._queue: asyncio.Queue[tuple[str, str, int]] = asyncio.Queue()
         self._seen: set[str] = set()
         self._started = 0
         self._fetches = 0
-        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._pending: list[Collected] = []
+        self._pending_items = 0
         self._sink_lock = asyncio.Lock()
+        # Built once: a run's requests share them (a 304 costs little else).
+        self._timeout = aiohttp.ClientTimeout(total=config.timeout_seconds)
+        self._own_headers = {"User-Agent": user_agent}
+        self._headers = {**self._own_headers, **config.headers}
 
-    def _enqueue(self, url: str, depth: int) -> None:
-        key = canonical(url)
+    def _enqueue(self, url: str, depth: int, key: str | None = None) -> None:
+        """`key`: the URL's canonical form when the URL is one already (links as extracted
+        or stored are), so a page's links cost a set lookup each, not a canonicalisation."""
+        if key is None:
+            key = canonical(url)
         if key in self._seen:
             return
         self._seen.add(key)
-        self._queue.put_nowait((url, depth))
+        self._queue.put_nowait((url, key, depth))
 
     async def run(self) -> CrawlStats:
         # Compiled here, so a pattern stored before RE2 was required fails the run with a reason.
@@ -226,17 +259,17 @@ class Crawl:
 
     async def _work(self) -> None:
         while True:
-            url, depth = await self._queue.get()
+            url, key, depth = await self._queue.get()
             try:
                 # The count is checked after the await and taken before the next one, so
                 # concurrent fetchers never oversell `max_pages`.
                 if (
                     not self.stop.is_set()
-                    and await self._permitted(url)
+                    and (not self.config.obey_robots or await self._permitted(url))
                     and self._started < self.config.max_pages
                 ):
                     self._started += 1
-                    await self._visit(url, depth)
+                    await self._visit(url, key, depth)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -266,19 +299,22 @@ class Crawl:
             self.log.info("crawl delay applied", seconds=delay, url=url)
         return True
 
-    async def _visit(self, url: str, depth: int) -> None:
+    async def _visit(self, url: str, key: str, depth: int) -> None:
         follow = self.config.max_depth is None or depth < self.config.max_depth
-        fetched = await self._fetch(url, follow if self.pages is not None else None)
+        fetched = await self._fetch(url, follow if self.pages is not None else None, key)
         if fetched is None:
             return
+        # The key of the URL that answered (another one's after a redirect).
+        answered = key if fetched.url == url else canonical(fetched.url)
         if fetched.status == 304:
-            if await self._reuse(fetched.url, depth, follow):
+            if self._reuse(answered, depth, follow):
                 return
             # A 304 to a page with nothing stored (a server answering one unasked): fetched
             # whole, once, without validators.
             fetched = await self._fetch(url, None)
             if fetched is None:
                 return
+            answered = key if fetched.url == url else canonical(fetched.url)
         if fetched.status >= 400 or "html" not in fetched.content_type:
             return
         if self.render is not None:
@@ -294,7 +330,7 @@ class Crawl:
         )
         await self._collect(fetched.url, items)
         for link in links:
-            self._enqueue(link, depth + 1)
+            self._enqueue(link, depth + 1, link)
         if (
             self.pages is not None
             and fetched.status == 200
@@ -302,7 +338,7 @@ class Crawl:
             and (fetched.etag is not None or fetched.last_modified is not None)
         ):
             self.pages.remember(
-                canonical(fetched.url),
+                answered,
                 fetched.url,
                 fetched.etag,
                 fetched.last_modified,
@@ -310,20 +346,25 @@ class Crawl:
                 links if follow else None,
             )
 
-    async def _reuse(self, url: str, depth: int, follow: bool) -> bool:
-        """A 304: the page's stored items and links, as if it had been parsed again."""
+    def _reuse(self, key: str, depth: int, follow: bool) -> bool:
+        """A 304: the page's stored items and links, as if it had been parsed again. The
+        items are not read here: the batch names the stored page and its writer copies them
+        in SQL (a decoded item would cost more CPU than the request that found it unchanged)."""
         assert self.pages is not None
-        key = canonical(url)
         stored = self.pages.stored(key)
         if stored is None:
             return False
         self.stats.not_modified += 1
-        self.stats.items_reused += len(stored.items)
-        self.pages.touch(key)
-        await self._collect(stored.url, stored.items)
+        self.stats.items_reused += stored.items
+        # A reference, not items (the page's row is marked seen where it is written, its items
+        # copied): it does not fill the batch, whose bound is for items held in memory, and
+        # goes with the next beat's write, or the crawl's last.
+        self._pending.append(CachedItems(key, self.pages.fingerprint, stored.items))
+        self.stats.items_collected += stored.items
         if follow:
             for link in stored.links or []:
-                self._enqueue(link, depth + 1)
+                # Stored as extracted: canonical already.
+                self._enqueue(link, depth + 1, link)
         return True
 
     def _parse(self, fetched: Response, follow: bool) -> tuple[list[dict[str, Any]], list[str]]:
@@ -345,19 +386,22 @@ class Crawl:
         )
         return [clean_value(item) for item in items], links
 
-    async def _fetch(self, url: str, need_links: bool | None = None) -> Response | None:
+    async def _fetch(
+        self, url: str, need_links: bool | None = None, key: str | None = None
+    ) -> Response | None:
         """`need_links`: None sends no validators; else a page's stored validators are sent
-        when what is stored suffices (its links too, when they will be followed)."""
+        when what is stored suffices (its links too, when they will be followed). `key`: the
+        URL's canonical form, when known."""
         self._fetches += 1
         sequence = self._fetches
         if not tracing_enabled() or (sequence != 1 and sequence % FETCH_SPAN_EVERY):
-            return await self._fetch_with_retries(url, need_links)
+            return await self._fetch_with_retries(url, need_links, key)
         with tracer.start_as_current_span(
             "crawl fetch",
             kind=SpanKind.CLIENT,
             attributes={"url.full": without_credentials(url), "crawler.fetch.sequence": sequence},
         ) as span:
-            response = await self._fetch_with_retries(url, need_links)
+            response = await self._fetch_with_retries(url, need_links, key)
             if response is not None:
                 span.set_attribute("http.response.status_code", response.status)
             return response
@@ -367,7 +411,9 @@ class Crawl:
             "request failed", {"url.full": without_credentials(url), **attributes}
         )
 
-    async def _fetch_with_retries(self, url: str, need_links: bool | None) -> Response | None:
+    async def _fetch_with_retries(
+        self, url: str, need_links: bool | None, key: str | None = None
+    ) -> Response | None:
         attempt = 0
         while True:
             if self.stop.is_set():
@@ -375,7 +421,7 @@ class Crawl:
             await self._pace(url)
             proxy = self.proxies.take()
             try:
-                response = await self._request(url, proxy, need_links)
+                response = await self._request(url, proxy, need_links, key)
             except (aiohttp.ClientError, AddressRefused, TimeoutError) as exc:
                 refusal = refusal_of(exc)
                 if refusal is not None:
@@ -421,22 +467,35 @@ class Crawl:
                 self._failed(url, status=response.status, attempts=attempt + 1)
             return response
 
+    async def admit(self, url: str) -> None:
+        """The turn of a request a browser page makes (through the egress proxy), as a
+        page's: the run's rate limit, then the host's shared budget."""
+        await self._pace(url)
+
     async def _pace(self, url: str) -> None:
         """A request's turn: the run's own limit first (its upper bound), then the host's
         budget shared with every run, so waiting for the host never lets the run exceed its
         own rate."""
-        await self.bucket.acquire()
-        await self._host_slot(url)
+        # The bucket's slot taken in place (no coroutine unless there is a wait: a request
+        # of a run far below its limit costs a subtraction).
+        wait = self.bucket.take()
+        if wait:
+            await asyncio.sleep(wait)
+        if self._shares_host:
+            await self._host_slot(url)
 
     async def _host_slot(self, url: str) -> None:
         if self.host_budget is None:
             return
-        host = host_of(url)
         delay = self.robots.known_crawl_delay(url) if self.config.obey_robots else None
         interval = host_interval(self.config.host_budget_per_second, delay)
-        if host is None or interval is None:
+        if interval is None:
+            return  # no budget to share: not even the URL's host is looked at
+        host = host_of(url)
+        if host is None:
             return
         waited = await wait_for_slot(self.host_budget, host, interval)
+        self.host_slots += 1
         if waited > 0:
             self.host_waits += 1
             self.host_waited_seconds += waited
@@ -448,22 +507,21 @@ class Crawl:
         self.log.error("refused by the address policy", url=url, reason=str(refusal))
         logger.warning("request refused by the address policy", url=url[:500], reason=str(refusal))
 
-    def _conditional(self, url: str, need_links: bool | None) -> dict[str, str]:
+    def _conditional(self, url: str, need_links: bool | None, key: str | None) -> dict[str, str]:
         if need_links is None or self.pages is None:
             return {}
-        validators = self.pages.validators(canonical(url))
+        validators = self.pages.validators(key if key is not None else canonical(url))
         if validators is None or (need_links and not validators.has_links):
             return {}
         return conditional_headers(validators)
 
     async def _request(
-        self, url: str, proxy: str | None, need_links: bool | None = None
+        self, url: str, proxy: str | None, need_links: bool | None = None, key: str | None = None
     ) -> Response:
         """One request and its redirects, each hop a request of its own (so each connects
         through the guard, or is checked before it goes to the proxy)."""
         current = url
-        own = {"User-Agent": self.user_agent}
-        headers = {**own, **self.config.headers}
+        own, headers = self._own_headers, self._headers  # never changed in place
         for hop in range(self.config.max_redirects + 1):
             if hop:
                 await self._pace(current)
@@ -476,23 +534,33 @@ class Crawl:
                     sent = {**headers, "Host": routed.host_header}
             # Each hop asks with the validators stored for its own URL: a page reached through
             # a redirect is stored under the URL that answered it.
-            sent = {**sent, **self._conditional(current, need_links)}
+            conditional = self._conditional(current, need_links, None if hop else key)
+            if conditional:
+                sent = {**sent, **conditional}
             session = self.proxy_http if proxy is not None else self.http
             async with session.get(
                 target,
                 headers=sent,
                 proxy=proxy,
                 allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=self.config.timeout_seconds),
+                timeout=self._timeout,
             ) as response:
                 self.stats.status_counts[str(response.status)] += 1
-                location = response.headers.get("Location")
-                if response.status in REDIRECT_STATUSES and location:
+                location = (
+                    response.headers.get("Location")
+                    if response.status in REDIRECT_STATUSES
+                    else None
+                )
+                if location:
                     following = urljoin(current, location)
                     if urlsplit(following).scheme in {"http", "https"}:
                         headers = next_hop_headers(headers, own, current, following)
                         current = following
                         continue
+                if response.status == 304:
+                    # No body (RFC 9110 §15.4.5), and what it says is the stored page's: nothing
+                    # read or parsed, not even its headers.
+                    return Response(304, b"", False, None, "", None, current)
                 body, truncated = await self._read(response)
                 return Response(
                     status=response.status,
@@ -531,8 +599,12 @@ class Crawl:
 
     async def _collect(self, url: str, items: list[dict[str, Any]]) -> None:
         self._pending.extend((url, item) for item in items)
-        self.stats.items_collected += len(items)
-        if len(self._pending) >= self.batch_size:
+        await self._counted(len(items))
+
+    async def _counted(self, items: int) -> None:
+        self.stats.items_collected += items
+        self._pending_items += items
+        if self._pending_items >= self.batch_size:
             # Shielded: a fetcher cancelled at stop must not cut a database write in half.
             await asyncio.shield(self._flush())
 
@@ -545,20 +617,22 @@ class Crawl:
         """Held while items are handed over (by the crawl, or by the worker's heartbeat)."""
         return self._sink_lock
 
-    def take_items(self) -> list[tuple[str, dict[str, Any]]]:
+    def take_items(self) -> list[Collected]:
         """The items collected since the last batch, taken (the worker's heartbeat writes
         those of all its runs at once)."""
         taken, self._pending = self._pending, []
+        self._pending_items = 0
         return taken
 
-    def give_back(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+    def give_back(self, items: list[Collected]) -> None:
         """Items taken but not written (the beat failed): first in the next batch."""
         self._pending[:0] = items
+        self._pending_items += sum(not isinstance(i, CachedItems) for i in items)
 
     async def _flush(self) -> None:
         async with self._sink_lock:
             if self._pending:
-                batch, self._pending = self._pending, []
+                batch = self.take_items()
                 await self.on_items(batch)
 
 

@@ -16,6 +16,7 @@ import asyncio
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from servicekit.retention import BATCH, Progress, delete_in_batches
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -87,3 +88,31 @@ async def wait_for_slot(budget: HostBudget, host: str, interval: float) -> float
     if wait > 0:
         await asyncio.sleep(wait)
     return wait
+
+
+def _idle() -> None:
+    return None
+
+
+# Rows whose last slot is more than `:idle` seconds old, by the database's clock (the budget's
+# only clock), `:batch` at a time. Such a row decides nothing any more: `next_slot` of a last
+# slot older than the interval is `now`, exactly as for a host never asked, so deleting it
+# changes no request's slot (for any interval shorter than the bound).
+_PRUNE_IDLE = text(
+    """
+    DELETE FROM host_budgets WHERE host IN (
+        SELECT host FROM host_budgets
+        WHERE last_at < now() - make_interval(secs => :idle)
+        LIMIT :batch
+    )
+    """
+)
+
+
+async def prune_idle_hosts(
+    engine: AsyncEngine, idle_seconds: float, *, batch: int = BATCH, progress: Progress = _idle
+) -> int:
+    """Delete the hosts whose last slot is older than `idle_seconds`; how many."""
+    return await delete_in_batches(
+        engine, _PRUNE_IDLE, {"idle": idle_seconds}, batch=batch, progress=progress
+    )

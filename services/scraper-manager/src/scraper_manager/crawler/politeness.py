@@ -24,22 +24,31 @@ class TokenBucket:
     def __init__(self, rate: float) -> None:
         self.interval = 1.0 / rate
         self._next = 0.0
-        self._lock = asyncio.Lock()
         # For the run log's summary: how often and how long requests waited for a slot.
         self.waits = 0
         self.waited_seconds = 0.0
+        # Turns taken (pages, their redirect hops, a browser page's own requests).
+        self.taken = 0
 
     def slow_down_to(self, interval: float) -> None:
         self.interval = max(self.interval, interval)
 
+    def take(self) -> float:
+        """Take the next slot; the seconds to wait for it (0: now). No lock: nothing between
+        reading and taking the slot awaits, so no other task can come in between."""
+        now = time.monotonic()
+        wait = self._next - now
+        self._next = max(now, self._next) + self.interval
+        self.taken += 1
+        if wait <= 0:
+            return 0.0
+        self.waits += 1
+        self.waited_seconds += wait
+        return wait
+
     async def acquire(self) -> None:
-        async with self._lock:
-            now = time.monotonic()
-            wait = self._next - now
-            self._next = max(now, self._next) + self.interval
-        if wait > 0:
-            self.waits += 1
-            self.waited_seconds += wait
+        wait = self.take()
+        if wait:
             await asyncio.sleep(wait)
 
 

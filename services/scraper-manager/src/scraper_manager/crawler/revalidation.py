@@ -6,10 +6,12 @@ parsing the page.
 What a page gives depends on the scraper's extraction (selectors, item selector, follow): the
 stored rows carry a fingerprint of it, and rows of another fingerprint are not used (a
 scraper whose selectors changed fetches its pages whole once). A run reads its scraper's
-stored pages once, at its start, in one query (at most its `max_pages` most recently seen),
-items and links kept as their JSON text and decoded only for a page that answers 304: a query
-per 304 would cost more CPU than the parse it saves. What a run learns is written in batches,
-with the heartbeat."""
+stored pages once, at its start, in one query (at most its `max_pages` most recently seen):
+validators, links one a line (split only for a page that answers 304) and how many
+items the page gave, not the items themselves: a 304 page's items are copied from its row by
+the statement that writes the run's items (`CachedItems`), never decoded in Python. A query per
+304 would cost more CPU than the parse it saves. What a run learns is written in batches, with
+the heartbeat."""
 
 from __future__ import annotations
 
@@ -39,8 +41,8 @@ class Validators:
 
 @dataclass(frozen=True)
 class StoredPage:
-    url: str
-    items: list[dict[str, Any]]
+    # Its URL as fetched stays in the database with its items (`CachedItems`).
+    items: int  # how many: they stay in the database
     links: list[str] | None
 
 
@@ -63,7 +65,7 @@ def validator(value: str | None) -> str | None:
     value = value.strip()
     if not value or len(value) > MAX_VALIDATOR_LENGTH:
         return None
-    if not all(" " <= ch <= "~" for ch in value):
+    if not (value.isascii() and value.isprintable()):  # visible ASCII and spaces only
         return None
     return value
 
@@ -82,7 +84,12 @@ def conditional_headers(validators: Validators | None) -> dict[str, str]:
 
 _LOAD = text(
     """
-    SELECT url, etag, last_modified, page_url, CAST(items AS text), CAST(links AS text)
+    SELECT url, etag, last_modified, jsonb_array_length(items),
+           -- Links one a line (a canonical URL has no raw newline): split, not JSON-decoded.
+           CASE WHEN links IS NOT NULL THEN coalesce(
+               (SELECT string_agg(link, E'\n' ORDER BY n)
+                FROM jsonb_array_elements_text(links) WITH ORDINALITY AS l(link, n)), '')
+           END
     FROM page_cache
     WHERE scraper_id = :scraper_id AND fingerprint = :fingerprint
     ORDER BY seen_at DESC LIMIT :limit
@@ -109,12 +116,6 @@ _UPSERT = text(
         items = excluded.items, links = excluded.links, seen_at = excluded.seen_at
     """
 )
-_TOUCH = text(
-    """
-    UPDATE page_cache SET seen_at = now()
-    WHERE scraper_id = :scraper_id AND url = ANY(CAST(:urls AS text[]))
-    """
-)
 
 
 class StoredPages:
@@ -135,9 +136,8 @@ class StoredPages:
         self.keep_days = keep_days
         self.limit = limit
         self._validators: dict[str, Validators] = {}
-        self._stored: dict[str, tuple[str, str, str | None]] = {}
+        self._stored: dict[str, tuple[int, str | None]] = {}
         self._learned: dict[str, tuple[str, str | None, str | None, str, str | None]] = {}
-        self._seen: set[str] = set()
 
     async def load(self) -> int:
         """Forget pages not seen for `keep_days`, then read the validators of the rest."""
@@ -154,9 +154,9 @@ class StoredPages:
                     "limit": self.limit,
                 },
             )
-            for url, etag, last_modified, page_url, items, links in rows:
+            for url, etag, last_modified, items, links in rows:
                 self._validators[url] = Validators(etag, last_modified, links is not None)
-                self._stored[url] = (page_url, items, links)
+                self._stored[url] = (items, links)
         return len(self._validators)
 
     def validators(self, url: str) -> Validators | None:
@@ -166,8 +166,10 @@ class StoredPages:
         found = self._stored.get(url)
         if found is None:
             return None
-        page_url, items, links = found
-        return StoredPage(page_url, json.loads(items), None if links is None else json.loads(links))
+        items, links = found
+        if links is None:
+            return StoredPage(items, None)
+        return StoredPage(items, links.split("\n") if links else [])
 
     def remember(
         self,
@@ -188,34 +190,26 @@ class StoredPages:
             None if links is None else json.dumps([clean_text(link) for link in links]),
         )
 
-    def touch(self, url: str) -> None:
-        """A page answered 304: still there, kept from pruning."""
-        self._seen.add(url)
-
     async def flush(self) -> None:
+        """The pages learned since the last flush, in one statement. (A page answered 304 is
+        marked seen where the run's items are written: `CachedItems`.)"""
         learned, self._learned = self._learned, {}
-        seen, self._seen = self._seen, set()
-        if not learned and not seen:
+        if not learned:
             return
+        urls = list(learned)
+        rows = [learned[url] for url in urls]
         async with self.session_factory() as session, session.begin():
             connection = await session.connection()
-            if learned:
-                urls = list(learned)
-                rows = [learned[url] for url in urls]
-                await connection.execute(
-                    _UPSERT,
-                    {
-                        "scraper_id": self.scraper_id,
-                        "fingerprint": self.fingerprint,
-                        "urls": [clean_text(url) for url in urls],
-                        "page_urls": [row[0] for row in rows],
-                        "etags": [row[1] for row in rows],
-                        "last_modified": [row[2] for row in rows],
-                        "items": [row[3] for row in rows],
-                        "links": [row[4] for row in rows],
-                    },
-                )
-            if seen:
-                await connection.execute(
-                    _TOUCH, {"scraper_id": self.scraper_id, "urls": sorted(seen)}
-                )
+            await connection.execute(
+                _UPSERT,
+                {
+                    "scraper_id": self.scraper_id,
+                    "fingerprint": self.fingerprint,
+                    "urls": [clean_text(url) for url in urls],
+                    "page_urls": [row[0] for row in rows],
+                    "etags": [row[1] for row in rows],
+                    "last_modified": [row[2] for row in rows],
+                    "items": [row[3] for row in rows],
+                    "links": [row[4] for row in rows],
+                },
+            )

@@ -38,9 +38,15 @@ from servicekit.tracing import tracer
 from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 
-from scraper_manager.crawler.browser import BrowserPool, PageRenderer
+from scraper_manager.crawler.browser import BrowserPool, PageRenderer, pace_and_route
 from scraper_manager.crawler.egress import EgressProxy
-from scraper_manager.crawler.engine import STOP_GRACE_SECONDS, Crawl, CrawlConfig
+from scraper_manager.crawler.engine import (
+    STOP_GRACE_SECONDS,
+    CachedItems,
+    Collected,
+    Crawl,
+    CrawlConfig,
+)
 from scraper_manager.crawler.host_budget import PgHostBudget
 from scraper_manager.crawler.queue import enqueue_run, pull_subscription, run_id_of
 from scraper_manager.crawler.revalidation import StoredPages, extraction_fingerprint
@@ -113,22 +119,44 @@ _HEARTBEATS = text(
     RETURNING r.id, r.stop_requested
     """
 )
-# The items every run collected since the last beat, in crawl order within each run.
-_INSERT_BEAT_ITEMS = text(
+# Items of one or many runs, in crawl order within each run, and each run's count, in one
+# statement. A row is an item as extracted (`url`, `data`), or a page answered 304 (`cached`:
+# its page cache key): the page's row is marked seen, and its stored items are copied here
+# from it (when it is of the run's extraction fingerprint), in their stored order, under the
+# URL stored with them: a reused item is never decoded, re-encoded and sent back by the
+# worker. Each run is a range of the rows (`first` to `last`), so rows carry no run ids.
+_WRITE_ITEMS = text(
     """
-    INSERT INTO items (run_id, scraper_id, url, data, created_at)
-    SELECT i.run_id, i.scraper_id, i.url, i.data, now()
-    FROM unnest(CAST(:runs AS int[]), CAST(:scrapers AS int[]), CAST(:urls AS text[]),
-                CAST(:data AS jsonb[])) WITH ORDINALITY AS i(run_id, scraper_id, url, data, n)
-    ORDER BY i.n
-    """
-)
-_COUNT_BEAT_ITEMS = text(
-    """
+    WITH batch AS (
+        SELECT r.run_id, r.scraper_id, r.fingerprint, b.url, b.data, b.cached, b.n
+        FROM unnest(CAST(:urls AS text[]), CAST(:data AS jsonb[]), CAST(:cached AS text[]))
+             WITH ORDINALITY AS b(url, data, cached, n)
+        JOIN unnest(CAST(:runs AS int[]), CAST(:scrapers AS int[]),
+                    CAST(:fingerprints AS text[]), CAST(:firsts AS int[]),
+                    CAST(:lasts AS int[])) AS r(run_id, scraper_id, fingerprint, first, last)
+            ON b.n BETWEEN r.first AND r.last
+    ), seen AS (
+        -- Still there: kept from pruning (`StoredPages.load`), first when the next run loads.
+        UPDATE page_cache AS c SET seen_at = now()
+        FROM batch AS b
+        WHERE b.cached IS NOT NULL AND c.scraper_id = b.scraper_id AND c.url = b.cached
+    ), inserted AS (
+        INSERT INTO items (run_id, scraper_id, url, data, created_at)
+        SELECT b.run_id, b.scraper_id, coalesce(b.url, c.page_url), coalesce(b.data, e.item),
+               now()
+        FROM batch AS b
+        LEFT JOIN page_cache AS c
+            ON b.cached IS NOT NULL AND c.scraper_id = b.scraper_id AND c.url = b.cached
+            AND c.fingerprint = b.fingerprint
+        LEFT JOIN LATERAL jsonb_array_elements(c.items) WITH ORDINALITY AS e(item, m) ON true
+        WHERE b.cached IS NULL OR e.item IS NOT NULL
+        ORDER BY b.n, e.m
+        RETURNING run_id
+    ), counted AS (SELECT run_id, count(*) AS n FROM inserted GROUP BY run_id)
     UPDATE runs AS r SET items_collected = r.items_collected + c.n
-    FROM unnest(CAST(:ids AS int[]), CAST(:counts AS int[])) AS c(id, n)
-    WHERE r.id = c.id
-    RETURNING r.id, r.items_collected
+    FROM counted AS c
+    WHERE r.id = c.run_id
+    RETURNING r.id, r.items_collected, c.n
     """
 )
 _REAP = text(
@@ -139,13 +167,57 @@ _REAP = text(
     RETURNING id
     """
 )
-_INSERT_ITEMS = text(
-    """
-    INSERT INTO items (run_id, scraper_id, url, data, created_at)
-    SELECT :run_id, :scraper_id, i.url, i.data, now()
-    FROM unnest(CAST(:urls AS text[]), CAST(:data AS jsonb[])) AS i(url, data)
-    """
-)
+
+
+async def write_items(
+    connection: Any, batches: list[tuple[int, int, list[Collected]]]
+) -> dict[int, tuple[int, int]]:
+    """The batches of runs (run id, scraper id, what it collected), written with
+    `_WRITE_ITEMS`; per run that wrote any: (items written, its total since it started)."""
+    runs: list[int] = []
+    scrapers: list[int] = []
+    fingerprints: list[str | None] = []
+    firsts: list[int] = []
+    lasts: list[int] = []
+    urls: list[str | None] = []
+    data: list[str | None] = []
+    cached: list[str | None] = []
+    for run_id, scraper_id, batch in batches:
+        if not batch:
+            continue
+        runs.append(run_id)
+        scrapers.append(scraper_id)
+        firsts.append(len(urls) + 1)
+        fingerprint = None
+        for entry in batch:
+            if isinstance(entry, CachedItems):
+                fingerprint = entry.fingerprint  # one per run
+                urls.append(None)
+                data.append(None)
+                cached.append(entry.key)
+            else:
+                url, item = entry
+                urls.append(clean_text(url))
+                data.append(json.dumps(clean_value(item), default=str))
+                cached.append(None)
+        fingerprints.append(fingerprint)
+        lasts.append(len(urls))
+    if not runs:
+        return {}
+    rows = await connection.execute(
+        _WRITE_ITEMS,
+        {
+            "runs": runs,
+            "scrapers": scrapers,
+            "fingerprints": fingerprints,
+            "firsts": firsts,
+            "lasts": lasts,
+            "urls": urls,
+            "data": data,
+            "cached": cached,
+        },
+    )
+    return {int(run_id): (int(n), int(total)) for run_id, total, n in rows}
 
 
 def worker_name() -> str:
@@ -310,33 +382,21 @@ class RunExecutor:
             host_budget_per_second=self.settings.host_budget_per_second,
         )
 
-        async def store(batch: list[tuple[str, dict[str, Any]]]) -> None:
+        async def store(batch: list[Collected]) -> None:
             async with self.runtime.session_factory() as s, s.begin():
                 connection = await s.connection()
-                await connection.execute(
-                    _INSERT_ITEMS,
-                    {
-                        "run_id": run_id,
-                        "scraper_id": scraper.id,
-                        "urls": [clean_text(u) for u, _ in batch],
-                        "data": [json.dumps(clean_value(d), default=str) for _, d in batch],
-                    },
-                )
-                total = await connection.scalar(
-                    text(
-                        "UPDATE runs SET items_collected = items_collected + :n WHERE id = :id"
-                        " RETURNING items_collected"
-                    ),
-                    {"n": len(batch), "id": run_id},
-                )
+                written = await write_items(connection, [(run_id, scraper.id, batch)])
+                if run_id not in written:
+                    return
+                count, total = written[run_id]
                 await record_event(
                     s,
                     ITEMS_COLLECTED,
                     ItemsCollected(
                         scraper_id=scraper.id,
                         run_id=run_id,
-                        count=len(batch),
-                        items_collected=int(total or 0),
+                        count=count,
+                        items_collected=total,
                     ),
                     tenant=scraper.owner,
                 )
@@ -399,9 +459,8 @@ class RunExecutor:
             host_budget=self.host_budget,
         )
         if renderer is not None:
-            # The page's own requests go out through the run's proxies, in the same rotation.
-            renderer.egress.upstream = crawl.proxies.take
-            renderer.egress.upstream_failed = crawl.proxies.failed
+            # The page's own requests: paced as pages, out through the run's proxies.
+            pace_and_route(renderer.egress, crawl)
         self._beat_for(Beating(run_id, scraper.id, scraper.owner, crawl, stop, requested))
         error: str | None = None
         logger.info("run started", run_id=run_id, scraper_id=scraper.id, url=config.url)
@@ -510,7 +569,7 @@ class RunExecutor:
         # Each run's hand-over is held while the beat writes its items, so a batch of 100
         # (or the crawl's last) is never stored ahead of older items; a run handing over a
         # batch right now keeps its newer items for the next beat.
-        taken: list[tuple[Beating, list[tuple[str, dict[str, Any]]]]] = []
+        taken: list[tuple[Beating, list[Collected]]] = []
         for run in runs:
             if not run.crawl.sink_lock.locked():
                 await run.crawl.sink_lock.acquire()  # free: taken without waiting
@@ -557,36 +616,15 @@ class RunExecutor:
         return {int(run_id): bool(flag) for run_id, flag in rows}
 
     async def _write_items(
-        self, session: Any, taken: list[tuple[Beating, list[tuple[str, dict[str, Any]]]]]
+        self, session: Any, taken: list[tuple[Beating, list[Collected]]]
     ) -> None:
         """The items collected since the last beat, however few (a run's stored items grow
         while it runs, not only by the hundred), with an `items.collected` event per run."""
         if not taken:
             return
-        connection = await session.connection()
-        await connection.execute(
-            _INSERT_BEAT_ITEMS,
-            {
-                "runs": [run.run_id for run, items in taken for _ in items],
-                "scrapers": [run.scraper_id for run, items in taken for _ in items],
-                "urls": [clean_text(url) for _, items in taken for url, _ in items],
-                "data": [
-                    json.dumps(clean_value(data), default=str)
-                    for _, items in taken
-                    for _, data in items
-                ],
-            },
-        )
-        totals = dict(
-            (
-                await connection.execute(
-                    _COUNT_BEAT_ITEMS,
-                    {
-                        "ids": [run.run_id for run, _ in taken],
-                        "counts": [len(items) for _, items in taken],
-                    },
-                )
-            ).all()
+        written = await write_items(
+            await session.connection(),
+            [(run.run_id, run.scraper_id, items) for run, items in taken],
         )
         await record_events(
             session,
@@ -598,11 +636,12 @@ class RunExecutor:
                     data=ItemsCollected(
                         scraper_id=run.scraper_id,
                         run_id=run.run_id,
-                        count=len(items),
-                        items_collected=int(totals.get(run.run_id, 0)),
+                        count=written[run.run_id][0],
+                        items_collected=written[run.run_id][1],
                     ).model_dump(mode="json"),
                 )
-                for run, items in taken
+                for run, _ in taken
+                if run.run_id in written
             ],
         )
 

@@ -1,4 +1,5 @@
-"""Retention of runs with their results and logs: what the worker deletes, and how.
+"""Retention of runs with their results and logs: what the worker deletes, and how (and, in
+the same round, the per-host budget's rows of hosts idle past `host_budget_idle_seconds`).
 
 A finished run (completed, failed, stopped, or a skipped firing) is deleted with its items and
 its log once it finished more than `RESULT_RETENTION_DAYS` ago, or once its scraper has more
@@ -26,6 +27,7 @@ from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from scraper_manager.crawler.host_budget import prune_idle_hosts
 from scraper_manager.settings import Settings
 
 LOOP = "run-retention"
@@ -149,6 +151,10 @@ def run_retention_loop(settings: Settings) -> WorkerLoop:
 
     async def prune(engine: AsyncEngine, now: datetime, progress: Callable[[], None]) -> int:
         pruned = await prune_runs(engine, now, retention, batch=batch, progress=progress)
-        return pruned.runs
+        # The per-host budget's rows of hosts no run has asked for in a long while.
+        hosts = await prune_idle_hosts(
+            engine, settings.host_budget_idle_seconds, batch=batch, progress=progress
+        )
+        return pruned.runs + hosts
 
     return pruning_loop(LOOP, prune, settings.retention_prune_seconds)
