@@ -41,8 +41,8 @@ import structlog
 import uvloop
 from aiohttp import web
 from scraper_manager.cli import MIGRATIONS
-from scraper_manager.crawler.runner import RunExecutor
 from scraper_manager.models import Run, RunStatus, Scraper
+from scraper_manager.runner import RunExecutor
 from scraper_manager.runs.changes import detect_changes
 from scraper_manager.settings import Settings
 from servicekit.cli import collect_less_often, keep_out_of_collections

@@ -40,8 +40,8 @@ import aiohttp
 import structlog
 from aiohttp import web
 from scraper_manager.cli import MIGRATIONS
-from scraper_manager.crawler.runner import RunExecutor
 from scraper_manager.models import Run, RunStatus, Scraper
+from scraper_manager.runner import RunExecutor
 from scraper_manager.runs.service import RunService
 from scraper_manager.settings import Settings
 from servicekit.db.admin import database_url_for, ensure_database

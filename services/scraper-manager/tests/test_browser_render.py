@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver
 from scraper_manager.crawler.browser import BrowserPool, PageRenderer
 from scraper_manager.crawler.egress import EgressProxy
-from scraper_manager.crawler.engine import Crawl, CrawlConfig, CrawlStats
+from scraper_manager.crawler.engine import Collected, Crawl, CrawlConfig, CrawlStats
 from scraper_manager.settings import Settings
 from servicekit.net import AddressPolicy, guarded_connector
 from servicekit.testing.resolver import ScriptedResolver
@@ -80,8 +80,8 @@ async def render_crawl(
     the page's own requests through the proxy `upstream` if given (a scraper's pool)."""
     items: list[dict[str, Any]] = []
 
-    async def sink(batch: list[tuple[str, dict[str, Any]]]) -> None:
-        items.extend(item for _, item in batch)
+    async def sink(batch: list[Collected]) -> None:
+        items.extend(entry[1] for entry in batch if isinstance(entry, tuple))
 
     egress = EgressProxy(
         PUBLIC_ONLY,

@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import httpx
 from aiohttp import web
-from scraper_manager.crawler.engine import Crawl, CrawlConfig, ProxyRotation
+from scraper_manager.crawler.engine import Collected, Crawl, CrawlConfig, ProxyRotation
 from scraper_manager.settings import Settings
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -133,8 +133,8 @@ async def test_429_and_5xx_are_retried_honouring_retry_after() -> None:
 
     items: list[dict[str, object]] = []
 
-    async def sink(batch: list[tuple[str, dict[str, object]]]) -> None:
-        items.extend(item for _, item in batch)
+    async def sink(batch: list[Collected]) -> None:
+        items.extend(entry[1] for entry in batch if isinstance(entry, tuple))
 
     async with serving(handle) as url, aiohttp.ClientSession() as http:
         crawl = Crawl(

@@ -385,7 +385,7 @@ async def test_a_crawl_connects_to_the_checked_address_whatever_dns_answers_next
 ) -> None:
     """The crawl engine on the worker's guarded connector, with a resolver the test controls:
     the first lookup answers the allowed address, every later one the internal address."""
-    from scraper_manager.crawler.engine import Crawl, CrawlConfig
+    from scraper_manager.crawler.engine import Collected, Crawl, CrawlConfig
 
     resolver = ScriptedResolver(["127.0.0.1", "127.0.0.2"])
     policy = AddressPolicy.allowing(["127.0.0.1/32"])
@@ -393,8 +393,8 @@ async def test_a_crawl_connects_to_the_checked_address_whatever_dns_answers_next
     internal_site.pages["/next"] = "<html><title>internal secret</title></html>"
     items: list[dict[str, object]] = []
 
-    async def sink(batch: list[tuple[str, dict[str, object]]]) -> None:
-        items.extend(item for _, item in batch)
+    async def sink(batch: list[Collected]) -> None:
+        items.extend(entry[1] for entry in batch if isinstance(entry, tuple))
 
     # A new connection, so a new lookup, for every request.
     connector = guarded_connector(policy, resolver=resolver, use_dns_cache=False, force_close=True)

@@ -17,7 +17,7 @@ import aiohttp
 import httpx
 import pytest
 from aiohttp import web
-from scraper_manager.crawler.engine import Crawl, CrawlConfig
+from scraper_manager.crawler.engine import Collected, Crawl, CrawlConfig
 from scraper_manager.crawler.host_budget import (
     PgHostBudget,
     host_interval,
@@ -333,7 +333,7 @@ async def test_two_crawls_share_a_robots_crawl_delay(database_url: str) -> None:
             aiohttp.ClientSession(connector=guarded_connector(policy)) as two,
         ):
 
-            async def sink(batch: list[tuple[str, dict[str, Any]]]) -> None:
+            async def sink(batch: list[Collected]) -> None:
                 return None
 
             crawls = [

@@ -17,8 +17,8 @@ from scraper_manager.crawler.revalidation import (
     extraction_fingerprint,
     validator,
 )
-from scraper_manager.crawler.runner import write_items
 from scraper_manager.models import RunStatus
+from scraper_manager.runner import write_items
 from scraper_manager.settings import Settings
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine

@@ -8,9 +8,9 @@ from servicekit.auth.page_sessions import session_cleanup_loop
 from servicekit.retention import link_retention_loop
 from servicekit.worker import run_worker
 
-from scraper_manager.crawler.runner import log_prune_loop, run_loop
 from scraper_manager.events import registry
 from scraper_manager.models import DashboardLink, DashboardSession
+from scraper_manager.runner import log_prune_loop, run_loop
 from scraper_manager.runs.retention import run_retention_loop
 from scraper_manager.scheduling.scheduler import scheduler_loop
 from scraper_manager.settings import Settings

@@ -22,7 +22,7 @@ from cssselect import SelectorError
 from parsel import Selector
 from servicekit.net import AddressPolicy, guarded_connector, refused_header
 
-from scraper_manager.crawler.engine import Crawl, CrawlConfig, Response
+from scraper_manager.crawler.engine import CachedItems, Crawl, CrawlConfig, Response
 from scraper_manager.crawler.extraction import extract_items
 from scraper_manager.crawler.text import clean_value, decode
 from scraper_manager.dashboard.forms import parse_selectors
@@ -124,7 +124,7 @@ class StartPages:
 
 
 def preview_config(scraper: Scraper, settings: Settings) -> CrawlConfig:
-    """The run's crawl configuration (crawler.runner) cut to the start page alone: no links
+    """The run's crawl configuration (runner.py) cut to the start page alone: no links
     followed, no retries, no proxy pool (the page is read from the service's own address)."""
     return CrawlConfig(
         url=scraper.url,
@@ -149,7 +149,7 @@ async def fetch_start_page(scraper: Scraper, settings: Settings) -> StartPage | 
         documents.append(response)
         return response
 
-    async def no_items(batch: list[tuple[str, dict[str, Any]]]) -> None:
+    async def no_items(batch: list[tuple[str, dict[str, Any]] | CachedItems]) -> None:
         return None
 
     policy = AddressPolicy.allowing(settings.allowed_networks)
