@@ -47,6 +47,18 @@ class TenantRequest(BaseModel):
     tenant: str = Field(min_length=1, max_length=200)
 
 
+class SubscriptionOrdering(BaseModel):
+    """Ordered delivery by key: events of one key are attempted one at a time, in the order
+    they were published. `key`: a CEL expression over the event (`event.data.order_id`);
+    null: the whole subscription is one sequence."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"key": "event.data.order_id"}]}
+    )
+
+    key: str | None = Field(default=None, min_length=1, max_length=2000)
+
+
 class CreateSubscription(TenantRequest):
     """Subscribe `endpoint_url` to `events` (types `source` emits) for `tenant`."""
 
@@ -55,6 +67,7 @@ class CreateSubscription(TenantRequest):
     description: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     email: str | None = Field(default=None, max_length=320)
+    ordering: SubscriptionOrdering | None = None
 
 
 class ListSubscriptions(TenantRequest):
@@ -101,6 +114,7 @@ class SubscriptionRecord(BaseModel):
     disabled_at: datetime | None
     disabled_reason: str | None
     secret_rotated_at: datetime | None
+    ordering: SubscriptionOrdering | None = None
 
 
 class NewSubscriptionRecord(SubscriptionRecord):
@@ -192,10 +206,21 @@ class HubSubscriptions:
         self.timeout = timeout
 
     async def create(
-        self, tenant: str, endpoint_url: str, events: list[str], *, email: str | None = None
+        self,
+        tenant: str,
+        endpoint_url: str,
+        events: list[str],
+        *,
+        email: str | None = None,
+        ordering: SubscriptionOrdering | None = None,
     ) -> NewSubscriptionRecord:
         request = CreateSubscription(
-            source=self.source, tenant=tenant, endpoint_url=endpoint_url, events=events, email=email
+            source=self.source,
+            tenant=tenant,
+            endpoint_url=endpoint_url,
+            events=events,
+            email=email,
+            ordering=ordering,
         )
         return (await self._ask("create", request, Created)).subscription
 

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from servicekit.contracts.webhook_hub import SubscriptionOrdering
 
 from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.scrapers.schemas import check_url
@@ -33,6 +34,14 @@ class WebhookCreate(BaseModel):
         min_length=1,
         max_length=len(RUN_EVENT_TYPES),
         description=f"Any of {', '.join(RUN_EVENT_TYPES)}",
+    )
+    ordering: SubscriptionOrdering | None = Field(
+        default=None,
+        description=(
+            'Passed to webhook-hub: ordered delivery by key (`{"key": "<CEL>"}`; a null '
+            'key: all in one sequence), e.g. `{"key": "event.data.scraper_id"}`; '
+            "refused there with the expression's position"
+        ),
     )
 
     @field_validator("url")

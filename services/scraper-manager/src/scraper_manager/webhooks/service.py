@@ -104,7 +104,9 @@ class WebhookService:
         async with self.session_factory() as session, session.begin():
             pending = await WebhookRepository(session).add_pending(owner, body.url, body.events)
         try:
-            record = await self.hub.create(owner, body.url, body.events, email=email)
+            record = await self.hub.create(
+                owner, body.url, body.events, email=email, ordering=body.ordering
+            )
         except HubRefused as exc:
             # Nothing was created in the hub: the pending row has nothing to lead to.
             await self._forget(pending.id)

@@ -128,6 +128,15 @@ class DeliveryJob:
     tracestate: str | None = None
     # The subscription's setting: send `traceparent`/`tracestate` to the receiver.
     send_trace_context: bool = True
+    # Ordered delivery (issue 32): the key's text (None: unordered, the hot path) and the
+    # event's stream sequence. An ordered job is never sent from dispatch: it is stored, and
+    # the ordered claim hands out each key's head (store.CLAIM_ORDERED).
+    order_key: str | None = None
+    order_seq: int = 0
+    # Claimed with it, the key's next deliveries (in order), sent one after another in this
+    # job's slot while each succeeds; `lease_end` (wall clock): when their leases end.
+    then: list[DeliveryJob] | None = None
+    lease_end: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.body:

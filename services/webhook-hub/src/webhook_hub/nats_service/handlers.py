@@ -63,6 +63,7 @@ class SubscriptionRequests:
             events=request.events,
             description=request.description,
             headers=request.headers,
+            ordering=request.ordering,
         )
         async with self.runtime.session_factory() as session, session.begin():
             service = SubscriptionService(session, self.settings, self.guard)

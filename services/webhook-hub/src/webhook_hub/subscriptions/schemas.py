@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.config import JsonDict
-from servicekit.contracts.webhook_hub import SubscriptionRecord
+from servicekit.contracts.webhook_hub import SubscriptionOrdering, SubscriptionRecord
 
 from webhook_hub.models import Subscription
 from webhook_hub.subscriptions.endpoint_policy import check_headers, check_url_form
@@ -21,6 +21,15 @@ EDITABLE_FIELDS = (
     "headers",
     "timeout_seconds",
     "send_trace_context",
+    "ordering",
+)
+# Fields PATCH sets to null when sent as null (the others: null leaves them as they are).
+NULLABLE_FIELDS = ("description", "ordering")
+_ORDERING = (
+    "Ordered delivery by key: events of one key are attempted one at a time in the order "
+    "they were published; a failing one holds the ones behind it. `key` is a CEL expression "
+    "over the event (`event.data.order_id`), compiled when saved; `{}` or a null key: the "
+    "whole subscription is one sequence. null: unordered"
 )
 
 # Examples shown in the OpenAPI document (and kept in step with the README's).
@@ -32,6 +41,7 @@ _CREATE_EXAMPLE: JsonDict = {
     "headers": {"X-Team": "warehouse"},
     "timeout_seconds": 10,
     "send_trace_context": True,
+    "ordering": {"key": "event.data.order_id"},
 }
 _READ_EXAMPLE: JsonDict = {
     "id": _SUBSCRIPTION_ID,
@@ -50,6 +60,7 @@ _READ_EXAMPLE: JsonDict = {
     "disabled_reason": None,
     "secret_rotated_at": None,
     "send_trace_context": True,
+    "ordering": {"key": "event.data.order_id"},
 }
 
 
@@ -78,6 +89,7 @@ class SubscriptionCreate(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: int = Field(default=10, ge=1, le=30)
     send_trace_context: bool = Field(default=True, description=_SEND_TRACE_CONTEXT)
+    ordering: SubscriptionOrdering | None = Field(default=None, description=_ORDERING)
 
     _url = field_validator("endpoint_url")(check_url_form)
     _headers = field_validator("headers")(check_headers)
@@ -88,7 +100,11 @@ class SubscriptionUpdate(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{"events": ["order.paid"], "timeout_seconds": 20}, {"is_active": True}]
+            "examples": [
+                {"events": ["order.paid"], "timeout_seconds": 20},
+                {"is_active": True},
+                {"ordering": {"key": "event.data.order_id"}},
+            ]
         },
     )
 
@@ -101,6 +117,7 @@ class SubscriptionUpdate(BaseModel):
     is_active: bool | None = Field(
         default=None, description="true re-enables a disabled subscription (failures reset)"
     )
+    ordering: SubscriptionOrdering | None = Field(default=None, description=_ORDERING)
 
     @field_validator("endpoint_url")
     @classmethod

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from servicekit.contracts.webhook_hub import SubscriptionOrdering
 from servicekit.events import new_event_id
 from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor, page_of
 from servicekit.signing import generate_secret
@@ -30,6 +31,7 @@ from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRef
 from webhook_hub.subscriptions.repository import SubscriptionRepository
 from webhook_hub.subscriptions.schemas import (
     EDITABLE_FIELDS,
+    NULLABLE_FIELDS,
     SubscriptionCreate,
     SubscriptionUpdate,
 )
@@ -92,6 +94,7 @@ class SubscriptionService:
     ) -> tuple[Subscription, Delivery]:
         await self.check_events(body.events, owner=owner, source=source)
         await self.check_endpoint(body.endpoint_url)
+        check_ordering(body.ordering)
         consumer = await self.subscriptions.ensure_consumer(owner, email)
         limit = self.settings.max_subscriptions_per_owner
         if await self.subscriptions.lock_and_count(owner) >= limit:
@@ -113,6 +116,7 @@ class SubscriptionService:
                 timeout_seconds=body.timeout_seconds,
                 send_trace_context=body.send_trace_context,
                 created_by_source=source,
+                ordering=stored_ordering(body.ordering),
             )
         )
         test = await self.queue_test(subscription)
@@ -182,8 +186,11 @@ class SubscriptionService:
             )
         if changes.get("endpoint_url") is not None:
             await self.check_endpoint(changes["endpoint_url"])
+        if "ordering" in changes:
+            check_ordering(patch.ordering)
+            changes["ordering"] = stored_ordering(patch.ordering)
         for field in EDITABLE_FIELDS:
-            if field in changes and (changes[field] is not None or field == "description"):
+            if field in changes and (changes[field] is not None or field in NULLABLE_FIELDS):
                 setattr(subscription, field, changes[field])
         if changes.get("is_active") is True and not subscription.is_active:
             subscription.is_active = True
@@ -220,6 +227,20 @@ class SubscriptionService:
             subscription.secret,
             now + timedelta(seconds=self.settings.secret_transition_seconds),
         )
+
+
+def check_ordering(ordering: SubscriptionOrdering | None) -> None:
+    """An ordering's key expression compiles (`ExpressionError`, a 422 naming `ordering.key`
+    and the position, when it does not)."""
+    if ordering is not None and ordering.key is not None:
+        from webhook_hub.expressions import compile_expression  # TODO(i32-cel merge): top level
+
+        compile_expression(ordering.key, field="ordering.key", kind="key")
+
+
+def stored_ordering(ordering: SubscriptionOrdering | None) -> dict[str, Any] | None:
+    """As the column holds it: null (unordered) or `{"key": <source> | null}`."""
+    return None if ordering is None else {"key": ordering.key}
 
 
 def example_choices(subscription: Subscription, catalog: Sequence[EventType]) -> list[EventType]:

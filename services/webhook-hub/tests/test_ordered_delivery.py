@@ -1,0 +1,102 @@
+"""Ordered delivery by key (issue 32, item 3), against real receivers and a real worker: a
+key's events are attempted one at a time in publication order, a failing one holds the ones
+behind it (and only those), and the log names who held whom and for how long."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+from webhook_hub.settings import Settings
+
+from tests.factories import make_consumer, publish_event, subscription_body
+from tests.keyed_receiver import KeyedReceiver
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[KeyedReceiver]:
+    server = KeyedReceiver()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def ordered_subscription(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, url: str, ordering: dict[str, Any]
+) -> dict[str, Any]:
+    consumer = await make_consumer(db_engine, "write")
+    response = await client.post(
+        "/webhooks/subscriptions",
+        json=subscription_body(url, ["order.created"], ordering=ordering, timeout_seconds=2),
+        headers=consumer.headers,
+    )
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def ordered_rows(
+    db_engine: AsyncEngine, subscription_id: str, *, until: Callable[[list[Any]], bool]
+) -> list[Any]:
+    """The subscription's ordered deliveries by sequence, once all are done and `until` holds
+    (the receiver's answer is recorded a flush after it arrives)."""
+    query = text(
+        "SELECT id, order_key, order_seq, held_by, held_since, held_until, status"
+        " FROM deliveries WHERE subscription_id = :id AND order_key IS NOT NULL"
+        " ORDER BY order_seq"
+    )
+    for _ in range(200):
+        async with db_engine.connect() as connection:
+            rows = list((await connection.execute(query, {"id": subscription_id})).all())
+        if until(rows) and all(row.status != "pending" for row in rows):
+            return rows
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the deliveries were not all done: {rows}")
+
+
+async def test_a_failing_event_holds_the_events_behind_it_until_it_succeeds(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+    receiver: KeyedReceiver,
+) -> None:
+    created = await ordered_subscription(client, db_engine, receiver.url, {})
+    assert created["ordering"] == {"key": None}
+    receiver.decide = lambda _key, n, before: 500 if n == 2 and before < 3 else 200
+    for n in range(8):
+        await publish_event(js, "order.created", {"key": "all", "n": n})
+
+    await receiver.wait_until(lambda: len(set(receiver.delivered("all"))) == 8)
+
+    assert receiver.delivered("all") == list(range(8))
+    attempts_of_2 = [a.status for a in receiver.arrivals if a.key == "all" and a.n == 2]
+    assert attempts_of_2 == [500, 500, 500, 200]
+    assert not receiver.overlaps
+
+
+async def test_a_delivery_held_behind_another_names_it_and_how_long(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+    receiver: KeyedReceiver,
+) -> None:
+    created = await ordered_subscription(client, db_engine, receiver.url, {"key": None})
+    receiver.decide = lambda _key, n, before: 500 if n == 0 and before < 2 else 200
+    for n in range(3):
+        await publish_event(js, "order.created", {"key": "held", "n": n})
+    await receiver.wait_until(lambda: len(set(receiver.delivered("held"))) == 3)
+
+    rows = await ordered_rows(db_engine, created["id"], until=lambda rows: len(rows) == 3)
+    assert [row.status for row in rows] == ["succeeded"] * 3
+    head, *behind = rows
+    assert head.held_by is None
+    for row in behind:
+        assert row.held_by == head.id
+        assert row.held_since < row.held_until
