@@ -5,7 +5,12 @@ behind it (and only those), and the log names who held whom and for how long."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,6 +22,11 @@ from webhook_hub.settings import Settings
 
 from tests.factories import make_consumer, publish_event, subscription_body
 from tests.keyed_receiver import KeyedReceiver
+
+# The key expression of the tests' ordered subscriptions: the key the receiver reads too.
+ORDER_BY_KEY: dict[str, Any] = {"key": None}  # TODO(i32-cel merge): {"key": "event.data.key"}
+KEYS = 1  # TODO(i32-cel merge): 20
+PER_KEY = 30
 
 
 @pytest.fixture
@@ -100,3 +110,56 @@ async def test_a_delivery_held_behind_another_names_it_and_how_long(
     for row in behind:
         assert row.held_by == head.id
         assert row.held_since < row.held_until
+
+
+def start_worker(settings: Settings) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "WEBHOOK_HUB_DATABASE_URL": settings.database_url,
+        "WEBHOOK_HUB_NATS_URL": settings.nats_url,
+        "WEBHOOK_HUB_RETRY_SCHEDULE_SECONDS": "[0.2, 0.2, 0.2, 0.2, 0.2]",
+        "WEBHOOK_HUB_RETRY_JITTER": "0",
+        "WEBHOOK_HUB_DELIVERY_POLL_SECONDS": "0.2",
+        "WEBHOOK_HUB_LOG_LEVEL": "WARNING",
+    }
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "webhook-hub"), "worker"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def test_two_worker_processes_keep_each_keys_order(
+    service_settings: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+    receiver: KeyedReceiver,
+) -> None:
+    created = await ordered_subscription(client, db_engine, receiver.url, ORDER_BY_KEY)
+    # Every tenth event of each key fails once: its key waits, the others go on.
+    receiver.decide = lambda _key, n, before: 500 if n % 10 == 3 and before == 0 else 200
+    receiver.delay = 0.002
+    keys = [f"k{k}" for k in range(KEYS)]
+    workers = [start_worker(service_settings) for _ in range(2)]
+    try:
+        for n in range(PER_KEY):
+            for key in keys:
+                await publish_event(js, "order.created", {"key": key, "n": n})
+        await receiver.wait_until(
+            lambda: all(len(set(receiver.delivered(key))) == PER_KEY for key in keys), 120
+        )
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            worker.wait(30)
+
+    for key in keys:
+        assert receiver.delivered(key) == list(range(PER_KEY)), key
+    assert not receiver.overlaps
+    rows = await ordered_rows(
+        db_engine, created["id"], until=lambda rows: len(rows) == KEYS * PER_KEY
+    )
+    assert {row.status for row in rows} == {"succeeded"}

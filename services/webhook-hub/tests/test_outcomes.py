@@ -89,6 +89,7 @@ _WIRE_FORM = {
     "timestamptz": "timestamptz",
     "integer": "int4",
     "int4": "int4",
+    "bigint": "int8",  # ordered delivery's order_seq (not copied: stored apart)
 }
 
 

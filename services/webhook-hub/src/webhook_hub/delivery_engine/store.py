@@ -575,6 +575,17 @@ _SCHEDULE_PICKED = text(
     """
 )
 
+# Ordered deliveries made pending again by hand (a retry, a recover): back in their key's
+# queue, in their place by sequence (the claims take ordered deliveries only from there).
+_REQUEUE_ORDERED = text(
+    """
+    INSERT INTO ordered_pending (subscription_id, order_key, order_seq, delivery_id, log_time)
+    SELECT d.subscription_id, d.order_key, d.order_seq, d.id, d.log_time FROM deliveries d
+    WHERE d.subscription_id = :id AND d.status = :pending AND d.order_key IS NOT NULL
+    ON CONFLICT DO NOTHING
+    """
+).bindparams(_PENDING)
+
 # --- the log's partitions (maintenance.py) ------------------------------------------------
 
 # Pending deliveries of a partition about to be dropped, filed under a live one: a
@@ -687,7 +698,15 @@ class DeliveryWrites:
         delivery.completed_at = None
         self.session.add(delivery)
         await self.session.flush()
+        if delivery.order_key is not None:
+            await self.requeue_ordered(delivery.subscription_id)
         await wake_delivery_workers(self.session)
+
+    async def requeue_ordered(self, subscription_id: uuid.UUID) -> None:
+        """The subscription's pending ordered deliveries back in their keys' queues (those
+        made pending by hand)."""
+        connection = await self.session.connection()
+        await connection.execute(_REQUEUE_ORDERED, {"id": subscription_id})
 
     async def reschedule_failed_since(
         self, subscription_id: uuid.UUID, since: datetime
@@ -696,8 +715,10 @@ class DeliveryWrites:
         creation (the portal's rollup forgets those hours)."""
         connection = await self.session.connection()
         rows = await connection.execute(_RESCHEDULE_FAILED, {"id": subscription_id, "since": since})
+        counts = {hour: int(count) for hour, count in rows}
+        await self.requeue_ordered(subscription_id)
         await wake_delivery_workers(self.session)
-        return {hour: int(count) for hour, count in rows}
+        return counts
 
     async def _now(self) -> datetime:
         connection = await self.session.connection()
@@ -869,8 +890,10 @@ class DeliveryWrites:
             _SCHEDULE_PICKED,
             {"id": subscription_id, "ids": [str(d) for d in delivery_ids]},
         )
+        counts = {hour: int(count) for hour, count in rows}
+        await self.requeue_ordered(subscription_id)
         await wake_delivery_workers(self.session)
-        return {hour: int(count) for hour, count in rows}
+        return counts
 
 
 _NOW: tuple[None, None] = (None, None)
