@@ -61,7 +61,8 @@ def test_a_subscription_without_a_key_expression_is_one_sequence_without_error()
 def test_an_event_whose_key_fails_or_is_unusable_goes_in_the_fallback_sequence_saying_why() -> None:
     key, error = key_of(Raises(), object())
     assert key == FALLBACK_KEY
-    assert error is not None and "order_id" in error
+    assert error is not None
+    assert "order_id" in error
     key, error = key_of(Returns(1.5), object())
     assert (key, error) == (FALLBACK_KEY, "the key is float, not a string or integer")
     assert key_of(Returns(""), object()) == (FALLBACK_KEY, "the key is empty")
