@@ -24,8 +24,8 @@ from tests.factories import make_consumer, publish_event, subscription_body
 from tests.keyed_receiver import KeyedReceiver
 
 # The key expression of the tests' ordered subscriptions: the key the receiver reads too.
-ORDER_BY_KEY: dict[str, Any] = {"key": None}  # TODO(i32-cel merge): {"key": "event.data.key"}
-KEYS = 1  # TODO(i32-cel merge): 20
+ORDER_BY_KEY: dict[str, Any] = {"key": "event.data.key"}
+KEYS = 20
 PER_KEY = 30
 
 
@@ -90,6 +90,35 @@ async def test_a_failing_event_holds_the_events_behind_it_until_it_succeeds(
     assert not receiver.overlaps
 
 
+async def test_a_failing_key_holds_only_its_own_events_while_other_keys_flow(
+    worker: Settings,
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    js: JetStreamContext,
+    receiver: KeyedReceiver,
+) -> None:
+    await ordered_subscription(client, db_engine, receiver.url, ORDER_BY_KEY)
+    # Key A's first event is refused until every event of key B has arrived, then accepted.
+    b_done = lambda: len(set(receiver.delivered("B"))) == 5  # noqa: E731
+    receiver.decide = lambda key, n, before: (
+        500 if key == "A" and n == 0 and (before < 3 or not b_done()) else 200
+    )
+    for n in range(5):
+        await publish_event(js, "order.created", {"key": "A", "n": n})
+        await publish_event(js, "order.created", {"key": "B", "n": n})
+
+    await receiver.wait_until(lambda: len(set(receiver.delivered("A"))) == 5)
+
+    assert receiver.delivered("B") == list(range(5))
+    assert receiver.delivered("A") == list(range(5))
+    first_a_success = next(a.at for a in receiver.arrivals if a.key == "A" and a.status == 200)
+    last_b = max(a.at for a in receiver.arrivals if a.key == "B")
+    assert last_b < first_a_success  # B went on while A was held
+    a_attempts = [(a.n, a.status) for a in receiver.arrivals if a.key == "A"]
+    assert all(n == 0 for n, status in a_attempts if status != 200)
+    assert not receiver.overlaps
+
+
 async def test_a_delivery_held_behind_another_names_it_and_how_long(
     worker: Settings,
     client: httpx.AsyncClient,
@@ -150,16 +179,17 @@ async def test_two_worker_processes_keep_each_keys_order(
         await receiver.wait_until(
             lambda: all(len(set(receiver.delivered(key))) == PER_KEY for key in keys), 120
         )
+        rows = await ordered_rows(
+            db_engine, created["id"], until=lambda rows: len(rows) == KEYS * PER_KEY
+        )
     finally:
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
+        # Not blocking the loop: the receiver answers on it.
         for worker in workers:
-            worker.wait(30)
+            await asyncio.to_thread(worker.wait, 30)
 
     for key in keys:
         assert receiver.delivered(key) == list(range(PER_KEY)), key
     assert not receiver.overlaps
-    rows = await ordered_rows(
-        db_engine, created["id"], until=lambda rows: len(rows) == KEYS * PER_KEY
-    )
     assert {row.status for row in rows} == {"succeeded"}

@@ -90,7 +90,7 @@ async def test_the_endpoint_page_shows_a_held_key_and_the_ordering_editor_refuse
     await page.get_by_role("button", name="Save ordering").click()
     error = page.locator("#f-ordering-key-error")
     await error.wait_for()
-    assert "position" in (await error.inner_text())
+    assert "column 22" in (await error.inner_text())
     assert await page.get_by_label("Key expression (CEL)").input_value() == (
         "event.data.order_id +"
     )

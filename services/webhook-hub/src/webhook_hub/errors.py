@@ -70,6 +70,25 @@ class SubscriptionLimitReached(Conflict):
         )
 
 
+class InvalidExpression(UnprocessableEntity):
+    """A `filter` or `transform` that does not compile: which field, where in it, and why."""
+
+    code = "invalid_expression"
+    default_message = "filter: Syntax error: mismatched input '<EOF>' (line 1, column 14)"
+
+    def __init__(
+        self,
+        field: str = "filter",
+        line: int = 1,
+        column: int = 14,
+        reason: str = "Syntax error: mismatched input '<EOF>'",
+    ) -> None:
+        super().__init__(
+            f"{field}: {reason} (line {line}, column {column})",
+            extra={"field": field, "line": line, "column": column, "reason": reason},
+        )
+
+
 # --- deliveries ------------------------------------------------------------------------------
 
 

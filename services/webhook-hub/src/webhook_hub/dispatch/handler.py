@@ -9,6 +9,7 @@ or republished) is recognised and not sent twice.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from webhook_hub.delivery_engine.ordering import (
     parse_ordering,
 )
 from webhook_hub.delivery_engine.policy import signing_secrets
+from webhook_hub.expressions import compile_expression, event_variable
 from webhook_hub.settings import Settings
 
 logger = structlog.get_logger(__name__)
@@ -129,10 +131,6 @@ class Dispatcher:
             if len(self._key_rules) >= KEY_RULES_CACHED:
                 self._key_rules.clear()
             try:
-                from webhook_hub.expressions import (
-                    compile_expression,  # TODO(i32-cel merge): top level
-                )
-
                 rule = compile_expression(source, field="ordering.key", kind="key")
             except Exception as exc:
                 # Saved once compiled, it should compile: its events keep an order (the
@@ -255,11 +253,15 @@ def _order(
     """Give the event's deliveries to ordered subscriptions their key and sequence (a batch
     without ordered subscriptions never comes here). A key that cannot be had puts the
     delivery in the fallback sequence, with one log line."""
+    variable: dict[str, Any] | None = None
     for job in jobs:
         sub = by_id.get(job.subscription_id)
         if sub is None:
             continue
-        key, error = key_of(sub.key_rule, event)
+        if sub.key_rule is not None and variable is None:
+            # What expressions see of the event, made once per event (its data parsed).
+            variable = _event_variable(event)
+        key, error = key_of(sub.key_rule, variable)
         if error is not None:
             logger.warning(
                 "ordering key could not be had; the event goes in the fallback sequence",
@@ -271,6 +273,17 @@ def _order(
             )
         job.order_key = key
         job.order_seq = seq
+
+
+def _event_variable(event: RawCloudEvent) -> dict[str, Any]:
+    return event_variable(
+        id=str(event.id),
+        type=event.type,
+        tenant=event.tenant,
+        time=event.time.isoformat(),
+        data=json.loads(bytes(event.data)),
+        source=event.source,
+    )
 
 
 def _wanted_by(row: tuple[Any, ...], events: Sequence[RawCloudEvent]) -> list[str]:

@@ -18,12 +18,14 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.delivery_engine.store import DeliveryWrites
 from webhook_hub.errors import (
     EndpointNotAllowed,
+    InvalidExpression,
     PersonalDataNotApproved,
     SubscriptionLimitReached,
     SubscriptionNotFound,
     UnknownEventTypes,
 )
 from webhook_hub.event_types.repository import EventTypeRepository
+from webhook_hub.expressions import ExpressionError, compile_expression
 from webhook_hub.events import TEST_EVENT_TYPE
 from webhook_hub.models import Delivery, EventType, Subscription
 from webhook_hub.settings import Settings
@@ -230,12 +232,15 @@ class SubscriptionService:
 
 
 def check_ordering(ordering: SubscriptionOrdering | None) -> None:
-    """An ordering's key expression compiles (`ExpressionError`, a 422 naming `ordering.key`
-    and the position, when it does not)."""
+    """An ordering's key expression compiles (`InvalidExpression`, a 422 naming
+    `ordering.key` and its line and column, when it does not)."""
     if ordering is not None and ordering.key is not None:
-        from webhook_hub.expressions import compile_expression  # TODO(i32-cel merge): top level
-
-        compile_expression(ordering.key, field="ordering.key", kind="key")
+        try:
+            compile_expression(ordering.key, field="ordering.key", kind="key")
+        except ExpressionError as exc:
+            raise InvalidExpression(
+                "ordering.key", exc.position.line, exc.position.column, exc.message
+            ) from None
 
 
 def stored_ordering(ordering: SubscriptionOrdering | None) -> dict[str, Any] | None:
