@@ -51,7 +51,7 @@ async def test_an_ordering_key_expression_that_does_not_compile_is_422_naming_it
     assert body["code"] == "invalid_expression"
     assert (body["field"], body["line"], body["column"]) == ("ordering.key", 1, 22)
     listed = await client.get("/webhooks/subscriptions", headers=consumer.headers)
-    assert listed.json()["items"] == []
+    assert listed.json()["data"] == []
 
     created = await subscribe(client, consumer.headers, http_receiver.url)
     refused = await client.patch(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from starlette.datastructures import FormData
 from webhook_hub.delivery_engine.ordering import (
     FALLBACK_KEY,
@@ -15,7 +16,9 @@ from webhook_hub.delivery_engine.ordering import (
     key_text,
     parse_ordering,
 )
-from webhook_hub.portal.forms import OrderingForm
+from webhook_hub.errors import InvalidExpression
+from webhook_hub.portal.forms import OrderingForm, expression_error_text
+from webhook_hub.subscriptions.schemas import SubscriptionUpdate
 
 
 class Returns:
@@ -87,3 +90,14 @@ def test_the_ordering_editor_shows_what_is_stored() -> None:
     assert OrderingForm.of(None) == OrderingForm("none", "")
     assert OrderingForm.of({"key": None}) == OrderingForm("sequence", "")
     assert OrderingForm.of({"key": "event.tenant"}) == OrderingForm("key", "event.tenant")
+
+
+def test_the_ordering_editor_says_what_is_wrong_in_a_sentence() -> None:
+    body = OrderingForm("key", "x" * 2001).body()
+    with pytest.raises(ValidationError) as refused:
+        SubscriptionUpdate.model_validate(body)
+    assert expression_error_text(refused.value) == "String should have at most 2000 characters"
+    invalid = InvalidExpression("ordering.key", 1, 22, "Syntax error: mismatched input '<EOF>'")
+    assert expression_error_text(invalid) == (
+        "ordering.key: Syntax error: mismatched input '<EOF>' (line 1, column 22)"
+    )

@@ -27,10 +27,11 @@ WITH s AS (SELECT CAST(:sid AS uuid) AS id)
 INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload, event_time, status,
                         attempts, next_attempt_at, last_attempt_at, last_status_code,
                         last_error, created_at, order_key, order_seq, held_by, held_since,
-                        held_until, completed_at)
+                        held_until, completed_at, first_status_code, first_duration_ms)
 SELECT v.id, s.id, v.event_id, 'order.paid', CAST(v.payload AS json), now(), v.status,
        v.attempts, v.next_at, v.last_at, v.code, NULL, now() - interval '6 minutes', 'order-17',
-       v.seq, v.held_by, v.held_since, v.held_until, v.completed_at
+       v.seq, v.held_by, v.held_since, v.held_until, v.completed_at,
+       CASE WHEN v.status = 'succeeded' THEN 200 END, CASE WHEN v.status = 'succeeded' THEN 12 END
 FROM s, (VALUES
     (CAST(:head AS uuid), gen_random_uuid(), '{"order_id": "order-17", "step": 1}', 'pending',
      2, now() + interval '1 hour', now() - interval '1 minute', 500, 1001, NULL::uuid,
@@ -94,6 +95,8 @@ async def test_the_endpoint_page_shows_a_held_key_and_the_ordering_editor_refuse
     assert await page.get_by_label("Key expression (CEL)").input_value() == (
         "event.data.order_id +"
     )
+    # What is stored is unchanged, and said so.
+    assert "event.data.order_id" not in (await page.locator("#ordering-summary").inner_text())
     await assert_clean(browser_page, "portal-ordering-error", screenshot_dir)
 
     await page.get_by_label("Key expression (CEL)").fill("event.data.order_id")

@@ -187,9 +187,10 @@ class OrderingForm:
 
 
 def expression_error_text(exc: Exception) -> str:
-    """What the editor says of a refused expression: its message and, when known, where."""
-    message = str(getattr(exc, "message", "") or exc)
-    position = getattr(exc, "position", None)
-    if isinstance(position, int) and f"position {position}" not in message:
-        return f"{message} (at position {position})"
-    return message
+    """What the editor says of a refused ordering: the 422's message (an expression's names
+    its line and column), a field check's first message, or the form's own."""
+    if isinstance(exc, ValidationError):
+        return _message(str(exc.errors()[0].get("msg", "not a valid ordering")))
+    if isinstance(exc, ServiceError):
+        return exc.message
+    return str(exc)

@@ -299,6 +299,7 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             else [],
             "selectable": session.can(AccessLevel.WRITE),
             "can_delete": session.can(AccessLevel.ADMIN),
+            "ordering_now": OrderingForm.of(subscription.ordering),
             "ordering_form": OrderingForm.of(subscription.ordering),
             "held_keys": await deliveries.held_keys(session.owner, subscription_id),
         }
@@ -374,8 +375,10 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             context = {
                 "title": "Ordered delivery",
                 "subscription": subscription,
+                "ordering_now": OrderingForm.of(subscription.ordering),
                 "ordering_form": form,
                 "ordering_error": expression_error_text(exc),
+                "standalone": True,
                 "held_keys": await deliveries.held_keys(session.owner, subscription_id),
                 "can_write": True,
             }

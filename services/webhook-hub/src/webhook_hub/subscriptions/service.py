@@ -25,8 +25,8 @@ from webhook_hub.errors import (
     UnknownEventTypes,
 )
 from webhook_hub.event_types.repository import EventTypeRepository
-from webhook_hub.expressions import ExpressionError, compile_expression
 from webhook_hub.events import TEST_EVENT_TYPE
+from webhook_hub.expressions import ExpressionError, compile_expression
 from webhook_hub.models import Delivery, EventType, Subscription
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
