@@ -1101,6 +1101,7 @@ class DeliveryStore:
         self._url = to_libpq_url(settings.database_url)
         self._connection: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
         self._claims: psycopg.AsyncConnection[Any] | None = None
+        self._ordered_claims: psycopg.AsyncConnection[Any] | None = None
 
     def due_listener(self, poll_seconds: float) -> NotifyListener:
         """Woken by `NOTIFY` on the deliveries' channel (new due deliveries), and every
@@ -1152,6 +1153,9 @@ class DeliveryStore:
         if self._claims is not None:
             await self._claims.close()
             self._claims = None
+        if self._ordered_claims is not None:
+            await self._ordered_claims.close()
+            self._ordered_claims = None
 
     async def _claiming(self) -> psycopg.AsyncConnection[Any]:
         """The claim loop's own connection (made again after a failure)."""
@@ -1164,6 +1168,18 @@ class DeliveryStore:
             # (same webhook-id), so claims need not wait for the WAL flush.
             await connection.execute("SET synchronous_commit = off")
             self._claims = connection
+        return connection
+
+    async def _claiming_in_order(self) -> psycopg.AsyncConnection[Any]:
+        """The ordered claim's own connection, committing durably (unlike `_claiming`'s): a
+        lease lost to a database crash would let a second worker take a key whose run is
+        still going out from the first, out of order."""
+        connection = self._ordered_claims
+        if connection is None or connection.closed or connection.broken:
+            connection = await psycopg.AsyncConnection.connect(
+                self._url, autocommit=True, row_factory=namedtuple_row
+            )
+            self._ordered_claims = connection
         return connection
 
     # --- the claim loop --------------------------------------------------------------------
@@ -1238,7 +1254,7 @@ class DeliveryStore:
     ) -> OrderedClaim:
         """`CLAIM_ORDERED`: the runs of up to `limit` keys whose heads are free, due and at or
         below `watermark`, scanning at most `scan` keys after `after` (None: from the first)."""
-        connection = await self._claiming()
+        connection = await self._claiming_in_order()
         subscription, key = after or (_NO_SUBSCRIPTION, "")
         try:
             cursor = await connection.execute(
@@ -1260,7 +1276,7 @@ class DeliveryStore:
             )
             rows = await cursor.fetchall()
         except psycopg.Error:
-            self._claims = None
+            self._ordered_claims = None
             await connection.close()
             raise
         last = rows[0] if rows else None
