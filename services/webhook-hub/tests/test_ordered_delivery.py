@@ -98,11 +98,15 @@ async def test_a_failing_key_holds_only_its_own_events_while_other_keys_flow(
     receiver: KeyedReceiver,
 ) -> None:
     await ordered_subscription(client, db_engine, receiver.url, ORDER_BY_KEY)
+
     # Key A's first event is refused until every event of key B has arrived, then accepted.
-    b_done = lambda: len(set(receiver.delivered("B"))) == 5  # noqa: E731
-    receiver.decide = lambda key, n, before: (
-        500 if key == "A" and n == 0 and (before < 3 or not b_done()) else 200
-    )
+    def b_done() -> bool:
+        return len(set(receiver.delivered("B"))) == 5
+
+    def decide(key: str, n: int, before: int) -> int:
+        return 500 if key == "A" and n == 0 and (before < 3 or not b_done()) else 200
+
+    receiver.decide = decide
     for n in range(5):
         await publish_event(js, "order.created", {"key": "A", "n": n})
         await publish_event(js, "order.created", {"key": "B", "n": n})
