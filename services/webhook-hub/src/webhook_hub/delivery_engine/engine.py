@@ -102,6 +102,10 @@ KEEP_PER_BACKLOG = 4
 ORDERED_RUN = 100
 # Keys an ordered claim looks at, per delivery it may claim (a bounded scan, round robin).
 ORDERED_SCAN_PER_SLOT = 4
+# An ordered claim takes up to this many times a subscription's slots in keys: the runs beyond
+# its free slots wait in its queue here and start as slots free, instead of a slot idling until
+# the next claim (a run is often one delivery while the backlog is still being stored).
+ORDERED_AHEAD = 4
 # The watermark (how far every dispatcher has stored) is asked for at most this often, and
 # the claim loop looks again this soon while stored heads wait for it.
 WATERMARK_SECONDS = 0.02
@@ -316,8 +320,11 @@ class DeliveryEngine:
         )
         ordered_rows: list[Any] = []
         if self._watermark_source is not None and len(rows) < limits.limit:
+            ahead = self._settings.per_subscription_concurrency * ORDERED_AHEAD
+            queued = self._scheduler.queue_depths()
+            full = [subscription for subscription, n in queued.items() if n >= ahead]
             ordered_rows = await self._claim_ordered(
-                limits, limits.limit - len(rows), [*held, *limits.saturated]
+                limits, limits.limit - len(rows), [*held, *full], ahead
             )
         now = datetime.now(UTC)
         jobs: list[DeliveryJob] = []
@@ -344,7 +351,7 @@ class DeliveryEngine:
         return jobs
 
     async def _claim_ordered(
-        self, limits: ClaimLimits, room: int, excluded: list[uuid.UUID]
+        self, limits: ClaimLimits, room: int, excluded: list[uuid.UUID], ahead: int
     ) -> list[Any]:
         """Lease the runs of up to `room` keys of ordered subscriptions whose turn it is
         (`store.CLAIM_ORDERED`), below a watermark read at most every `WATERMARK_SECONDS`
@@ -363,8 +370,8 @@ class DeliveryEngine:
             after=self._ordered_after,
             excluded=[str(s) for s in excluded],
             saturated_owners=limits.saturated_owners,
-            per_subscription=self._settings.per_subscription_concurrency,
-            per_owner=limits.per_owner,
+            per_subscription=ahead,
+            per_owner=max(limits.per_owner, ahead),
             limit=room,
             run=ORDERED_RUN,
             scan=room * ORDERED_SCAN_PER_SLOT,
