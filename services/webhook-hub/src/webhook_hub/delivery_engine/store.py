@@ -65,6 +65,7 @@ from webhook_hub.delivery_engine.outcomes import (
     as_arrays,
     attempt_row,
     first_row,
+    ordered_row,
     pending_row,
 )
 from webhook_hub.errors import SubscriptionNotFound
@@ -915,13 +916,46 @@ def _due_at(
     }
 
 
+# Ordered deliveries from dispatch by COPY (as new deliveries are: the unnest INSERT below
+# stored 2,700 a second, a third of the drain's pace), their queue rows too; the INSERT when
+# COPY is refused (an event stored before).
+ORDERED_DELIVERY_COLUMNS = (*DELIVERY_COLUMNS, "order_key", "order_seq")
+ORDERED_DELIVERY_COPY_TYPES = (*DELIVERY_COPY_TYPES, "text", "int8")
+ORDERED_QUEUE_COLUMNS = ("subscription_id", "order_key", "order_seq", "delivery_id", "log_time")
+ORDERED_QUEUE_COPY_TYPES = ("uuid", "text", "int8", "uuid", "timestamptz")
+
+
 async def _store_ordered(
     connection: AsyncConnection,
     jobs: Sequence[DeliveryJob],
     now: datetime,
     filed: Callable[[datetime], datetime],
 ) -> None:
-    """Ordered deliveries from dispatch, stored pending and queued under their keys."""
+    """Ordered deliveries from dispatch, stored pending (not due: `next_attempt_at` null) and
+    queued under their keys."""
+    rows = [ordered_row(job, now, filed(job.event_time)) for job in jobs]
+    try:
+        async with connection.begin_nested():
+            await _copy(
+                connection,
+                "deliveries",
+                ORDERED_DELIVERY_COLUMNS,
+                ORDERED_DELIVERY_COPY_TYPES,
+                rows,
+            )
+            await _copy(
+                connection,
+                "ordered_pending",
+                ORDERED_QUEUE_COLUMNS,
+                ORDERED_QUEUE_COPY_TYPES,
+                [
+                    (job.subscription_id, job.order_key, job.order_seq, job.delivery_id, row[-3])
+                    for job, row in zip(jobs, rows, strict=True)
+                ],
+            )
+            return
+    except psycopg.errors.IntegrityError:
+        pass  # one of them was stored before: row by row, keeping the first
     await connection.execute(
         _INSERT_ORDERED,
         {
