@@ -660,6 +660,12 @@ class DeliveryEngine:
             batch, aside, refused = await self._record_one_by_one(batch, aside)
         else:
             self._keep(kept)
+            if self._watermark_source is not None and any(
+                job.order_key is not None and not job.stored for job in aside
+            ):
+                # Ordered deliveries stored: their keys' turns come once the watermark
+                # passes them (their events are acknowledged just below).
+                self._ordered_waiting = True
             if self._ordered_waiting and self._watermark_source is not None:
                 # Ordered deliveries stored, or a key's head done: its next may go (once the
                 # event is acknowledged, which the watermark then shows).
