@@ -262,6 +262,27 @@ async def test_a_filter_and_transform_are_passed_to_the_hub_and_one_it_refuses_s
     assert subscription.transform == '{"run": event.data.run_id}'
 
 
+async def test_an_ordering_is_passed_to_the_hub_and_a_key_it_refuses_is_422_naming_it(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    hub: HubSubscriptions,
+    http_receiver: HttpReceiver,
+) -> None:
+    who = await make_client(db_engine, "write")
+    ordered = {"url": http_receiver.url, "events": EVENTS, "ordering": {"key": "event.tenant"}}
+    response = await client.post("/api/v1/webhooks", json=ordered, headers=who.headers)
+    assert response.status_code == 201, response.text
+    [subscription] = await hub.list(who.owner)
+    assert subscription.ordering is not None
+    assert subscription.ordering.key == "event.tenant"
+
+    refused = {**ordered, "ordering": {"key": "event.tenant +"}}
+    response = await client.post("/api/v1/webhooks", json=refused, headers=who.headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == "ordering.key"
+    assert len(await hub.list(who.owner)) == 1
+
+
 async def test_deleting_a_webhook_removes_the_subscription_and_another_clients_is_404(
     client: httpx.AsyncClient,
     db_engine: AsyncEngine,

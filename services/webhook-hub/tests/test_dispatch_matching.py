@@ -31,6 +31,7 @@ def subscription_row(
     filter: str | None = None,
     transform: str | None = None,
     rate_limited: bool = False,
+    ordering: dict[str, Any] | None = None,
 ) -> tuple[Any, ...]:
     rotated_at = None if rotated_ago is None else datetime.now(UTC) - rotated_ago
     return (
@@ -50,6 +51,7 @@ def subscription_row(
         filter,
         transform,
         rate_limited,
+        ordering,
         personal or [],
         stored or [],
     )
@@ -260,3 +262,23 @@ def test_a_stored_expression_that_no_longer_compiles_is_counted_as_an_error() ->
     [jobs] = dispatcher().deliveries_of(Matched.of([broken]), [order_event(1)])
     assert jobs == []
     assert TALLY.take()[broken[0]].filter_errors == 1
+
+
+def test_an_event_expressions_cannot_read_is_counted_for_them_and_still_sent_to_the_others() -> (
+    None
+):
+    from webhook_hub.dispatch.expression_tally import TALLY
+
+    TALLY.take()
+    filtered = subscription_row(["order.paid"], filter="event.data.amount > 1")
+    plain = subscription_row(["order.paid"])
+    # A number past a float's range: valid JSON, which expressions cannot read.
+    envelope = (
+        b'{"specversion":"1.0","id":"' + str(uuid.uuid4()).encode() + b'","source":"tests",'
+        b'"type":"order.paid","time":"2026-11-29T07:00:00Z","data":{"amount": 1e400}}'
+    )
+    [jobs] = dispatcher().deliveries_of(
+        Matched.of([filtered, plain]), [RawCloudEvent.from_json(envelope)]
+    )
+    assert [job.subscription_id for job in jobs] == [plain[0]]
+    assert TALLY.take()[filtered[0]].filter_errors == 1

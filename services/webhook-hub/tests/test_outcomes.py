@@ -14,6 +14,10 @@ from webhook_hub.delivery_engine.store import (
     ATTEMPT_COPY_TYPES,
     DELIVERY_COLUMNS,
     DELIVERY_COPY_TYPES,
+    ORDERED_DELIVERY_COLUMNS,
+    ORDERED_DELIVERY_COPY_TYPES,
+    ORDERED_QUEUE_COLUMNS,
+    ORDERED_QUEUE_COPY_TYPES,
     DeliveryWrites,
 )
 from webhook_hub.settings import Settings
@@ -89,6 +93,8 @@ _WIRE_FORM = {
     "timestamptz": "timestamptz",
     "integer": "int4",
     "int4": "int4",
+    "bigint": "int8",
+    "int8": "int8",
 }
 
 
@@ -97,6 +103,8 @@ async def test_binary_copy_writes_each_column_in_its_tables_type(db_session: Asy
     for table, columns, types in (
         ("deliveries", DELIVERY_COLUMNS, DELIVERY_COPY_TYPES),
         ("delivery_attempts", ATTEMPT_COLUMNS, ATTEMPT_COPY_TYPES),
+        ("deliveries", ORDERED_DELIVERY_COLUMNS, ORDERED_DELIVERY_COPY_TYPES),
+        ("ordered_pending", ORDERED_QUEUE_COLUMNS, ORDERED_QUEUE_COPY_TYPES),
     ):
         result = await connection.execute(
             text(
@@ -201,3 +209,33 @@ async def test_a_retry_of_a_stored_delivery_is_a_row_of_the_attempt_log(
     )
     # The row keeps its first attempt as it was; its state follows the retry.
     assert tuple(row.one()) == ("succeeded", 2, 500, 3, 200)
+
+
+async def test_an_ordered_delivery_stored_twice_keeps_its_first_row_and_one_place_in_its_queue(
+    db_session: AsyncSession, service_settings: Settings
+) -> None:
+    subscription = await make_subscription(db_session)
+    job = first_attempt(subscription).job
+    job.order_key, job.order_seq = "order-7", 41
+    await DeliveryWrites(db_session).record_outcomes([], service_settings, [job])
+    # The same event again (republished: another sequence), stored before the first is seen.
+    again = dataclasses.replace(job, order_seq=97)
+    await DeliveryWrites(db_session).record_outcomes([], service_settings, [again])
+    connection = await db_session.connection()
+    stored = (
+        await connection.execute(
+            text(
+                "SELECT status, next_attempt_at, order_key, order_seq FROM deliveries"
+                " WHERE subscription_id = :id AND order_key IS NOT NULL"
+            ),
+            {"id": subscription.id},
+        )
+    ).all()
+    assert [tuple(row) for row in stored] == [("pending", None, "order-7", 41)]
+    queued = (
+        await connection.execute(
+            text("SELECT order_key, order_seq FROM ordered_pending WHERE subscription_id = :id"),
+            {"id": subscription.id},
+        )
+    ).all()
+    assert [tuple(row) for row in queued] == [("order-7", 41)]

@@ -89,6 +89,32 @@ class InvalidExpression(UnprocessableEntity):
         )
 
 
+class OrderingWithRateLimit(UnprocessableEntity):
+    """Ordered delivery and a rate limit on one subscription: not offered (the ordered
+    claims hand out each key's turn without the rate limit's bucket; README, "Ordered
+    delivery by key")."""
+
+    code = "validation_error"
+    default_message = (
+        "body.ordering: ordered delivery cannot be combined with rate_limit_per_second; "
+        "remove one of them"
+    )
+
+    def __init__(self) -> None:
+        super().__init__(
+            self.default_message,
+            extra={
+                "details": [
+                    {
+                        "loc": ["body", "ordering"],
+                        "msg": "ordered delivery cannot be combined with rate_limit_per_second",
+                        "type": "value_error",
+                    }
+                ]
+            },
+        )
+
+
 class BurstWithoutRateLimit(UnprocessableEntity):
     """A burst for a subscription without a rate limit, named as a body's field error is."""
 

@@ -132,6 +132,11 @@ class Subscription(SQLModel, table=True):
     # `rate_limit_burst` (null: `greatest(1, ceil(rate))`). Enforced by the claims' token bucket.
     rate_limit_per_second: float | None = None
     rate_limit_burst: int | None = None
+    # Ordered delivery (issue 32): null, or `{"key": "<CEL expression>" | null}` (null key:
+    # the whole subscription is one sequence). Compiled when saved; see the README.
+    ordering: dict[str, Any] | None = Field(
+        default=None, sa_column=sa.Column(postgresql.JSONB(), nullable=True)
+    )
 
 
 class Delivery(SQLModel, table=True):
@@ -175,6 +180,14 @@ class Delivery(SQLModel, table=True):
     first_response_body: str | None = None
     first_duration_ms: int | None = None
     first_error: str | None = None
+    # Ordered delivery: the key (text) and the event's stream sequence; null when unordered.
+    order_key: str | None = None
+    order_seq: int | None = Field(default=None, sa_type=sa.BigInteger)
+    # The delivery of its key this one waited behind while that one failed, and from when to
+    # when (written when the holder succeeded or gave up).
+    held_by: uuid.UUID | None = None
+    held_since: datetime | None = _tz(default=None)
+    held_until: datetime | None = _tz(default=None)
 
     def first_attempt(self) -> DeliveryAttempt | None:
         """The attempt stored in this row, as the log shows attempts (with this row's id)."""

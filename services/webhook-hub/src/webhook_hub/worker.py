@@ -62,7 +62,15 @@ def delivery_pipeline(settings: Settings) -> WorkerLoop:
         store = DeliveryStore(runtime.session_factory, settings)
         try:
             live = LiveAnnouncer(runtime.nats, LIVE_SUBJECT)
-            engine = DeliveryEngine(store, settings, sender, live.changed)
+            jetstream = runtime.nats.client.jetstream()
+
+            async def watermark() -> int:
+                """The dispatch consumer's ack floor: every event up to it is acknowledged,
+                so all its deliveries are stored (README "Ordered delivery by key")."""
+                info = await jetstream.consumer_info(settings.events_stream, DISPATCH_CONSUMER)
+                return info.ack_floor.stream_seq if info.ack_floor is not None else 0
+
+            engine = DeliveryEngine(store, settings, sender, live.changed, watermark)
             feed = EventFeed(
                 runtime.nats.client,
                 decode=RawCloudEvent.from_json,

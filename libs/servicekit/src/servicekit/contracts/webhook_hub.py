@@ -47,6 +47,18 @@ class TenantRequest(BaseModel):
     tenant: str = Field(min_length=1, max_length=200)
 
 
+class SubscriptionOrdering(BaseModel):
+    """Ordered delivery by key: events of one key are attempted one at a time, in the order
+    they were published. `key`: a CEL expression over the event (`event.data.order_id`);
+    null: the whole subscription is one sequence."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"key": "event.data.order_id"}]}
+    )
+
+    key: str | None = Field(default=None, min_length=1, max_length=2000)
+
+
 class CreateSubscription(TenantRequest):
     """Subscribe `endpoint_url` to `events` (types `source` emits) for `tenant`."""
 
@@ -67,6 +79,7 @@ class CreateSubscription(TenantRequest):
     # burst allowed (null: the rate, at least 1); webhook-hub validates them as its API does.
     rate_limit_per_second: float | None = None
     rate_limit_burst: int | None = None
+    ordering: SubscriptionOrdering | None = None
 
 
 class ListSubscriptions(TenantRequest):
@@ -120,6 +133,7 @@ class SubscriptionRecord(BaseModel):
     transform: str | None = None
     rate_limit_per_second: float | None = None
     rate_limit_burst: int | None = None
+    ordering: SubscriptionOrdering | None = None
 
 
 class NewSubscriptionRecord(SubscriptionRecord):
@@ -223,6 +237,7 @@ class HubSubscriptions:
         transform: str | None = None,
         rate_limit_per_second: float | None = None,
         rate_limit_burst: int | None = None,
+        ordering: SubscriptionOrdering | None = None,
     ) -> NewSubscriptionRecord:
         # Only the fields given are sent (the request is dumped `exclude_unset`).
         optional = {
@@ -244,6 +259,7 @@ class HubSubscriptions:
             transform=transform,
             rate_limit_per_second=rate_limit_per_second,
             rate_limit_burst=rate_limit_burst,
+            ordering=ordering,
         )
         return (await self._ask("create", request, Created)).subscription
 

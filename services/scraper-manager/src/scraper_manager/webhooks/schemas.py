@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from servicekit.contracts.webhook_hub import SubscriptionOrdering
 
 from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.scrapers.schemas import check_url
@@ -78,6 +79,14 @@ class WebhookCreate(BaseModel):
         ge=1,
         le=100_000,
         description="How many may go at once after a quiet spell (null: one second's worth)",
+    )
+    ordering: SubscriptionOrdering | None = Field(
+        default=None,
+        description=(
+            'Passed to webhook-hub: ordered delivery by key (`{"key": "<CEL>"}`; a null '
+            'key: all in one sequence), e.g. `{"key": "event.data.scraper_id"}`; '
+            "refused there with the expression's position"
+        ),
     )
 
     @field_validator("url")

@@ -115,6 +115,7 @@ class WebhookService:
                 transform=body.transform,
                 rate_limit_per_second=body.rate_limit_per_second,
                 rate_limit_burst=body.rate_limit_burst,
+                ordering=body.ordering,
             )
         except HubRefused as exc:
             # Nothing was created in the hub: the pending row has nothing to lead to.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Text, cast, text, tuple_
@@ -153,3 +154,44 @@ class DeliveryRepository:
             {"id": subscription_id, "cap": cap},
         )
         return int(count or 0)
+
+
+# Ordered delivery: the keys of a subscription held by a failing head (the oldest first),
+# each with its head's last answer and next attempt, and how many wait behind it (counted up
+# to a bound: the page says "10,000 or more").
+HELD_BEHIND_COUNTED = 10_000
+_HELD_KEYS = text(
+    """
+    SELECT q.order_key, q.delivery_id, q.blocked_since, d.last_error, d.last_status_code,
+           d.next_attempt_at, d.attempts,
+           (SELECT count(*) FROM (SELECT 1 FROM ordered_pending r
+                                  WHERE r.subscription_id = q.subscription_id
+                                    AND r.order_key = q.order_key AND r.order_seq > q.order_seq
+                                  LIMIT :counted) AS b) AS behind
+    FROM ordered_pending q JOIN deliveries d ON d.id = q.delivery_id AND d.log_time = q.log_time
+    WHERE q.subscription_id = :id AND q.blocked_since IS NOT NULL AND d.status = 'pending'
+    ORDER BY q.blocked_since, q.order_key LIMIT :limit
+    """
+)
+
+
+@dataclass(frozen=True)
+class HeldKey:
+    """A key held by its head, a delivery that failed and waits for its next attempt."""
+
+    key: str
+    head: uuid.UUID
+    since: datetime
+    last_error: str | None
+    last_status_code: int | None
+    next_attempt_at: datetime | None
+    attempts: int
+    behind: int
+
+
+async def held_keys(session: AsyncSession, subscription_id: uuid.UUID, limit: int) -> list[HeldKey]:
+    connection = await session.connection()
+    rows = await connection.execute(
+        _HELD_KEYS, {"id": subscription_id, "limit": limit, "counted": HELD_BEHIND_COUNTED}
+    )
+    return [HeldKey(*row) for row in rows]

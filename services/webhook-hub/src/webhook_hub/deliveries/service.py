@@ -9,7 +9,7 @@ from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.as_sent import RequestsAsSent, requests_as_sent
-from webhook_hub.deliveries.repository import DeliveryRepository
+from webhook_hub.deliveries.repository import DeliveryRepository, HeldKey, held_keys
 from webhook_hub.deliveries.search import PAYLOAD_SCAN_LIMIT, LogSearch
 from webhook_hub.delivery_engine.store import DeliveryWrites
 from webhook_hub.errors import DeliveryNotFound, SubscriptionNotFound
@@ -22,6 +22,7 @@ from webhook_hub.subscriptions.repository import SubscriptionRepository
 
 class DeliveryService:
     def __init__(self, session: AsyncSession) -> None:
+        self.session = session
         self.deliveries = DeliveryRepository(session)
         # Writes of deliveries go through the delivery store, as the engine's do.
         self.writes = DeliveryWrites(session)
@@ -85,6 +86,13 @@ class DeliveryService:
         if page.next_cursor is None and edge is not None:
             return Page(items=page.items, next_cursor=encode_time_id_cursor(*edge))
         return page
+
+    async def held_keys(
+        self, owner: str, subscription_id: uuid.UUID, limit: int = 20
+    ) -> list[HeldKey]:
+        """The subscription's keys held by a failing delivery (ordered delivery)."""
+        await self._owned_subscription(owner, subscription_id)
+        return await held_keys(self.session, subscription_id, limit)
 
     async def get(
         self, owner: str, delivery_id: uuid.UUID

@@ -43,7 +43,11 @@ from webhook_hub.delivery_engine.decisions import (
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, EventTicket
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.delivery_engine.rate_limit import next_claim_in
-from webhook_hub.delivery_engine.scheduling import Scheduler, wake_claims_on_free_slot
+from webhook_hub.delivery_engine.scheduling import (
+    ClaimLimits,
+    Scheduler,
+    wake_claims_on_free_slot,
+)
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.delivery_engine.store import DeliveryStore
 from webhook_hub.models import AttemptOutcome
@@ -94,6 +98,18 @@ KEEP_MARGIN_SECONDS = 5.0
 # At most this many times `DISPATCH_BACKLOG` deliveries are kept (a job holds its payload and
 # body: about a kilobyte or two); beyond, set-aside deliveries are due at once, for the claims.
 KEEP_PER_BACKLOG = 4
+# Ordered delivery (README "Ordered delivery by key"): a claim leases each free key's run of
+# at most this many deliveries, sent one after another in one slot while each succeeds.
+ORDERED_RUN = 100
+# Keys an ordered claim looks at, per delivery it may claim (a bounded scan, round robin).
+ORDERED_SCAN_PER_SLOT = 4
+# An ordered claim takes up to this many times a subscription's slots in keys: the runs beyond
+# its free slots wait in its queue here and start as slots free, instead of a slot idling until
+# the next claim (a run is often one delivery while the backlog is still being stored).
+ORDERED_AHEAD = 4
+# The watermark (how far every dispatcher has stored) is asked for at most this often, and
+# the claim loop looks again this soon while stored heads wait for it.
+WATERMARK_SECONDS = 0.02
 # The engine's loops as the worker's `/readyz` names them when they make no progress.
 CLAIM_LOOP = "delivery-claims"
 RECORDING_LOOP = "delivery-recording"
@@ -101,12 +117,20 @@ RECORDING_LOOP = "delivery-recording"
 Progress = Callable[[str, float], None]
 # Given the ids of the subscriptions whose deliveries a recorded batch changed.
 Announce = Callable[[Set[uuid.UUID]], Awaitable[None]]
+# The stream sequence up to which every event's deliveries are stored (the dispatch
+# consumer's ack floor: an event is acknowledged only once they all are).
+Watermark = Callable[[], Awaitable[int]]
 
 
 def _first_line(exc: BaseException) -> str:
     """An error's first line, bounded: what a log line says of it."""
     lines = str(exc).splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+def _take_run(head: DeliveryJob) -> list[DeliveryJob]:
+    rest, head.then = head.then or [], None
+    return rest
 
 
 def observe(batch: list[AttemptResult]) -> None:
@@ -148,6 +172,7 @@ class DeliveryEngine:
         settings: Settings,
         sender: WebhookSender,
         announce: Announce | None = None,
+        watermark: Watermark | None = None,
     ) -> None:
         # Every read and write of deliveries (delivery_engine/store.py).
         self._store = store
@@ -195,6 +220,15 @@ class DeliveryEngine:
         self._pace: float | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._depth_labels: set[str] = set()
+        # Ordered delivery: where the watermark comes from, its last value and when it was
+        # read; where the next ordered claim's scan of keys goes on; whether stored heads
+        # wait for the watermark (the claim loop then looks again soon).
+        self._watermark_source = watermark
+        self._watermark = 0
+        self._watermark_read = 0.0
+        self._ordered_after: tuple[str, str] | None = None
+        self._ordered_waiting = False
+        self._stopping = False
         self.activity = DeliveryActivity(
             RetryRules(
                 settings.retry_schedule_seconds,
@@ -218,12 +252,17 @@ class DeliveryEngine:
         ticket.outstanding += len(jobs)
         for job in jobs:
             self._tickets[job.delivery_id.int] = ticket
-            if job.rate_limited:
+            if job.order_key is not None:
+                # Ordered: stored, and sent in its key's turn by the ordered claim.
+                self._set_aside.append(job)
+                self._results_ready.set()
+                self._ordered_waiting = True
+            elif job.rate_limited:
                 # Stored pending, then claimed as its subscription's shared bucket allows.
                 self._set_aside.append(job)
                 self._results_ready.set()
-                continue
-            self.offer(job, now)
+            else:
+                self.offer(job, now)
 
     def offer(self, job: DeliveryJob, now: float) -> None:
         """Start the job if its subscription and its owner have room, else queue it; held
@@ -292,6 +331,14 @@ class DeliveryEngine:
             0.0,
             self._settings.delivery_poll_seconds,
         )
+        ordered_rows: list[Any] = []
+        if self._watermark_source is not None and len(rows) < limits.limit:
+            ahead = self._settings.per_subscription_concurrency * ORDERED_AHEAD
+            queued = self._scheduler.queue_depths()
+            full = [subscription for subscription, n in queued.items() if n >= ahead]
+            ordered_rows = await self._claim_ordered(
+                limits, limits.limit - len(rows), [*held, *full], ahead
+            )
         now = datetime.now(UTC)
         jobs: list[DeliveryJob] = []
         unreadable: dict[str, str] = {}
@@ -306,6 +353,8 @@ class DeliveryEngine:
                 unreadable[str(row.id)] = (
                     f"the stored delivery could not be read ({type(exc).__name__})"
                 )
+        if ordered_rows:
+            jobs += self._runs(ordered_rows, now, unreadable)
         if unreadable:
             try:
                 await self._store.fail_unreadable(unreadable)
@@ -313,6 +362,107 @@ class DeliveryEngine:
                 # They are claimed again when their leases end; the others go out now.
                 logger.warning("could not fail unreadable deliveries", error=repr(exc))
         return jobs
+
+    async def _claim_ordered(
+        self, limits: ClaimLimits, room: int, excluded: list[uuid.UUID], ahead: int
+    ) -> list[Any]:
+        """Lease the runs of up to `room` keys of ordered subscriptions whose turn it is
+        (`store.CLAIM_ORDERED`), below a watermark read at most every `WATERMARK_SECONDS`
+        while ordered deliveries are pending."""
+        assert self._watermark_source is not None
+        now = time.monotonic()
+        if self._ordered_waiting and now - self._watermark_read >= WATERMARK_SECONDS:
+            try:
+                self._watermark = await self._watermark_source()
+                self._watermark_read = now
+            except Exception as exc:
+                # The old watermark stays true (it only grows): fewer heads are free.
+                logger.warning("could not read the ordered watermark", error=repr(exc))
+        claim = await self._store.claim_ordered(
+            watermark=self._watermark,
+            after=self._ordered_after,
+            excluded=[str(s) for s in excluded],
+            saturated_owners=limits.saturated_owners,
+            per_subscription=ahead,
+            per_owner=max(limits.per_owner, ahead),
+            limit=room,
+            run=ORDERED_RUN,
+            scan=room * ORDERED_SCAN_PER_SLOT,
+            lease_extra=self._settings.delivery_lease_extra_seconds,
+        )
+        # Round robin: a scan cut short goes on after its last key; one that saw every key
+        # starts from the first.
+        scanned_all = claim.scanned < room * ORDERED_SCAN_PER_SLOT
+        self._ordered_after = None if scanned_all else claim.last
+        self._ordered_waiting = claim.scanned > 0
+        if claim.beyond and not self._stopping:
+            # Heads stored but beyond the watermark: look again soon, not at the next poll.
+            self._watermark_read = min(self._watermark_read, now - WATERMARK_SECONDS)
+            self._wake_soon()
+        return claim.rows
+
+    def _wake_soon(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(WATERMARK_SECONDS, self._wake.wake)
+
+    def _runs(
+        self, rows: list[Any], now: datetime, unreadable: dict[str, str]
+    ) -> list[DeliveryJob]:
+        """The claimed ordered rows as jobs, one per key: its head, carrying the key's run
+        behind it (`then`), in sequence order. A row that cannot be read ends its key's run
+        there (it is failed; the rest of the run is released)."""
+        runs: dict[tuple[uuid.UUID, str], list[Any]] = {}
+        for row in rows:
+            runs.setdefault((row.subscription_id, row.order_key), []).append(row)
+        lease_end = time.time() + self._settings.delivery_lease_extra_seconds
+        heads: list[DeliveryJob] = []
+        for run in runs.values():
+            run.sort(key=lambda row: row.order_seq)
+            jobs: list[DeliveryJob] = []
+            for n, row in enumerate(run):
+                try:
+                    job = self._job(row, now)
+                except Exception as exc:
+                    logger.exception(
+                        "claimed delivery could not be read; failed", delivery_id=str(row.id)
+                    )
+                    unreadable[str(row.id)] = (
+                        f"the stored delivery could not be read ({type(exc).__name__})"
+                    )
+                    self._release_rows(run[n + 1 :], now)
+                    break
+                job.order_key, job.order_seq = row.order_key, row.order_seq
+                job.lease_end = lease_end + 2 * job.timeout_seconds
+                jobs.append(job)
+            if jobs:
+                jobs[0].then = jobs[1:] or None
+                heads.append(jobs[0])
+        return heads
+
+    def _release_rows(self, rows: list[Any], now: datetime) -> None:
+        for row in rows:
+            with contextlib.suppress(Exception):
+                self._set_aside.append(self._job(row, now))
+
+    def _next_in_run(self, done: DeliveryJob, succeeded: bool) -> DeliveryJob | None:
+        """The next delivery of `done`'s key, if `done` succeeded and it may still go out
+        from here before its lease ends; otherwise the rest of the run is released."""
+        rest, done.then = done.then, None
+        if not rest:
+            return None
+        head = rest[0]
+        if (
+            succeeded
+            and not self._stopping
+            and time.time() + head.timeout_seconds + KEEP_MARGIN_SECONDS < done.lease_end
+            and not (self._breakers and self._breakers.is_open(done.subscription_id))
+        ):
+            head.then = rest[1:] or None
+            head.lease_end = done.lease_end
+            return head
+        self._set_aside.extend(rest)
+        self._results_ready.set()
+        return None
 
     def _job(self, row: Any, now: datetime) -> DeliveryJob:
         return DeliveryJob(
@@ -369,6 +519,11 @@ class DeliveryEngine:
                 if self._breakers or not result.succeeded:
                     self._breaker_after(result)
                 done, current = current, None
+                if done.then is not None:
+                    # An ordered run: the slot passes to the key's next delivery.
+                    current = self._next_in_run(done, result.succeeded)
+                    if current is not None:
+                        continue
                 current, others = self._scheduler.finish(done)
                 if current is None and self._kept and not others:
                     # The slot passes to the subscription's next kept delivery, in this task.
@@ -485,6 +640,9 @@ class DeliveryEngine:
         held, self._held = self._held[:FLUSH_BATCH], self._held[FLUSH_BATCH:]
         waited, self._set_aside = self._set_aside[:FLUSH_BATCH], self._set_aside[FLUSH_BATCH:]
         aside = waited + held
+        # An ordered run set aside or held before it went out: its key's leased deliveries
+        # behind the head are released with it.
+        aside += [job for head in aside if head.then for job in _take_run(head)]
         hold = self._settings.circuit_probe_max_seconds
         due_in = {
             job.delivery_id.int: (hold, 0.0)
@@ -495,9 +653,13 @@ class DeliveryEngine:
         # leased to it for `KEEP_SECONDS`, sent from memory as their subscription's slots
         # free, so the row is written twice (set aside, outcome), not three times and claimed.
         room = KEEP_PER_BACKLOG * self._settings.dispatch_backlog - self._kept_count
-        # Not those of rate-limited subscriptions: only a claim may send them (it spends the
-        # tokens).
-        kept = [job for job in waited if not job.stored and not job.rate_limited][: max(room, 0)]
+        # Not those of rate-limited subscriptions (only a claim may send them: it spends the
+        # tokens), nor ordered ones (sent in their key's turn by the ordered claim).
+        kept = [
+            job
+            for job in waited
+            if not job.stored and not job.rate_limited and job.order_key is None
+        ][: max(room, 0)]
         # Due when the lease ends (as claims lease): not in the claims' scans before.
         due_in.update((job.delivery_id.int, (KEEP_SECONDS, KEEP_SECONDS)) for job in kept)
         resumed, self._resumed = self._resumed, set()
@@ -522,6 +684,17 @@ class DeliveryEngine:
             if any(job.rate_limited and not job.stored for job in waited):
                 # This worker claims them as the bucket allows; others at their poll.
                 self._wake.wake()
+            if self._watermark_source is not None and any(
+                job.order_key is not None and not job.stored for job in aside
+            ):
+                # Ordered deliveries stored: their keys' turns come once the watermark
+                # passes them (their events are acknowledged just below).
+                self._ordered_waiting = True
+            if self._ordered_waiting and self._watermark_source is not None:
+                # Ordered deliveries stored, or a key's head done: its next may go (once the
+                # event is acknowledged, which the watermark then shows).
+                self._wake.wake()
+                self._wake_soon()
             # A disabled subscription's kept deliveries wait in the database, as its other
             # pending ones do (their leases end; claims skip inactive subscriptions).
             for subscription_id in disabled:
@@ -687,6 +860,7 @@ class DeliveryEngine:
                 await asyncio.sleep(CLAIM_PAUSE_SECONDS)
                 await self._wake.wait(self._pace)
         finally:
+            self._stopping = True  # ordered runs stop after the attempt in flight
             # Waiting deliveries are stored as pending; in-flight attempts may finish and be
             # recorded. What cannot be is sent again later: a leased delivery when its lease
             # expires, an unacknowledged event when JetStream hands it out again.

@@ -135,6 +135,15 @@ class DeliveryJob:
     # Its subscription has a rate limit: never sent from dispatch's path, but stored pending
     # and claimed as the subscription's token bucket allows (rate_limit.py).
     rate_limited: bool = False
+    # Ordered delivery (issue 32): the key's text (None: unordered, the hot path) and the
+    # event's stream sequence. An ordered job is never sent from dispatch: it is stored, and
+    # the ordered claim hands out each key's head (store.CLAIM_ORDERED).
+    order_key: str | None = None
+    order_seq: int = 0
+    # Claimed with it, the key's next deliveries (in order), sent one after another in this
+    # job's slot while each succeeds; `lease_end` (wall clock): when their leases end.
+    then: list[DeliveryJob] | None = None
+    lease_end: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.body:

@@ -84,6 +84,13 @@ def pending_row(
     return delivery_row(job, state, log_time)
 
 
+def ordered_row(job: DeliveryJob, now: datetime, log_time: datetime) -> tuple[Any, ...]:
+    """An ordered delivery from dispatch (`store.ORDERED_DELIVERY_COLUMNS`): pending, not due
+    (its key's turn comes through the ordered claim), with its key and sequence."""
+    state = (DeliveryStatus.PENDING, 0, None, None, None, None, now, None, None, None, None, None)
+    return (*delivery_row(job, (*state, None), log_time), job.order_key, job.order_seq)
+
+
 def attempt_row(result: AttemptResult) -> tuple[Any, ...]:
     """A row of `delivery_attempts` (`store.ATTEMPT_COLUMNS`)."""
     return (

@@ -9,8 +9,9 @@ or republished) is recognised and not sent twice.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +26,12 @@ from webhook_hub.delivery_engine.jobs import (
     delivery_id_within,
     namespace_of,
     render_body,
+)
+from webhook_hub.delivery_engine.ordering import (
+    FALLBACK_KEY,
+    KeyExpression,
+    key_of,
+    parse_ordering,
 )
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.dispatch.expression_tally import TALLY
@@ -41,6 +48,8 @@ from webhook_hub.settings import Settings
 
 logger = structlog.get_logger(__name__)
 LOOP = "dispatch"
+# Compiled ordering key expressions kept (a map cleared when full: subscriptions change rarely).
+KEY_RULES_CACHED = 10_000
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,9 @@ class _Candidate:
         "expressions",
         "headers",
         "id",
+        "key_rule",
         "namespace",
+        "ordering",
         "owner",
         "rate_limited",
         "retry_schedule",
@@ -103,6 +114,7 @@ class _Candidate:
             filter_source,
             transform_source,
             self.rate_limited,
+            ordering,
             *_,
         ) = row
         # The subscription's, else its owner's default, else the service's (issue 32).
@@ -113,6 +125,10 @@ class _Candidate:
             if filter_source or transform_source
             else None
         )
+        # Ordered delivery: None (unordered) or the ordering read; `key_rule` is set by the
+        # dispatcher (its compiled key expression, cached).
+        self.ordering = parse_ordering(ordering)
+        self.key_rule: KeyExpression | None = None
         self.namespace = namespace_of(self.id.bytes)
         self.events = frozenset(events)
         self.wildcard = "*" in self.events
@@ -131,8 +147,32 @@ class PerEvent(list[list[DeliveryJob]]):
 class Dispatcher:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # Ordered subscriptions' key expressions, compiled once per (subscription, source).
+        self._key_rules: dict[tuple[uuid.UUID, str], KeyExpression] = {}
 
-    def deliveries_of(self, matched: Matched, events: Sequence[RawCloudEvent]) -> PerEvent:
+    def _key_rule(self, sub: _Candidate) -> KeyExpression | None:
+        source = sub.ordering.key if sub.ordering is not None else None
+        if source is None:
+            return None
+        rule = self._key_rules.get((sub.id, source))
+        if rule is None:
+            if len(self._key_rules) >= KEY_RULES_CACHED:
+                self._key_rules.clear()
+            try:
+                rule = compile_expression(source, field="ordering.key", kind="key")
+            except Exception as exc:
+                # Saved once compiled, it should compile: its events keep an order (the
+                # fallback sequence, each with its log line) rather than none.
+                rule = _Unusable(describe(exc))
+            self._key_rules[(sub.id, source)] = rule
+        return rule
+
+    def deliveries_of(
+        self,
+        matched: Matched,
+        events: Sequence[RawCloudEvent],
+        sequences: Callable[[], Sequence[int]] | None = None,
+    ) -> PerEvent:
         """For each event (in order), its deliveries not stored yet.
 
         Each item on its own: an event that raises has no deliveries and its error in
@@ -143,16 +183,19 @@ class Dispatcher:
             return PerEvent([] for _ in events)
         now = datetime.now(UTC)
         candidates = []
+        ordered = False
         for row in matched.subscriptions:
             try:
-                candidates.append(
-                    _Candidate(
-                        row,
-                        now,
-                        self.settings.secret_transition_seconds,
-                        self.settings.delivery_timeout_seconds,
-                    )
+                candidate = _Candidate(
+                    row,
+                    now,
+                    self.settings.secret_transition_seconds,
+                    self.settings.delivery_timeout_seconds,
                 )
+                if candidate.ordering is not None:
+                    candidate.key_rule = self._key_rule(candidate)
+                    ordered = True
+                candidates.append(candidate)
             except Exception as exc:
                 logger.error(
                     "subscription left out of dispatch: its row cannot make a delivery",
@@ -162,10 +205,17 @@ class Dispatcher:
                     error=describe(exc),
                 )
         stored, personal = matched.stored, matched.personal
+        # The events' stream sequences (their publication order), read only for a batch that
+        # matched an ordered subscription.
+        seqs = sequences() if ordered and sequences is not None else None
+        by_id = {sub.id: sub for sub in candidates if sub.ordering is not None}
         per_event = PerEvent()
-        for event in events:
+        for position, event in enumerate(events):
             try:
-                per_event.append(self._jobs_of(event, candidates, stored, personal))
+                jobs = self._jobs_of(event, candidates, stored, personal)
+                if ordered:
+                    _order(jobs, by_id, event, seqs[position] if seqs else 0)
+                per_event.append(jobs)
             except Exception as exc:
                 per_event.failed[len(per_event)] = exc
                 per_event.append([])
@@ -188,6 +238,9 @@ class Dispatcher:
         body = render_body(event_type, event.time, payload_json)
         event_id_bytes = event_id.bytes
         variable: EventScope | None = None
+        # Why expressions cannot read this event's data (a number past a float's range, say):
+        # its subscriptions with expressions count it as their error; the others still get it.
+        unreadable: str | None = None
         for sub in candidates:
             if not sub.wildcard and event_type not in sub.events:
                 continue
@@ -199,8 +252,15 @@ class Dispatcher:
                 continue
             sent_payload, sent_body = payload_json, body
             if sub.expressions is not None:
+                if variable is None and unreadable is None:
+                    try:
+                        variable = _variable_of(event, payload_json)
+                    except Exception as exc:
+                        unreadable = f"the event's data cannot be read: {describe(exc)}"
                 if variable is None:
-                    variable = _variable_of(event, payload_json)
+                    kind: Kind = "filter" if sub.expressions[0] is not None else "transform"
+                    TALLY.failed(sub.id, kind, unreadable or "the event's data cannot be read")
+                    continue
                 shaped = _shaped(sub.id, sub.expressions, variable, event, payload_json, body)
                 if shaped is None:
                     continue
@@ -306,6 +366,55 @@ def _shaped(
         TALLY.failed(subscription_id, "transform", exc.message)
         return None
     return payload, render_body(event.type, event.time, payload)
+
+
+class _Unusable:
+    """A saved key expression that no longer compiles: every event falls back."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def evaluate(self, event: object) -> object:
+        raise ValueError(f"the key expression does not compile: {self.error}")
+
+
+def _order(
+    jobs: list[DeliveryJob], by_id: dict[uuid.UUID, _Candidate], event: RawCloudEvent, seq: int
+) -> None:
+    """Give the event's deliveries to ordered subscriptions their key and sequence (a batch
+    without ordered subscriptions never comes here). A key that cannot be had puts the
+    delivery in the fallback sequence, with one log line."""
+    variable: dict[str, Any] | None = None
+    for job in jobs:
+        sub = by_id.get(job.subscription_id)
+        if sub is None:
+            continue
+        if sub.key_rule is not None and variable is None:
+            # What expressions see of the event, made once per event (its data parsed).
+            variable = _event_variable(event)
+        key, error = key_of(sub.key_rule, variable)
+        if error is not None:
+            logger.warning(
+                "ordering key could not be had; the event goes in the fallback sequence",
+                loop=LOOP,
+                subscription_id=str(sub.id),
+                event_id=str(event.id),
+                order_key=FALLBACK_KEY,
+                error=error,
+            )
+        job.order_key = key
+        job.order_seq = seq
+
+
+def _event_variable(event: RawCloudEvent) -> dict[str, Any]:
+    return event_variable(
+        id=str(event.id),
+        type=event.type,
+        tenant=event.tenant,
+        time=event.time.isoformat(),
+        data=json.loads(bytes(event.data)),
+        source=event.source,
+    )
 
 
 def _wanted_by(row: tuple[Any, ...], events: Sequence[RawCloudEvent]) -> list[str]:

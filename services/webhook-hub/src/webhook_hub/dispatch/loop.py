@@ -77,7 +77,9 @@ class DispatchLoop:
             for msg, _ in batch:
                 await msg.nak(delay=RETRY_DELAY_SECONDS)
             raise
-        per_event = self._dispatcher.deliveries_of(matched, events)
+        per_event = self._dispatcher.deliveries_of(
+            matched, events, lambda: [msg.metadata.sequence.stream for msg, _ in batch]
+        )
         now = time.monotonic()
         failed = per_event.failed
         for position, ((msg, event), jobs) in enumerate(zip(batch, per_event, strict=True)):

@@ -69,6 +69,7 @@ class SubscriptionRequests:
             transform=request.transform,
             rate_limit_per_second=request.rate_limit_per_second,
             rate_limit_burst=request.rate_limit_burst,
+            ordering=request.ordering,
         )
         async with self.runtime.session_factory() as session, session.begin():
             service = SubscriptionService(session, self.settings, self.guard)

@@ -5,6 +5,7 @@ what is valid; only pydantic's wording for an empty event list is made a sentenc
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -144,3 +145,49 @@ def parse_delivery_ids(values: list[str | Any]) -> list[uuid.UUID]:
         if parsed not in ids:
             ids.append(parsed)
     return ids
+
+
+# --- ordered delivery (issue 32, item 3) ------------------------------------------------------
+
+ORDERING_MODES = ("none", "sequence", "key")
+
+
+@dataclass
+class OrderingForm:
+    """The ordering editor as typed: `mode` none (unordered), sequence (the whole
+    subscription one sequence) or key (by the CEL expression `key`)."""
+
+    mode: str = "none"
+    key: str = ""
+
+    @classmethod
+    def of(cls, ordering: Mapping[str, Any] | None) -> OrderingForm:
+        if ordering is None:
+            return cls()
+        key = ordering.get("key")
+        return cls("key", key) if isinstance(key, str) and key else cls("sequence")
+
+    @classmethod
+    def read(cls, form: FormData) -> OrderingForm:
+        mode = str(form.get("mode", "none"))
+        return cls(mode if mode in ORDERING_MODES else "none", str(form.get("key", "")).strip())
+
+    def body(self) -> dict[str, Any]:
+        """The API's PATCH body; ValueError (shown at the key) when "by key" has no key."""
+        if self.mode == "none":
+            return {"ordering": None}
+        if self.mode == "sequence":
+            return {"ordering": {"key": None}}
+        if not self.key:
+            raise ValueError("Write a key expression, such as event.data.order_id.")
+        return {"ordering": {"key": self.key}}
+
+
+def expression_error_text(exc: Exception) -> str:
+    """What the editor says of a refused ordering: the 422's message (an expression's names
+    its line and column), a field check's first message, or the form's own."""
+    if isinstance(exc, ValidationError):
+        return _message(str(exc.errors()[0].get("msg", "not a valid ordering")))
+    if isinstance(exc, ServiceError):
+        return exc.message
+    return str(exc)

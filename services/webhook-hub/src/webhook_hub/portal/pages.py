@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import Principal
+from servicekit.errors import UnprocessableEntity
 from servicekit.paging import DEFAULT_PAGE_SIZE
 from servicekit.web.live import LiveHubDep
 from servicekit.web.pages import (
@@ -58,6 +59,8 @@ from webhook_hub.models import EventType, PortalSession
 from webhook_hub.portal.expression_editor import expression_counts, install_expression_editor
 from webhook_hub.portal.forms import (
     EndpointForm,
+    OrderingForm,
+    expression_error_text,
     local_time_value,
     parse_delivery_ids,
     parse_local_time,
@@ -313,6 +316,9 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             "rate_limit": rate_limit_view(
                 subscription, await deliveries.held_by_rate_limit(subscription, HELD_CAP)
             ),
+            "ordering_now": OrderingForm.of(subscription.ordering),
+            "ordering_form": OrderingForm.of(subscription.ordering),
+            "held_keys": await deliveries.held_keys(session.owner, subscription_id),
         }
         return pages.render(request, "portal/endpoint.html", context)
 
@@ -389,6 +395,42 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             return pages.render(request, "portal/rate_limit.html", context, status_code=422)
         response = _back_to(subscription_id)
         pages.flash(response, "Rate limit saved.")
+        return response
+
+    # -- ordered delivery (issue 32, item 3) -----------------------------------------------
+
+    @router.post("/endpoints/{subscription_id}/ordering")
+    async def save_ordering(
+        request: Request,
+        pages: PagesDep,
+        session: PageSessionDep,
+        service: SubscriptionServiceDep,
+        deliveries: DeliveryServiceDep,
+        subscription_id: uuid.UUID,
+    ) -> Response:
+        _require(session, AccessLevel.WRITE)
+        subscription = await service.get(session.owner, subscription_id)
+        form = OrderingForm.read(await request.form())
+        try:
+            patch = SubscriptionUpdate.model_validate(form.body())
+            await service.update(session.owner, subscription_id, patch)
+        except (ValueError, UnprocessableEntity) as exc:
+            # The editor again, the expression as typed and what is wrong with it at its input.
+            context = {
+                "title": "Ordered delivery",
+                "subscription": subscription,
+                "ordering_now": OrderingForm.of(subscription.ordering),
+                "ordering_form": form,
+                "ordering_error": expression_error_text(exc),
+                "standalone": True,
+                "held_keys": await deliveries.held_keys(session.owner, subscription_id),
+                "can_write": True,
+            }
+            return pages.render(
+                request, "portal/subscription_ordering_page.html", context, status_code=422
+            )
+        response = _back_to(subscription_id)
+        pages.flash(response, "Ordering saved.")
         return response
 
     @router.post("/endpoints/{subscription_id}/recover")

@@ -15,7 +15,7 @@ from pydantic import (
     field_validator,
 )
 from pydantic.config import JsonDict
-from servicekit.contracts.webhook_hub import SubscriptionRecord
+from servicekit.contracts.webhook_hub import SubscriptionOrdering, SubscriptionRecord
 
 from webhook_hub.models import Subscription
 from webhook_hub.subscriptions.endpoint_policy import check_headers, check_url_form
@@ -40,9 +40,16 @@ EDITABLE_FIELDS = (
     "timeout_seconds",
     "send_trace_context",
     "retry_schedule",
+    "ordering",
+)
+_ORDERING = (
+    "Ordered delivery by key: events of one key are attempted one at a time in the order "
+    "they were published; a failing one holds the ones behind it. `key` is a CEL expression "
+    "over the event (`event.data.order_id`), compiled when saved; `{}` or a null key: the "
+    "whole subscription is one sequence. null: unordered"
 )
 # Fields PATCH sets to null when it names them null ("not set"; absent fields stay).
-CLEARABLE_FIELDS = ("description", "timeout_seconds", "retry_schedule")
+CLEARABLE_FIELDS = ("description", "timeout_seconds", "retry_schedule", "ordering")
 
 # Examples shown in the OpenAPI document (and kept in step with the README's).
 _SUBSCRIPTION_ID = "3f0c9a4e-8d1b-4c55-a7e2-5b9d0e6f1a23"
@@ -58,6 +65,7 @@ _CREATE_EXAMPLE: JsonDict = {
     "transform": '{"order": event.data.order_id, "amount": event.data.total}',
     "rate_limit_per_second": 20,
     "rate_limit_burst": 40,
+    "ordering": {"key": "event.data.order_id"},
 }
 _READ_EXAMPLE: JsonDict = {
     "id": _SUBSCRIPTION_ID,
@@ -87,6 +95,7 @@ _READ_EXAMPLE: JsonDict = {
     "transform": '{"order": event.data.order_id, "amount": event.data.total}',
     "rate_limit_per_second": 20,
     "rate_limit_burst": 40,
+    "ordering": {"key": "event.data.order_id"},
 }
 
 
@@ -184,6 +193,7 @@ class SubscriptionCreate(BaseModel):
     )
     rate_limit_per_second: float | None = _rate_field()
     rate_limit_burst: int | None = _burst_field()
+    ordering: SubscriptionOrdering | None = Field(default=None, description=_ORDERING)
 
     _url = field_validator("endpoint_url")(check_url_form)
     _headers = field_validator("headers")(check_headers)
@@ -207,6 +217,7 @@ class SubscriptionUpdate(BaseModel):
                 {"retry_schedule": ["30s", "5m", "1h"], "timeout_seconds": None},
                 {"rate_limit_per_second": 20, "rate_limit_burst": 40},
                 {"rate_limit_per_second": None},
+                {"ordering": {"key": "event.data.order_id"}},
             ]
         },
     )
@@ -235,6 +246,7 @@ class SubscriptionUpdate(BaseModel):
     # Null here removes the limit (and its burst); absent leaves it as it is.
     rate_limit_per_second: float | None = _rate_field()
     rate_limit_burst: int | None = _burst_field()
+    ordering: SubscriptionOrdering | None = Field(default=None, description=_ORDERING)
 
     @field_validator("endpoint_url")
     @classmethod

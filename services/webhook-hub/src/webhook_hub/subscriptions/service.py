@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from servicekit.contracts.webhook_hub import SubscriptionOrdering
 from servicekit.events import new_event_id
 from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor, page_of
 from servicekit.signing import generate_secret
@@ -19,6 +20,7 @@ from webhook_hub.errors import (
     BurstWithoutRateLimit,
     EndpointNotAllowed,
     InvalidExpression,
+    OrderingWithRateLimit,
     PersonalDataNotApproved,
     SubscriptionLimitReached,
     SubscriptionNotFound,
@@ -100,6 +102,9 @@ class SubscriptionService:
         check_expressions({"filter": body.filter, "transform": body.transform})
         await self.check_events(body.events, owner=owner, source=source)
         await self.check_endpoint(body.endpoint_url)
+        check_ordering(body.ordering)
+        if body.ordering is not None and body.rate_limit_per_second is not None:
+            raise OrderingWithRateLimit()
         consumer = await self.subscriptions.ensure_consumer(owner, email)
         limit = self.settings.max_subscriptions_per_owner
         if await self.subscriptions.lock_and_count(owner) >= limit:
@@ -126,6 +131,7 @@ class SubscriptionService:
                 transform=body.transform,
                 rate_limit_per_second=body.rate_limit_per_second,
                 rate_limit_burst=body.rate_limit_burst,
+                ordering=stored_ordering(body.ordering),
             )
         )
         test = await self.queue_test(subscription)
@@ -198,6 +204,9 @@ class SubscriptionService:
             await self.check_endpoint(changes["endpoint_url"])
         if "retry_schedule" in changes:
             changes["retry_schedule"] = _seconds(changes["retry_schedule"])
+        if "ordering" in changes:
+            check_ordering(patch.ordering)
+            changes["ordering"] = stored_ordering(patch.ordering)
         for field in EDITABLE_FIELDS:
             if field in changes and (changes[field] is not None or field in CLEARABLE_FIELDS):
                 setattr(subscription, field, changes[field])
@@ -206,6 +215,8 @@ class SubscriptionService:
                 setattr(subscription, field, changes[field] or None)
         if "rate_limit_per_second" in changes or "rate_limit_burst" in changes:
             self._set_rate_limit(subscription, changes)
+        if subscription.ordering is not None and subscription.rate_limit_per_second is not None:
+            raise OrderingWithRateLimit()
         if changes.get("is_active") is True and not subscription.is_active:
             subscription.is_active = True
             subscription.disabled_at = None
@@ -314,6 +325,23 @@ def check_expressions(sources: dict[str, str | None]) -> None:
             raise InvalidExpression(
                 field, exc.position.line, exc.position.column, exc.message
             ) from None
+
+
+def check_ordering(ordering: SubscriptionOrdering | None) -> None:
+    """An ordering's key expression compiles (`InvalidExpression`, a 422 naming
+    `ordering.key` and its line and column, when it does not)."""
+    if ordering is not None and ordering.key is not None:
+        try:
+            compile_expression(ordering.key, field="ordering.key", kind="key")
+        except ExpressionError as exc:
+            raise InvalidExpression(
+                "ordering.key", exc.position.line, exc.position.column, exc.message
+            ) from None
+
+
+def stored_ordering(ordering: SubscriptionOrdering | None) -> dict[str, Any] | None:
+    """As the column holds it: null (unordered) or `{"key": <source> | null}`."""
+    return None if ordering is None else {"key": ordering.key}
 
 
 def example_choices(subscription: Subscription, catalog: Sequence[EventType]) -> list[EventType]:
