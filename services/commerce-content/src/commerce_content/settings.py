@@ -65,6 +65,9 @@ class Settings(ServiceSettings):
     # Production's allow-list mode: only documents imported from a manifest
     # (`persisted-queries import`) run; automatic persisted queries store nothing.
     graphql_allow_list: bool = False
+    # Documents stored by automatic persisted queries and not sent for this many days are
+    # deleted by the worker (never those a manifest registered; nothing in allow-list mode).
+    graphql_persisted_query_days: float = Field(default=30.0, gt=0)
     # GraphiQL at GET /graphql for browsers; always off in production, like introspection.
     graphql_ide: bool = True
     # Subscriptions over WebSocket (graphql-transport-ws at /graphql): open connections per
