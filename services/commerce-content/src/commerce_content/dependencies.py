@@ -1,5 +1,9 @@
 """The Annotated dependency aliases endpoints take: one `...ServiceDep` per domain, built on
-the request's session (servicekit's `SessionDep`) and the app's settings."""
+the request's session (servicekit's `SessionDep`) and the app's settings.
+
+They are `async def` although they await nothing: FastAPI runs a plain `def` dependency in
+its thread pool, two thread hops per request for no work, which on a loaded machine showed
+in the payment webhook's tail latency (bench/subscriptions.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from commerce_content.search.service import SearchService
 from commerce_content.settings import Settings
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
@@ -30,41 +34,41 @@ def get_settings(request: Request) -> Settings:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
-def get_checkout_service(session: SessionDep, settings: SettingsDep) -> CheckoutService:
+async def get_checkout_service(session: SessionDep, settings: SettingsDep) -> CheckoutService:
     return CheckoutService(session, settings, payment_provider(settings))
 
 
-def get_idempotent_checkout(session: SessionDep, settings: SettingsDep) -> IdempotentCheckout:
+async def get_idempotent_checkout(session: SessionDep, settings: SettingsDep) -> IdempotentCheckout:
     return IdempotentCheckout(session, timedelta(hours=settings.checkout_idempotency_hours))
 
 
-def get_payment_notification_service(
+async def get_payment_notification_service(
     session: SessionDep, settings: SettingsDep
 ) -> PaymentNotificationService:
     return PaymentNotificationService(session, settings)
 
 
-def get_product_service(session: SessionDep, settings: SettingsDep) -> ProductService:
+async def get_product_service(session: SessionDep, settings: SettingsDep) -> ProductService:
     return ProductService(session, settings)
 
 
-def get_article_service(session: SessionDep) -> ArticleService:
+async def get_article_service(session: SessionDep) -> ArticleService:
     return ArticleService(session)
 
 
-def get_contact_service(session: SessionDep, settings: SettingsDep) -> ContactService:
+async def get_contact_service(session: SessionDep, settings: SettingsDep) -> ContactService:
     return ContactService(session, settings)
 
 
-def get_search_service(session: SessionDep) -> SearchService:
+async def get_search_service(session: SessionDep) -> SearchService:
     return SearchService(session)
 
 
-def get_audit_service(session: SessionDep) -> AuditService:
+async def get_audit_service(session: SessionDep) -> AuditService:
     return AuditService(session)
 
 
-def get_order_repository(session: SessionDep) -> OrderRepository:
+async def get_order_repository(session: SessionDep) -> OrderRepository:
     return OrderRepository(session)
 
 
