@@ -21,6 +21,7 @@ from commerce_content.app import create_app
 from commerce_content.graphql_api.adapter import (
     STOCK_EXECUTION_CONTEXT,
     PlainFieldExecutionContext,
+    PlainLeaf,
     core_schema,
     executor_for,
 )
@@ -340,3 +341,14 @@ async def test_variants_fetched_through_node_answer_as_graphql_core(
     assert actual.errors == expected.errors == []
     assert as_sent(actual.data, []) == as_sent(expected.data, [])
     assert [v["stock"] for v in actual.data["a"]["variants"]] == [0, 4]
+
+
+def test_string_id_and_boolean_values_of_their_type_skip_coercion() -> None:
+    """graphql-core gives such values back unchanged, so the plan does not call it for them."""
+    _, fast = schemas()
+    plain = cast("type[PlainFieldExecutionContext]", fast.execution_context_class).plain_fields
+    name, count = plain["Leaf"]["name"], plain["Box"]["count"]
+    assert isinstance(name, PlainLeaf)
+    assert isinstance(count, PlainLeaf)
+    assert name.unchanged is str
+    assert count.unchanged is None  # Int: graphql-core checks its range

@@ -55,11 +55,15 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from graphql import (
+    GraphQLBoolean,
+    GraphQLID,
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLOutputType,
+    GraphQLScalarType,
     GraphQLSchema,
+    GraphQLString,
     is_leaf_type,
 )
 from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
@@ -96,6 +100,7 @@ class PlainLeaf:
     attribute: str
     coerce: Callable[[Any], Any]
     nullable: bool
+    unchanged: type | None = None  # values of this exact type are their own output
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +127,14 @@ PlainField = PlainLeaf | PlainObject | PlainList
 
 # A compiled selection: per response key, how to complete it (see `_run_plan`).
 _TYPENAME, _LEAF, _OBJECT, _LIST = range(4)
+# Scalars whose output coercion gives back a value of this exact type unchanged
+# (graphql-core's `serialize_string`, `serialize_id`, `serialize_boolean`): the plan skips
+# the call for such values.
+_UNCHANGED: dict[GraphQLScalarType, type] = {
+    GraphQLString: str,
+    GraphQLID: str,
+    GraphQLBoolean: bool,
+}
 PlanEntry = tuple[str, int, str, Any, bool, "Plan | None"]
 Plan = tuple[PlanEntry, ...]
 
@@ -143,7 +156,12 @@ def _plain_field(field_type: GraphQLOutputType, attribute: str) -> PlainField | 
     nullable = not isinstance(field_type, GraphQLNonNull)
     inner = field_type.of_type if isinstance(field_type, GraphQLNonNull) else field_type
     if is_leaf_type(inner):
-        return PlainLeaf(attribute, inner.coerce_output_value, nullable)
+        return PlainLeaf(
+            attribute,
+            inner.coerce_output_value,
+            nullable,
+            _UNCHANGED.get(inner) if isinstance(inner, GraphQLScalarType) else None,
+        )
     if isinstance(inner, GraphQLObjectType) and (python_class := _python_class(inner)):
         return PlainObject(attribute, inner, python_class, field_type, nullable)
     if isinstance(inner, GraphQLList):
@@ -357,7 +375,14 @@ class PlainFieldExecutionContext(STOCK_EXECUTION_CONTEXT):
             field = plain.get(name)
             if isinstance(field, PlainLeaf):
                 entries.append(
-                    (response_name, _LEAF, field.attribute, field.coerce, field.nullable, None)
+                    (
+                        response_name,
+                        _LEAF,
+                        field.attribute,
+                        (field.coerce, field.unchanged),
+                        field.nullable,
+                        None,
+                    )
                 )
             elif isinstance(field, PlainObject):
                 sub = self._plan(field.object_type, details)
@@ -504,10 +529,14 @@ def _run_plan(plan: Plan, source: Any) -> dict[str, Any]:
                 raise _Unusual
             result[name] = None
         elif kind == _LEAF:
+            coerce, unchanged = how
+            if type(value) is unchanged:
+                result[name] = value
+                continue
             if value is Undefined or isinstance(value, Exception):
                 raise _Unusual
             try:
-                coerced = how(value)
+                coerced = coerce(value)
             except Exception as exc:
                 raise _Unusual from exc
             if coerced is None or coerced is Undefined:
