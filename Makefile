@@ -166,12 +166,14 @@ bench: $(BENCH_VENV)/.synced wrk nginx
 	$(BENCH_RUN) python services/webhook-hub/bench/soak.py --minutes 1 --window-minutes 1 \
 		--warmup-seconds 10 --rate 10000 --workers 2 --p99-target-ms 500
 	$(BENCH_RUN) python services/webhook-hub/bench/live_streams.py
-	@# The delivery controls (issue 32): a shared rate limit, CEL filters and transforms.
+	@# The delivery controls (issue 32): a shared rate limit, CEL filters and transforms, order by key.
 	$(BENCH_RUN) python services/webhook-hub/bench/rate_limit.py --seconds 60
 	$(BENCH_RUN) python services/webhook-hub/bench/expressions.py
+	$(BENCH_RUN) python services/webhook-hub/bench/ordered.py
 	UV=$(UV) $(BENCH_RUN) python services/scraper-manager/bench/run.py
 	$(BENCH_RUN) python services/commerce-content/bench/run.py
 	$(BENCH_RUN) python services/commerce-content/bench/persisted_lookup.py
+	$(BENCH_RUN) python services/commerce-content/bench/subscriptions.py
 	$(BENCH_RUN) python libs/servicekit/bench/tracing_overhead.py
 
 # Figures too: webhook-hub at a fixed rate over HTTP for many minutes (bench/soak.py), per

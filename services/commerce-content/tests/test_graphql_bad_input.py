@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import base64
 import json
+from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
+from commerce_content.graphql_api.scalars import serialize_decimal
 from commerce_content.settings import Settings
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -231,3 +233,12 @@ async def test_an_order_line_with_a_unicode_digit_id_is_a_user_error(graphql_url
         {"id": gid("Product:²")},
     )
     assert response.json()["data"]["createOrder"]["userErrors"] == [{"code": "PRODUCT_UNAVAILABLE"}]
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["19.90", "0.00", "-0.00", "5", "100000000.01", "0.0000001", "1E+2", "1.5E-9", "-3E+1"],
+)
+def test_decimals_are_written_in_fixed_point(value: str) -> None:
+    assert serialize_decimal(Decimal(value)) == format(Decimal(value), "f")
+    assert "E" not in serialize_decimal(Decimal(value))

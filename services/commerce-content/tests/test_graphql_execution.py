@@ -21,6 +21,7 @@ from commerce_content.app import create_app
 from commerce_content.graphql_api.adapter import (
     STOCK_EXECUTION_CONTEXT,
     PlainFieldExecutionContext,
+    PlainLeaf,
     core_schema,
     executor_for,
 )
@@ -139,6 +140,18 @@ SELECTION = """
   again: leaf { name }
   ... on Box { leaf { note } }
 """
+# Only fields without resolvers (and `__typename`): the whole selection is compiled into one
+# plan per operation, which must give way to graphql-core at anything unusual.
+PLAIN_SELECTION = """
+  __typename
+  label count
+  leaf { name note __typename }
+  maybe { name }
+  leaves { name note }
+  loose { name __typename }
+  again: leaf { name }
+  ... on Box { leaf { note } }
+"""
 
 
 def schemas() -> tuple[strawberry.Schema, strawberry.Schema]:
@@ -164,21 +177,48 @@ async def both(query: str, variables: dict[str, Any]) -> tuple[str, str]:
     )
 
 
+@pytest.mark.parametrize("selection", [SELECTION, PLAIN_SELECTION], ids=["guarded", "plain"])
 @pytest.mark.parametrize("case", CASES)
-async def test_a_nullable_list_of_boxes_answers_as_graphql_core(case: str) -> None:
+async def test_a_nullable_list_of_boxes_answers_as_graphql_core(case: str, selection: str) -> None:
     expected, actual = await both(
-        f"query($cases: [String!]!) {{ boxes(cases: $cases) {{ {SELECTION} }} }}",
+        f"query($cases: [String!]!) {{ boxes(cases: $cases) {{ {selection} }} }}",
         {"cases": ["good", case, "good"]},
     )
     assert actual == expected
 
 
+@pytest.mark.parametrize("selection", [SELECTION, PLAIN_SELECTION], ids=["guarded", "plain"])
 @pytest.mark.parametrize("case", CASES)
-async def test_a_non_null_box_answers_as_graphql_core(case: str) -> None:
+async def test_a_non_null_box_answers_as_graphql_core(case: str, selection: str) -> None:
     expected, actual = await both(
-        f"query($case: String!) {{ strict(case: $case) {{ {SELECTION} }} }}", {"case": case}
+        f"query($case: String!) {{ strict(case: $case) {{ {selection} }} }}", {"case": case}
     )
     assert actual == expected
+
+
+async def test_a_plain_selection_is_completed_by_its_compiled_plan() -> None:
+    """Not by graphql-core's field-by-field path: the plan is what makes a page fast."""
+    _, fast = schemas()
+    executor = cast("type[PlainFieldExecutionContext]", fast.execution_context_class)
+    executed: list[str] = []
+    original = executor.execute_field
+
+    def counted(self: Any, parent_type: Any, *args: Any, **kwargs: Any) -> Any:
+        executed.append(parent_type.name)
+        return original(self, parent_type, *args, **kwargs)
+
+    executor.execute_field = counted  # type: ignore[method-assign]
+    result = await fast.execute(
+        '{ strict(case: "good") { leaves { name } leaf { name __typename } } }'
+    )
+    assert result.errors is None
+    assert result.data == {
+        "strict": {
+            "leaves": [{"name": "good"}, {"name": "second"}],
+            "leaf": {"name": "good", "__typename": "Leaf"},
+        }
+    }
+    assert executed == ["Query"]
 
 
 async def test_skip_and_include_answer_as_graphql_core() -> None:
@@ -301,3 +341,14 @@ async def test_variants_fetched_through_node_answer_as_graphql_core(
     assert actual.errors == expected.errors == []
     assert as_sent(actual.data, []) == as_sent(expected.data, [])
     assert [v["stock"] for v in actual.data["a"]["variants"]] == [0, 4]
+
+
+def test_string_id_and_boolean_values_of_their_type_skip_coercion() -> None:
+    """graphql-core gives such values back unchanged, so the plan does not call it for them."""
+    _, fast = schemas()
+    plain = cast("type[PlainFieldExecutionContext]", fast.execution_context_class).plain_fields
+    name, count = plain["Leaf"]["name"], plain["Box"]["count"]
+    assert isinstance(name, PlainLeaf)
+    assert isinstance(count, PlainLeaf)
+    assert name.unchanged is str
+    assert count.unchanged is None  # Int: graphql-core checks its range

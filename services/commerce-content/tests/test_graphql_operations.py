@@ -7,7 +7,10 @@ import asyncio
 
 import httpx
 from commerce_content.app import create_app
-from commerce_content.graphql_api.analysis import operation_variables
+from commerce_content.graphql_api.adapter import core_schema
+from commerce_content.graphql_api.analysis import OperationAnalyzer, operation_variables
+from commerce_content.graphql_api.extensions import OperationAnalyses
+from commerce_content.graphql_api.schema import build_schema
 from commerce_content.settings import Settings
 from graphql import OperationDefinitionNode, parse
 from servicekit.testing import run_http_server
@@ -254,3 +257,28 @@ async def test_unexpected_failures_are_masked_in_the_errors_array(
     assert error["path"] == ["products"]
     assert error["extensions"] == {"code": "INTERNAL_SERVER_ERROR"}
     assert set(error) == {"message", "locations", "path", "extensions"}
+
+
+PAGE = "query($n: Int) { products(page: {first: $n}) { edges { node { id } } } }"
+
+
+def test_an_operation_with_the_same_variables_is_analysed_once(
+    service_settings: Settings,
+) -> None:
+    analyzer = OperationAnalyzer(core_schema(build_schema(service_settings)))
+    analyses = OperationAnalyses()
+    document = parse(PAGE)
+    first = analyses.of(analyzer, document, None, {"n": 5})
+    assert analyses.of(analyzer, document, None, {"n": 5}) is first
+    assert analyses.of(analyzer, document, None, {"n": 6}) is not first
+    assert analyses.of(analyzer, parse(PAGE), None, {"n": 5}) is not first
+
+
+def test_the_analyses_keep_only_the_most_recently_used(service_settings: Settings) -> None:
+    analyzer = OperationAnalyzer(core_schema(build_schema(service_settings)))
+    analyses = OperationAnalyses(capacity=2)
+    document = parse(PAGE)
+    first = analyses.of(analyzer, document, None, {"n": 1})
+    analyses.of(analyzer, document, None, {"n": 2})
+    analyses.of(analyzer, document, None, {"n": 3})
+    assert analyses.of(analyzer, document, None, {"n": 1}) is not first

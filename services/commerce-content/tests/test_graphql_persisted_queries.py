@@ -8,6 +8,7 @@ import json
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,19 @@ from commerce_content.graphql_api.persisted import (
     Document,
     InvalidManifest,
     PersistedQueryRefused,
+    PersistedQueryStore,
     decide,
     manifest_operations,
     persisted_hash,
+    persisted_query_retention_loop,
+    prune_unused,
 )
 from commerce_content.settings import Settings
 from servicekit.testing import run_http_server
 from servicekit.testing.conformance import run_cli
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from tests.factories import make_product
 
@@ -301,3 +306,106 @@ def test_manifests_in_both_formats_are_read_and_checked() -> None:
     for bad in [[], {"a" * 64: query}, {sha256(query): 3}, {**apollo, "version": 2}]:
         with pytest.raises(InvalidManifest):
             manifest_operations(bad)
+
+
+async def stored(engine: AsyncEngine, document: str, *, registered: bool, unused_days: int) -> str:
+    digest = sha256(document)
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO persisted_queries (sha256, document, registered, created_at,"
+                " last_used_at) VALUES (:sha256, :document, :registered, now(),"
+                " now() - make_interval(days => :days))"
+            ),
+            {"sha256": digest, "document": document, "registered": registered, "days": unused_days},
+        )
+    return digest
+
+
+async def kept(engine: AsyncEngine, *digests: str) -> set[str]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text("SELECT sha256 FROM persisted_queries WHERE sha256 = ANY(:digests)"),
+            {"digests": list(digests)},
+        )
+        return {row.sha256 for row in rows}
+
+
+async def last_used_days_ago(engine: AsyncEngine, digest: str) -> float:
+    async with engine.connect() as conn:
+        days = await conn.scalar(
+            text(
+                "SELECT extract(epoch FROM now() - last_used_at) / 86400"
+                " FROM persisted_queries WHERE sha256 = :sha256"
+            ),
+            {"sha256": digest},
+        )
+    return float(days)
+
+
+async def test_pruning_deletes_apq_documents_unused_past_the_cutoff_and_never_registered_ones(
+    db_engine: AsyncEngine,
+) -> None:
+    old = await stored(db_engine, fresh_query(), registered=False, unused_days=40)
+    older = await stored(db_engine, fresh_query(), registered=False, unused_days=90)
+    recent = await stored(db_engine, fresh_query(), registered=False, unused_days=2)
+    manifest = await stored(db_engine, fresh_query(), registered=True, unused_days=400)
+    cutoff = datetime.now(UTC) - timedelta(days=30)
+    assert await prune_unused(db_engine, cutoff, batch=1) >= 2
+    assert await kept(db_engine, old, older, recent, manifest) == {recent, manifest}
+
+
+async def test_a_document_found_is_marked_used_at_most_once_per_touch_interval(
+    db_engine: AsyncEngine,
+) -> None:
+    now = [1000.0]
+    store = PersistedQueryStore(clock=lambda: now[0], touch_seconds=3600)
+    digest = await stored(db_engine, fresh_query(), registered=False, unused_days=20)
+    async with AsyncSession(db_engine) as session, session.begin():
+        assert await store.find(session, digest) is not None
+    assert await last_used_days_ago(db_engine, digest) < 1
+    async with db_engine.begin() as conn:  # as if used long ago: only a write would change it
+        await conn.execute(
+            text(
+                "UPDATE persisted_queries SET last_used_at = now() - interval '20 days'"
+                " WHERE sha256 = :sha256"
+            ),
+            {"sha256": digest},
+        )
+    now[0] += 60
+    async with AsyncSession(db_engine) as session, session.begin():
+        assert await store.find(session, digest) is not None
+    assert await last_used_days_ago(db_engine, digest) > 19
+    now[0] += 3600
+    async with AsyncSession(db_engine) as session, session.begin():
+        assert await store.find(session, digest) is not None
+    assert await last_used_days_ago(db_engine, digest) < 1
+
+
+async def test_a_document_pruned_while_a_replica_still_serves_it_is_stored_again(
+    db_engine: AsyncEngine,
+) -> None:
+    now = [1000.0]
+    store = PersistedQueryStore(clock=lambda: now[0], touch_seconds=3600)
+    document = fresh_query()
+    digest = await stored(db_engine, document, registered=False, unused_days=0)
+    async with AsyncSession(db_engine) as session, session.begin():
+        await store.find(session, digest)
+    async with db_engine.begin() as conn:
+        await conn.execute(
+            text("DELETE FROM persisted_queries WHERE sha256 = :sha256"), {"sha256": digest}
+        )
+    now[0] += 3600
+    async with AsyncSession(db_engine) as session, session.begin():
+        found = await store.find(session, digest)
+    assert found is not None
+    assert found.text == document
+    assert await kept(db_engine, digest) == {digest}
+
+
+def test_the_worker_prunes_persisted_queries_only_outside_allow_list_mode(
+    service_settings: Settings,
+) -> None:
+    assert persisted_query_retention_loop(service_settings) is not None
+    allow_list = service_settings.model_copy(update={"graphql_allow_list": True})
+    assert persisted_query_retention_loop(allow_list) is None

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from commerce_content.app import create_app
 from commerce_content.graphql_api.adapter import MalformedMessage
+from commerce_content.graphql_api.ids import GlobalId
 from commerce_content.graphql_api.live import (
     ConnectionCaps,
     ConnectionCounts,
@@ -31,6 +32,7 @@ from websockets.exceptions import ConnectionClosed
 from tests.factories import bearer_for, make_product, make_user
 from tests.graphql_client import ask
 from tests.test_graphql_orders import create_order
+from tests.test_stock import expire_now, run_expiry
 
 PROTOCOL = "graphql-transport-ws"
 ORDER_STATUS = "subscription($id: ID!) { orderStatusChanged(orderId: $id) { id status paidAt } }"
@@ -141,6 +143,25 @@ async def test_the_buyer_sees_pending_then_paid_when_the_payment_notification_ar
         assert changed["id"] == order["id"]
         assert changed["status"] == "PAID"
         assert changed["paidAt"] is not None
+
+
+async def test_the_buyer_sees_expired_when_the_order_is_not_paid_in_time(
+    service_settings: Settings, db_engine: AsyncEngine
+) -> None:
+    async with running(service_settings) as (base, _):
+        headers, order = await buyer_with_order(base, db_engine, service_settings)
+        async with socket(base) as ws:
+            await initialised(ws, headers)
+            await subscribe(ws, ORDER_STATUS, {"id": order["id"]})
+            first = await receive(ws)
+            assert first["payload"]["data"]["orderStatusChanged"]["status"] == "PENDING"
+            order_id = GlobalId.parse(order["id"]).key
+            await expire_now(db_engine, order_id)
+            assert await run_expiry(db_engine) >= 1
+            await relay_events(service_settings, db_engine)
+            second = await receive(ws)
+    changed = second["payload"]["data"]["orderStatusChanged"]
+    assert (changed["id"], changed["status"]) == (order["id"], "EXPIRED")
 
 
 async def test_another_users_order_is_refused_at_subscribe_time(

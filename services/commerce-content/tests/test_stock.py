@@ -139,6 +139,55 @@ async def test_an_unpaid_order_expires_and_gives_its_stock_back(
     assert await run_expiry(db_engine) == 0  # given back once
 
 
+async def expired_events(engine: AsyncEngine, order_id: str) -> list[dict[str, Any]]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT data FROM outbox_events WHERE type = 'order.expired' AND data->>'id' = :id"
+            ),
+            {"id": order_id},
+        )
+        return [row.data for row in rows]
+
+
+async def test_an_order_that_expires_unpaid_publishes_order_expired_once(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    product = await make_product(db_engine, stock=5)
+    order_id = (await buy(client, product, 2)).json()["orderId"]
+    await expire_now(db_engine, order_id)
+    await run_expiry(db_engine)
+    await run_expiry(db_engine)
+    events = await expired_events(db_engine, order_id)
+    assert [(e["id"], e["status"]) for e in events] == [(order_id, "expired")]
+
+
+async def test_the_providers_expiry_notice_publishes_order_expired(
+    client: httpx.AsyncClient, service_settings: Settings, db_engine: AsyncEngine
+) -> None:
+    product = await make_product(db_engine, stock=5)
+    order = await order_row(db_engine, (await buy(client, product, 2)).json()["orderId"])
+    await pay(
+        client,
+        service_settings,
+        order,
+        type="checkout.session.expired",
+        payment_status="unpaid",
+        amount_total=None,
+    )
+    events = await expired_events(db_engine, str(order.id))
+    assert [e["status"] for e in events] == ["expired"]
+
+
+async def test_an_order_still_in_its_grace_period_publishes_nothing(
+    client: httpx.AsyncClient, db_engine: AsyncEngine
+) -> None:
+    product = await make_product(db_engine, stock=5)
+    order_id = (await buy(client, product, 2)).json()["orderId"]
+    await run_expiry(db_engine, grace_seconds=600)
+    assert await expired_events(db_engine, order_id) == []
+
+
 async def test_the_worker_expires_unpaid_orders(
     service_settings: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:

@@ -69,6 +69,7 @@ registry.declare(
 
 ORDER_CREATED = "order.created"
 ORDER_PAID = "order.paid"
+ORDER_EXPIRED = "order.expired"
 
 
 class OrderSummary(BaseModel):
@@ -112,6 +113,15 @@ registry.declare(
     OrderSummary,
     description="The payment provider confirmed an order's payment.",
     example={**_ORDER_EXAMPLE, "status": "paid", "payment_id": "pi_3Nq"},
+)
+registry.declare(
+    ORDER_EXPIRED,
+    OrderSummary,
+    description=(
+        "An order was not paid in time (the checkout session expired, or the worker gave"
+        " its reserved stock back): it will not be paid."
+    ),
+    example={**_ORDER_EXAMPLE, "status": "expired"},
 )
 
 

@@ -266,6 +266,7 @@ class PersistedQuery(SQLModel, table=True):
     document: str = Field(sa_type=sa.Text)
     registered: bool = False  # from a manifest: runs in allow-list mode
     created_at: datetime = _tz(default_factory=utcnow)
+    last_used_at: datetime = _tz(default_factory=utcnow)  # pruned when long ago (worker)
 
 
 class PaymentNotification(SQLModel, table=True):

@@ -66,6 +66,9 @@ class Settings(ServiceSettings):
     # Production's allow-list mode: only documents imported from a manifest
     # (`persisted-queries import`) run; automatic persisted queries store nothing.
     graphql_allow_list: bool = False
+    # Documents stored by automatic persisted queries and not sent for this many days are
+    # deleted by the worker (never those a manifest registered; nothing in allow-list mode).
+    graphql_persisted_query_days: float = Field(default=30.0, gt=0)
     # GraphiQL at GET /graphql for browsers; always off in production, like introspection.
     graphql_ide: bool = True
     # Subscriptions over WebSocket (graphql-transport-ws at /graphql): open connections per
@@ -96,7 +99,11 @@ class Settings(ServiceSettings):
         return self
 
 
-def get_settings(request: Request) -> Settings:
+# Dependencies here and in each domain's `dependencies.py` are `async def` although they await
+# nothing: FastAPI runs a plain `def` dependency in its thread pool, two thread hops per
+# request for no work, which on a loaded machine showed in the payment webhook's tail latency
+# (bench/subscriptions.py).
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 

@@ -10,7 +10,7 @@ from servicekit.web.session import SessionDep
 from commerce_content.admin_action.service import AuditService
 
 
-def get_audit_service(session: SessionDep) -> AuditService:
+async def get_audit_service(session: SessionDep) -> AuditService:
     return AuditService(session)
 
 

@@ -10,7 +10,7 @@ from servicekit.web.session import SessionDep
 from commerce_content.articles.service import ArticleService
 
 
-def get_article_service(session: SessionDep) -> ArticleService:
+async def get_article_service(session: SessionDep) -> ArticleService:
     return ArticleService(session)
 
 

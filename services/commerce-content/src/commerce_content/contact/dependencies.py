@@ -11,7 +11,7 @@ from commerce_content.contact.service import ContactService
 from commerce_content.settings import SettingsDep
 
 
-def get_contact_service(session: SessionDep, settings: SettingsDep) -> ContactService:
+async def get_contact_service(session: SessionDep, settings: SettingsDep) -> ContactService:
     return ContactService(session, settings)
 
 

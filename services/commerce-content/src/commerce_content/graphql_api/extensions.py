@@ -4,7 +4,10 @@ unexpected errors."""
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -24,7 +27,7 @@ from servicekit.web.input_guard import bad_text_in, bad_text_reason
 from strawberry.extensions import MaskErrors, SchemaExtension
 
 from commerce_content.graphql_api.adapter import core_schema
-from commerce_content.graphql_api.analysis import OperationAnalyzer
+from commerce_content.graphql_api.analysis import CachePolicy, OperationAnalyzer
 from commerce_content.graphql_api.errors import (
     BAD_USER_INPUT,
     INTERNAL_SERVER_ERROR,
@@ -48,25 +51,92 @@ class RefuseUnstorableLiterals(ValidationRule):
             )
 
 
+@dataclass
+class Analysis:
+    """What OperationPolicy reads from an operation and its variables: the same for every
+    request that sends them, so worked out once (see `OperationAnalyses`)."""
+
+    document: DocumentNode  # kept alive: the cache is keyed by its id
+    operation: OperationDefinitionNode | None
+    cost: int | None = None
+    cache: CachePolicy | None = None
+
+
+# Variables longer than this as JSON are analysed afresh rather than kept as a key.
+MAX_CACHED_VARIABLES_CHARS = 1024
+
+
+class OperationAnalyses:
+    """The analysis of recent (document, operation name, variables), per schema.
+
+    Storefronts send the same few operations with the same few variables; the parser cache
+    hands back the same document object for the same text (by hash too, for persisted
+    queries), so its identity and the variables' JSON name the analysis. Bounded, least
+    recently used out."""
+
+    def __init__(self, capacity: int = 512) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[int, str | None, str], Analysis] = OrderedDict()
+
+    def of(
+        self,
+        analyzer: OperationAnalyzer,
+        document: DocumentNode,
+        operation_name: str | None,
+        variables: dict[str, Any] | None,
+    ) -> Analysis:
+        try:
+            shown = json.dumps(variables, sort_keys=True, separators=(",", ":"))
+        except (TypeError, ValueError):
+            shown = None
+        if shown is None or len(shown) > MAX_CACHED_VARIABLES_CHARS:
+            return Analysis(document, analyzer.operation(document, operation_name))
+        key = (id(document), operation_name, shown)
+        found = self._entries.get(key)
+        if found is not None and found.document is document:
+            self._entries.move_to_end(key)
+            return found
+        found = Analysis(document, analyzer.operation(document, operation_name))
+        self._entries[key] = found
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+        return found
+
+
 class OperationPolicy(SchemaExtension):
     """Refuses variables holding text that cannot be stored and operations above `max_cost`
     before they run; after a query without errors, leaves the response's `Cache-Control`
-    value on the context."""
+    value on the context. The cost and the static cache policy of an operation with given
+    variables are worked out once (`analyses`), not per request."""
 
-    def __init__(self, max_cost: int) -> None:
+    def __init__(self, max_cost: int, analyses: OperationAnalyses | None = None) -> None:
         self.max_cost = max_cost
+        self.analyses = analyses or OperationAnalyses()
         self.requested: int | None = None
+
+    def _analysis(self) -> tuple[OperationAnalyzer, Analysis | None]:
+        context = self.execution_context
+        analyzer = OperationAnalyzer(core_schema(context.schema))
+        document = context.graphql_document
+        if document is None:
+            return analyzer, None
+        return analyzer, self.analyses.of(
+            analyzer, document, context.operation_name, context.variables
+        )
 
     def on_validate(self) -> Iterator[None]:
         # A subscription is subscribed whatever `on_execute` leaves in the result, so its
         # refusals are validation errors: the protocol's `error` message, nothing subscribed.
         context = self.execution_context
-        document = context.graphql_document
-        if document is not None and not context.pre_execution_errors:
-            analyzer = OperationAnalyzer(core_schema(context.schema))
-            operation = analyzer.operation(document, context.operation_name)
-            if operation is not None and operation.operation == OperationType.SUBSCRIPTION:
-                refusal = self._refusal(analyzer, document, operation)
+        if context.graphql_document is not None and not context.pre_execution_errors:
+            analyzer, analysis = self._analysis()
+            operation = analysis.operation if analysis is not None else None
+            if (
+                analysis is not None
+                and operation is not None
+                and operation.operation == OperationType.SUBSCRIPTION
+            ):
+                refusal = self._refusal(analyzer, analysis, operation)
                 if refusal is not None:
                     context.pre_execution_errors = [refusal]
         yield
@@ -74,13 +144,15 @@ class OperationPolicy(SchemaExtension):
     def _refusal(
         self,
         analyzer: OperationAnalyzer,
-        document: DocumentNode,
+        analysis: Analysis,
         operation: OperationDefinitionNode,
     ) -> GraphQLError | None:
         context = self.execution_context
         if reason := bad_text_in(context.variables, "variables"):
             return bad_input(reason)
-        self.requested = analyzer.cost(document, operation, context.variables)
+        if analysis.cost is None:
+            analysis.cost = analyzer.cost(analysis.document, operation, context.variables)
+        self.requested = analysis.cost
         span = trace.get_current_span()
         if span.is_recording():
             span.set_attribute("graphql.operation.cost", self.requested)
@@ -98,29 +170,31 @@ class OperationPolicy(SchemaExtension):
 
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
-        analyzer = OperationAnalyzer(core_schema(context.schema))
-        document = context.graphql_document
-        operation = analyzer.operation(document, context.operation_name) if document else None
+        analyzer, analysis = self._analysis()
+        operation = analysis.operation if analysis is not None else None
         if reason := bad_text_in(context.variables, "variables"):
             context.result = ExecutionResult(data=None, errors=[bad_input(reason)])
         elif (
-            document is not None
+            analysis is not None
             and operation is not None
             and operation.operation != OperationType.SUBSCRIPTION
-            and (refusal := self._refusal(analyzer, document, operation)) is not None
+            and (refusal := self._refusal(analyzer, analysis, operation)) is not None
         ):
             context.result = ExecutionResult(data=None, errors=[refusal])
         yield
         result = context.result
         if (
-            document is None
+            analysis is None
             or operation is None
             or operation.operation != OperationType.QUERY
             or result is None
             or getattr(result, "errors", None)
         ):
             return
-        policy = analyzer.cache_policy(document, operation, context.variables)
+        if analysis.cache is None:
+            analysis.cache = analyzer.cache_policy(analysis.document, operation, context.variables)
+        # A copy: the run-time hints below are this request's alone.
+        policy = CachePolicy(analysis.cache.max_age, analysis.cache.private)
         hints = context.context.cache_hints
         policy.restrict(hints.max_age, hints.private)
         context.context.cache_control = policy.header()

@@ -20,21 +20,31 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+from servicekit.retention import Progress, delete_in_batches, pruning_loop
+from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.graphql_api.errors import BAD_USER_INPUT
+from commerce_content.settings import Settings
 
 VERSION = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # Stored documents are bounded: a request is bounded by the token limit, not by its spacing.
 MAX_DOCUMENT_CHARS = 100_000
 CACHED_DOCUMENTS = 2048
+# A document's `last_used_at` is written at most this often per process: pruning counts in
+# days, and a read must not become a write per request.
+TOUCH_SECONDS = 3600.0
+PRUNE_LOOP = "persisted-query-retention"
 
 NOT_FOUND = "PERSISTED_QUERY_NOT_FOUND"
 NOT_ALLOWED = "PERSISTED_QUERY_NOT_ALLOWED"
@@ -157,10 +167,30 @@ _LOOKUP = text("SELECT document, registered FROM persisted_queries WHERE sha256 
 # A document stored by APQ keeps `registered` false; a manifest sets it true (never back).
 _STORE = text(
     """
-    INSERT INTO persisted_queries (sha256, document, registered, created_at)
-    VALUES (:sha256, :document, :registered, now())
+    INSERT INTO persisted_queries (sha256, document, registered, created_at, last_used_at)
+    VALUES (:sha256, :document, :registered, now(), now())
     ON CONFLICT (sha256) DO UPDATE SET registered = persisted_queries.registered OR
-        EXCLUDED.registered
+        EXCLUDED.registered, last_used_at = now()
+    """
+)
+# Used again: stored again too if pruned meanwhile (another replica may still have sent
+# clients its hash from memory).
+_TOUCH = text(
+    """
+    INSERT INTO persisted_queries (sha256, document, registered, created_at, last_used_at)
+    VALUES (:sha256, :document, false, now(), now())
+    ON CONFLICT (sha256) DO UPDATE SET last_used_at = now()
+    """
+)
+# One batch of documents unused since the cutoff, by the partial index (delete_in_batches).
+PRUNE_UNUSED = text(
+    """
+    DELETE FROM persisted_queries
+    WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM persisted_queries
+        WHERE NOT registered AND last_used_at < :cutoff LIMIT :batch
+    ))
+    AND NOT registered AND last_used_at < :cutoff
     """
 )
 
@@ -170,9 +200,18 @@ class PersistedQueryStore:
     documents in memory (a document never changes under its hash, so the copy never goes
     stale; only `registered` can turn true, which `find` checks in allow-list mode)."""
 
-    def __init__(self, capacity: int = CACHED_DOCUMENTS) -> None:
+    def __init__(
+        self,
+        capacity: int = CACHED_DOCUMENTS,
+        clock: Callable[[], float] = time.monotonic,
+        touch_seconds: float = TOUCH_SECONDS,
+    ) -> None:
         self.capacity = capacity
+        self.clock = clock
+        self.touch_seconds = touch_seconds
         self.cached: OrderedDict[str, Document] = OrderedDict()
+        # When this process last wrote each cached document's `last_used_at`.
+        self.touched: dict[str, float] = {}
 
     async def find(
         self, session: AsyncSession, digest: str, *, registered: bool = False
@@ -182,6 +221,8 @@ class PersistedQueryStore:
         document = self.cached.get(digest)
         if document is not None and (document.registered or not registered):
             self.cached.move_to_end(digest)
+            if self.clock() - self.touched.get(digest, float("-inf")) >= self.touch_seconds:
+                await self._touch(session, digest, document)
             return document
         connection = await session.connection()
         row = (await connection.execute(_LOOKUP, {"sha256": digest})).first()
@@ -189,6 +230,7 @@ class PersistedQueryStore:
             return None
         document = Document(row[0], bool(row[1]))
         self._keep(digest, document)
+        await self._touch(session, digest, document)
         return document
 
     async def store(self, session: AsyncSession, digest: str, document: str) -> None:
@@ -197,12 +239,19 @@ class PersistedQueryStore:
             _STORE, {"sha256": digest, "document": document, "registered": False}
         )
         self._keep(digest, Document(document, False))
+        self.touched[digest] = self.clock()
+
+    async def _touch(self, session: AsyncSession, digest: str, document: Document) -> None:
+        connection = await session.connection()
+        await connection.execute(_TOUCH, {"sha256": digest, "document": document.text})
+        self.touched[digest] = self.clock()
 
     def _keep(self, digest: str, document: Document) -> None:
         self.cached[digest] = document
         self.cached.move_to_end(digest)
         while len(self.cached) > self.capacity:
-            self.cached.popitem(last=False)
+            dropped, _ = self.cached.popitem(last=False)
+            self.touched.pop(dropped, None)
 
 
 class InvalidManifest(ValueError):
@@ -247,3 +296,28 @@ async def import_manifest(engine: AsyncEngine, operations: dict[str, str]) -> No
             await connection.execute(
                 _STORE, {"sha256": digest, "document": document, "registered": True}
             )
+
+
+async def prune_unused(
+    engine: AsyncEngine, cutoff: datetime, batch: int, progress: Progress = lambda: None
+) -> int:
+    """Delete the documents stored by APQ and not used since `cutoff`, `batch` per
+    transaction (a manifest's are kept); how many."""
+    return await delete_in_batches(
+        engine, PRUNE_UNUSED, {"cutoff": cutoff}, batch=batch, progress=progress
+    )
+
+
+def persisted_query_retention_loop(settings: Settings) -> WorkerLoop | None:
+    """Every `RETENTION_PRUNE_SECONDS`, the documents unused for
+    `GRAPHQL_PERSISTED_QUERY_DAYS` deleted; none in allow-list mode, where requests store
+    nothing and only a manifest's documents run."""
+    if settings.graphql_allow_list:
+        return None
+    unused_for = timedelta(days=settings.graphql_persisted_query_days)
+    batch = settings.retention_batch_size
+
+    async def prune(engine: AsyncEngine, now: datetime, progress: Progress) -> int:
+        return await prune_unused(engine, now - unused_for, batch, progress)
+
+    return pruning_loop(PRUNE_LOOP, prune, settings.retention_prune_seconds)

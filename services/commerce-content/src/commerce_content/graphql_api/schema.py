@@ -27,6 +27,7 @@ from commerce_content.graphql_api.adapter import core_schema, executor_for
 from commerce_content.graphql_api.extensions import (
     InvalidInputCodes,
     MaskUnexpectedErrors,
+    OperationAnalyses,
     OperationPolicy,
     OperationSpan,
     RefuseUnstorableLiterals,
@@ -94,6 +95,8 @@ def build_schema(settings: Settings) -> CommerceSchema:
         RefuseUnstorableLiterals,
         *(DisableIntrospection().validation_rules if settings.is_production else []),
     ]
+    # Shared by the schema's requests: an operation's cost and cache policy, once.
+    analyses = OperationAnalyses()
     extensions: list[Callable[[], SchemaExtension]] = [
         # First, so the operation's span is current for everything the others do.
         OperationSpan,
@@ -103,7 +106,7 @@ def build_schema(settings: Settings) -> CommerceSchema:
         lambda: ValidationCache(maxsize=CACHED_DOCUMENTS),
         MaskUnexpectedErrors,
         InvalidInputCodes,
-        lambda: OperationPolicy(settings.graphql_max_cost),
+        lambda: OperationPolicy(settings.graphql_max_cost, analyses),
     ]
     return CommerceSchema(
         query=Query,

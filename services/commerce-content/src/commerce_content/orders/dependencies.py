@@ -16,21 +16,21 @@ from commerce_content.payments.provider import payment_provider
 from commerce_content.settings import SettingsDep
 
 
-def get_checkout_service(session: SessionDep, settings: SettingsDep) -> CheckoutService:
+async def get_checkout_service(session: SessionDep, settings: SettingsDep) -> CheckoutService:
     return CheckoutService(session, settings, payment_provider(settings))
 
 
-def get_idempotent_checkout(session: SessionDep, settings: SettingsDep) -> IdempotentCheckout:
+async def get_idempotent_checkout(session: SessionDep, settings: SettingsDep) -> IdempotentCheckout:
     return IdempotentCheckout(session, timedelta(hours=settings.checkout_idempotency_hours))
 
 
-def get_payment_notification_service(
+async def get_payment_notification_service(
     session: SessionDep, settings: SettingsDep
 ) -> PaymentNotificationService:
     return PaymentNotificationService(session, settings)
 
 
-def get_order_repository(session: SessionDep) -> OrderRepository:
+async def get_order_repository(session: SessionDep) -> OrderRepository:
     return OrderRepository(session)
 
 

@@ -12,12 +12,14 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import structlog
+from servicekit.events import record_event
 from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop
 from sqlalchemy import text
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from commerce_content.events import ORDER_EXPIRED, OrderSummary
 from commerce_content.models import Order, OrderItem, OrderStatus
 from commerce_content.settings import Settings
 
@@ -84,8 +86,9 @@ async def take_stock(session: AsyncSession, items: Iterable[OrderItem]) -> bool:
 
 async def release_reservations(session: AsyncSession, orders: Sequence[Order]) -> None:
     """Unpaid orders give their stock back (those holding any: orders placed before
-    reservations do not) and become `expired`. One pass over all their products in id order,
-    like checkout's, so the two never wait on each other in a circle."""
+    reservations do not) and become `expired`, each with its `order.expired` event in the
+    same transaction. One pass over all their products in id order, like checkout's, so the
+    two never wait on each other in a circle."""
     holding = [o.id for o in orders if o.stock_reserved_at is not None]
     if holding:
         items = (
@@ -100,6 +103,8 @@ async def release_reservations(session: AsyncSession, orders: Sequence[Order]) -
         order.stock_reserved_at = None
         session.add(order)
     await session.flush()
+    for order in orders:
+        await record_event(session, ORDER_EXPIRED, OrderSummary.of(order))
 
 
 async def expire_due_orders(session: AsyncSession, now: datetime, grace_seconds: float) -> int:

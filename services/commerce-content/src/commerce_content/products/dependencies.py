@@ -11,7 +11,7 @@ from commerce_content.products.service import ProductService
 from commerce_content.settings import SettingsDep
 
 
-def get_product_service(session: SessionDep, settings: SettingsDep) -> ProductService:
+async def get_product_service(session: SessionDep, settings: SettingsDep) -> ProductService:
     return ProductService(session, settings)
 
 

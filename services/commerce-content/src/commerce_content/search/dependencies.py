@@ -10,7 +10,7 @@ from servicekit.web.session import SessionDep
 from commerce_content.search.service import SearchService
 
 
-def get_search_service(session: SessionDep) -> SearchService:
+async def get_search_service(session: SessionDep) -> SearchService:
     return SearchService(session)
 
 
