@@ -55,7 +55,7 @@ import psycopg
 from servicekit.db.engine import to_sqlalchemy_url
 from sqlalchemy.ext.asyncio import create_async_engine
 from webhook_hub.delivery_engine.maintenance import maintain
-from webhook_hub.delivery_engine.partitions import Layout
+from webhook_hub.partitions import Layout
 from webhook_hub.settings import Settings
 
 HERE = Path(__file__).resolve().parent

@@ -33,9 +33,9 @@ from servicekit.db.engine import create_session_factory
 from servicekit.db.migrations import upgrade
 from servicekit.embedded.postgres import EmbeddedPostgres
 from sqlalchemy.ext.asyncio import create_async_engine
-from webhook_hub.delivery_engine.partitions import CLOCK_MARGIN
+from webhook_hub.deliveries.hour_stats_repository import HOURS_FROM_LOG, LIVE_SAMPLE, STORED_HOURS
+from webhook_hub.partitions import CLOCK_MARGIN
 from webhook_hub.portal.charts import truncate
-from webhook_hub.portal.repository import HOURS_FROM_LOG, LIVE_SAMPLE, STORED_HOURS
 from webhook_hub.portal.stats import PortalStatsService
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"

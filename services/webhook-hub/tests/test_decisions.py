@@ -17,9 +17,9 @@ from webhook_hub.delivery_engine.decisions import (
     outcome_of,
     tally,
 )
+from webhook_hub.delivery_engine.disabling import disable_reason
 from webhook_hub.delivery_engine.jobs import Failure
 from webhook_hub.models import DeliveryStatus
-from webhook_hub.subscriptions.disabling import disable_reason
 
 from tests.job_factories import WHEN, make_job, make_result
 

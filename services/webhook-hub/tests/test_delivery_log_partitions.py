@@ -18,12 +18,12 @@ from servicekit.testing.conformance import run_cli
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
+from webhook_hub.deliveries.hour_stats_repository import HOURS_FROM_LOG, LIVE_SAMPLE
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
 from webhook_hub.delivery_engine.maintenance import maintain, prune_rollup
-from webhook_hub.delivery_engine.partitions import AHEAD, CLOCK_MARGIN, Layout, attempts_since
 from webhook_hub.delivery_engine.store import DeliveryStore, DeliveryWrites
 from webhook_hub.models import Subscription
-from webhook_hub.portal.repository import HOURS_FROM_LOG, LIVE_SAMPLE
+from webhook_hub.partitions import AHEAD, CLOCK_MARGIN, Layout, attempts_since
 from webhook_hub.settings import Settings
 
 from tests.recording_factories import first_attempt, make_subscription

@@ -4,7 +4,7 @@ refused (that the sender connects only to the address that was checked: test_sen
 from __future__ import annotations
 
 import pytest
-from webhook_hub.subscriptions.endpoint_policy import (
+from webhook_hub.delivery_engine.endpoint_policy import (
     EndpointGuard,
     EndpointRefused,
     check_headers,

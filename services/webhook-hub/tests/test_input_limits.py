@@ -11,10 +11,10 @@ import pytest
 from servicekit.testing import HttpReceiver, serve_app
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
+from webhook_hub.delivery_engine.endpoint_policy import EndpointGuard, EndpointRefused
 from webhook_hub.delivery_engine.jobs import DeliveryJob
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.settings import Settings
-from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
 
 from tests.factories import make_consumer, subscription_body
 

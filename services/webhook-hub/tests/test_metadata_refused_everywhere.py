@@ -10,10 +10,10 @@ import pytest
 from servicekit.testing import HttpReceiver
 from servicekit.testing.resolver import ScriptedResolver
 from sqlalchemy.ext.asyncio import AsyncEngine
+from webhook_hub.delivery_engine.endpoint_policy import EndpointGuard, EndpointRefused
 from webhook_hub.delivery_engine.jobs import Failure
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.settings import Settings
-from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
 from webhook_hub.subscriptions.probe import EndpointProber
 
 from tests.factories import make_consumer, subscription_body

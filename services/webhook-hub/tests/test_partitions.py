@@ -1,4 +1,4 @@
-"""The delivery log's partition decisions (delivery_engine/partitions.py), pure."""
+"""The delivery log's partition decisions (partitions.py), pure."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import ValidationError
-from webhook_hub.delivery_engine.partitions import (
+from webhook_hub.partitions import (
     AHEAD,
     EPOCH,
     Layout,

@@ -14,9 +14,9 @@ from servicekit.db.engine import create_session_factory
 from servicekit.testing import HttpReceiver
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from webhook_hub.deliveries.hour_stats_repository import LIVE_SAMPLE, HourStatsRepository
 from webhook_hub.deliveries.service import DeliveryService
 from webhook_hub.portal.charts import truncate
-from webhook_hub.portal.repository import LIVE_SAMPLE, HourStatsRepository
 
 from tests.factories import (
     Consumer,

@@ -1,6 +1,6 @@
 """The delivery log partitioned by time: `deliveries` by `log_time`, `delivery_attempts` by
 `attempted_at` (RANGE), so the worker drops whole partitions past the retention instead of
-deleting rows (delivery_engine/partitions.py, maintenance.py).
+deleting rows (partitions.py, maintenance.py).
 
 No row is copied, and no long lock is held. The existing tables become the first partition
 of each new table, `<table>_legacy`, from MINVALUE to `B` (a whole minute a few minutes

@@ -10,7 +10,6 @@ from webhook_hub import __version__
 from webhook_hub.consumers.endpoints import router as consumers_router
 from webhook_hub.deliveries.endpoints import router as deliveries_router
 from webhook_hub.deliveries.live import LIVE_SUBJECT
-from webhook_hub.dependencies import http_resources
 from webhook_hub.event_types.endpoints import router as event_types_router
 from webhook_hub.events import registry
 from webhook_hub.portal.endpoints import router as portal_links_router
@@ -18,6 +17,7 @@ from webhook_hub.portal.pages import install_portal
 from webhook_hub.producer_events.endpoints import router as producer_events_router
 from webhook_hub.producer_events.group_commit import single_events
 from webhook_hub.settings import Settings
+from webhook_hub.subscriptions.dependencies import http_resources
 from webhook_hub.subscriptions.endpoints import router as subscriptions_router
 
 API_PREFIX = "/webhooks"

@@ -5,12 +5,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, ClassVar
 
+from fastapi import Depends, Request
 from pydantic import BeforeValidator, Field, PlainSerializer
 from pydantic_settings import SettingsConfigDict
 from servicekit.live import LiveStreamSettings
 from servicekit.web.pages import PageSettings
 
-from webhook_hub.delivery_engine.partitions import Layout, format_width, parse_width
+from webhook_hub.partitions import Layout, format_width, parse_width
 
 # A duration written as `1d`, `6h`, `15m` (partitions.parse_width): anything else is refused
 # when the settings are read.
@@ -118,3 +119,14 @@ class Settings(PageSettings, LiveStreamSettings):
         if not self.delivery_ca_file:
             return ()
         return (Path(self.delivery_ca_file).read_bytes(),)
+
+
+# `async def`: FastAPI runs a plain `def` dependency in its thread pool, a hand-off per request
+# that cost the single-event endpoint more than the dependency itself.
+async def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+# What endpoints take to read the app's settings.
+SettingsDep = Annotated[Settings, Depends(get_settings)]

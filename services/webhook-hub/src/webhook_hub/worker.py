@@ -16,6 +16,7 @@ from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop, run_worker
 
 from webhook_hub.deliveries.live import LIVE_SUBJECT
+from webhook_hub.delivery_engine.endpoint_policy import EndpointGuard
 from webhook_hub.delivery_engine.engine import DeliveryEngine
 from webhook_hub.delivery_engine.maintenance import delivery_log_loop, rollup_retention_loop
 from webhook_hub.delivery_engine.sender import WebhookSender
@@ -34,7 +35,6 @@ from webhook_hub.models import PortalLink, PortalSession
 from webhook_hub.nats_service.handlers import subscription_requests_loop
 from webhook_hub.producer_events.pruning import idempotency_pruning_loop
 from webhook_hub.settings import Settings
-from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 
 
 def delivery_sender(settings: Settings) -> WebhookSender:

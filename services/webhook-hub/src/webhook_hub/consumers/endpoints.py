@@ -10,8 +10,9 @@ from pydantic import BaseModel, ConfigDict
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import Principal, ReadPrincipal, WritePrincipal, require_level
 
-from webhook_hub.dependencies import ConsumerServiceDep, SubscriptionServiceDep
+from webhook_hub.consumers.dependencies import ConsumerServiceDep
 from webhook_hub.errors import AUTH, BODY, declared
+from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
 from webhook_hub.subscriptions.retry_settings import InEffect, schedule_text
 from webhook_hub.subscriptions.schemas import DeliveryDefaults, DeliveryDefaultsRead, InEffectRead
 

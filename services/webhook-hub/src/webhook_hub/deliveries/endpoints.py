@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, status
 from servicekit.auth.dependencies import ReadPrincipal, WritePrincipal
 from servicekit.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
+from webhook_hub.deliveries.dependencies import DeliveryServiceDep
 from webhook_hub.deliveries.schemas import (
     AttemptRead,
     DeliveryDetail,
@@ -17,7 +18,6 @@ from webhook_hub.deliveries.schemas import (
     Recovered,
     RecoverRequest,
 )
-from webhook_hub.dependencies import DeliveryServiceDep
 from webhook_hub.errors import (
     AUTH,
     BODY,

@@ -13,8 +13,8 @@ from sqlalchemy.orm import defer
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from webhook_hub.delivery_engine.partitions import attempts_since
 from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus, Subscription
+from webhook_hub.partitions import attempts_since
 
 
 class DeliveryRepository:

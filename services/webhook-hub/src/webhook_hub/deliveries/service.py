@@ -9,13 +9,13 @@ from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.as_sent import RequestsAsSent, requests_as_sent
+from webhook_hub.deliveries.hour_stats import truncate
+from webhook_hub.deliveries.hour_stats_repository import HourStatsRepository
 from webhook_hub.deliveries.repository import DeliveryRepository, HeldKey, held_keys
 from webhook_hub.deliveries.search import PAYLOAD_SCAN_LIMIT, LogSearch
 from webhook_hub.delivery_engine.store import DeliveryWrites
 from webhook_hub.errors import DeliveryNotFound, SubscriptionNotFound
 from webhook_hub.models import Delivery, DeliveryAttempt, DeliveryStatus, Subscription
-from webhook_hub.portal.charts import truncate
-from webhook_hub.portal.repository import HourStatsRepository
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.repository import SubscriptionRepository
 

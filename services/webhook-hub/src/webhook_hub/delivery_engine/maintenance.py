@@ -33,14 +33,14 @@ from servicekit.retention import Progress, delete_in_batches, pruning_loop
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from webhook_hub.delivery_engine.partitions import (
+from webhook_hub.delivery_engine.store import move_pending, restore_pending
+from webhook_hub.partitions import (
     Layout,
     Partition,
     bound_literal,
     parse_bounds,
     plan,
 )
-from webhook_hub.delivery_engine.store import move_pending, restore_pending
 from webhook_hub.settings import Settings
 
 if TYPE_CHECKING:

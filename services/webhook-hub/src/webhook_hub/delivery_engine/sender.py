@@ -33,6 +33,7 @@ from servicekit.tracing import (
 from servicekit.tracing import tracing_enabled as _tracing_enabled
 
 from webhook_hub.delivery_engine.decisions import outcome_of
+from webhook_hub.delivery_engine.endpoint_policy import EndpointGuard
 from webhook_hub.delivery_engine.http1 import (
     IDLE_SECONDS,
     Deadlines,
@@ -42,7 +43,6 @@ from webhook_hub.delivery_engine.http1 import (
     tls_context,
 )
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, Failure
-from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 
 # How long a checked address is trusted before the name is looked up and checked again.
 RECHECK_SECONDS = 60.0

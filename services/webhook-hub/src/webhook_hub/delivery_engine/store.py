@@ -60,6 +60,7 @@ from webhook_hub.delivery_engine.decisions import (
     next_step,
     tally,
 )
+from webhook_hub.delivery_engine.disabling import disable_reason, disable_subscription
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
 from webhook_hub.delivery_engine.outcomes import (
     as_arrays,
@@ -71,7 +72,6 @@ from webhook_hub.delivery_engine.outcomes import (
 from webhook_hub.errors import SubscriptionNotFound
 from webhook_hub.models import Delivery, DeliveryStatus
 from webhook_hub.settings import Settings
-from webhook_hub.subscriptions.disabling import disable_reason, disable_subscription
 
 DELIVERIES_CHANNEL = "webhook_deliveries"
 # A log line about a key's released deliveries names at most this many of them.

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Path, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal
 from servicekit.events.envelope import EVENT_TYPE_PATTERN
 
-from webhook_hub.dependencies import EventTypeServiceDep
 from webhook_hub.errors import (
     AUTH,
     BODY,
@@ -20,6 +19,7 @@ from webhook_hub.errors import (
     InvalidEventSchema,
     declared,
 )
+from webhook_hub.event_types.dependencies import EventTypeServiceDep
 from webhook_hub.event_types.schemas import (
     EventTypeList,
     EventTypeRead,

@@ -41,10 +41,10 @@ from servicekit.runtime import ServiceRuntime
 from servicekit.worker import WorkerLoop
 
 from webhook_hub.deliveries.service import DeliveryService
+from webhook_hub.delivery_engine.endpoint_policy import EndpointGuard
 from webhook_hub.errors import TenantNotSubscribed
 from webhook_hub.portal.service import portal_links
 from webhook_hub.settings import Settings
-from webhook_hub.subscriptions.endpoint_policy import EndpointGuard
 from webhook_hub.subscriptions.schemas import SubscriptionCreate, record_fields
 from webhook_hub.subscriptions.service import SubscriptionService
 

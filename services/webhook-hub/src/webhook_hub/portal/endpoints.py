@@ -7,10 +7,11 @@ from datetime import timedelta
 from fastapi import APIRouter, Request, status
 from servicekit.auth.dependencies import ReadPrincipal
 
-from webhook_hub.dependencies import PortalLinkServiceDep, SettingsDep
 from webhook_hub.errors import AUTH, BODY, declared
+from webhook_hub.portal.dependencies import PortalLinkServiceDep
 from webhook_hub.portal.schemas import PortalLinkCreate, PortalLinkCreated
 from webhook_hub.portal.service import portal_level
+from webhook_hub.settings import SettingsDep
 
 router = APIRouter(prefix="/portal-links", tags=["portal"])
 

@@ -23,9 +23,9 @@ from servicekit.auth.dependencies import Principal
 from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep
 
 from webhook_hub.delivery_engine.jobs import render_body
-from webhook_hub.dependencies import EventTypeServiceDep, SubscriptionServiceDep
 from webhook_hub.dispatch.expression_tally import Counts, totals_of
 from webhook_hub.errors import InvalidExpression, NeedsLevel
+from webhook_hub.event_types.dependencies import EventTypeServiceDep
 from webhook_hub.expressions import (
     ExpressionError,
     ExpressionRefused,
@@ -34,6 +34,7 @@ from webhook_hub.expressions import (
     event_variable,
 )
 from webhook_hub.models import EventType, Subscription
+from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
 from webhook_hub.subscriptions.schemas import SubscriptionUpdate
 from webhook_hub.subscriptions.service import SubscriptionService, example_choices
 

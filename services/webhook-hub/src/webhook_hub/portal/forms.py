@@ -14,9 +14,9 @@ from pydantic import ValidationError
 from servicekit.errors import ServiceError
 from starlette.datastructures import FormData
 
+from webhook_hub.delivery_engine.endpoint_policy import EndpointRefused
 from webhook_hub.errors import EndpointNotAllowed, PersonalDataNotApproved, UnknownEventTypes
 from webhook_hub.models import DeliveryStatus
-from webhook_hub.subscriptions.endpoint_policy import EndpointRefused
 from webhook_hub.subscriptions.schemas import EDITABLE_FIELDS
 
 FORM_FIELDS = EDITABLE_FIELDS

@@ -35,16 +35,11 @@ from servicekit.web.session import SessionDep
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from webhook_hub.deliveries.dependencies import DeliveryServiceDep
 from webhook_hub.deliveries.search import MAX_SEARCH_CHARS, PAYLOAD_SCAN_LIMIT, parse_log_search
 from webhook_hub.deliveries.service import DeliveryService
+from webhook_hub.delivery_engine.endpoint_policy import EndpointRefused
 from webhook_hub.delivery_engine.jobs import message_id_for
-from webhook_hub.dependencies import (
-    DeliveryServiceDep,
-    EventTypeServiceDep,
-    PortalLinkServiceDep,
-    ProberDep,
-    SubscriptionServiceDep,
-)
 from webhook_hub.errors import (
     BurstWithoutRateLimit,
     DeliveryNotFound,
@@ -54,8 +49,10 @@ from webhook_hub.errors import (
     SubscriptionNotFound,
     UnknownEventTypes,
 )
+from webhook_hub.event_types.dependencies import EventTypeServiceDep
 from webhook_hub.event_types.service import matching
 from webhook_hub.models import EventType, PortalSession
+from webhook_hub.portal.dependencies import PortalLinkServiceDep
 from webhook_hub.portal.expression_editor import expression_counts, install_expression_editor
 from webhook_hub.portal.forms import (
     EndpointForm,
@@ -87,7 +84,7 @@ from webhook_hub.portal.service import portal_level
 from webhook_hub.portal.snippets import receiver_snippets
 from webhook_hub.portal.stats import PortalStatsServiceDep
 from webhook_hub.settings import Settings
-from webhook_hub.subscriptions.endpoint_policy import EndpointRefused
+from webhook_hub.subscriptions.dependencies import ProberDep, SubscriptionServiceDep
 from webhook_hub.subscriptions.schemas import SubscriptionCreate, SubscriptionUpdate
 from webhook_hub.subscriptions.service import WILDCARD, example_choices
 

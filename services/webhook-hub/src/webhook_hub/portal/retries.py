@@ -18,9 +18,9 @@ from servicekit.auth.api_keys import AccessLevel
 from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep
 from starlette.datastructures import FormData
 
-from webhook_hub.dependencies import SubscriptionServiceDep
 from webhook_hub.errors import NeedsLevel
 from webhook_hub.models import Subscription
+from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
 from webhook_hub.subscriptions.retry_settings import (
     MAX_RETRIES,
     InEffect,

@@ -20,6 +20,7 @@ from servicekit.loops import describe, is_outage
 from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from webhook_hub.deliveries.hour_stats_repository import HourStatsRepository
 from webhook_hub.portal.charts import (
     HourStats,
     buckets,
@@ -34,7 +35,6 @@ from webhook_hub.portal.charts import (
     success_rate,
     total_counts,
 )
-from webhook_hub.portal.repository import HourStatsRepository
 
 logger = structlog.get_logger(__name__)
 ROLLUP = "chart rollup"

@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, AdminPrincipalWithoutSession
 
-from webhook_hub.dependencies import ProducerEventServiceDep
 from webhook_hub.errors import (
     AUTH,
     BODY,
@@ -18,6 +17,7 @@ from webhook_hub.errors import (
     TenantNotAllowed,
     declared,
 )
+from webhook_hub.producer_events.dependencies import ProducerEventServiceDep
 from webhook_hub.producer_events.group_commit import SingleEvents, get_single_events
 from webhook_hub.producer_events.schemas import (
     BatchEventResult,

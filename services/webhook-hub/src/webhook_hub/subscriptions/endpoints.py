@@ -9,7 +9,6 @@ from fastapi import APIRouter, Query, Response, status
 from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal, WritePrincipal
 from servicekit.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
-from webhook_hub.dependencies import ProberDep, SubscriptionServiceDep
 from webhook_hub.errors import (
     AUTH,
     BODY,
@@ -22,6 +21,7 @@ from webhook_hub.errors import (
     UnknownEventTypes,
     declared,
 )
+from webhook_hub.subscriptions.dependencies import ProberDep, SubscriptionServiceDep
 from webhook_hub.subscriptions.schemas import (
     SecretRotated,
     SubscriptionCreate,

@@ -17,8 +17,8 @@ from pydantic import (
 from pydantic.config import JsonDict
 from servicekit.contracts.webhook_hub import SubscriptionOrdering, SubscriptionRecord
 
+from webhook_hub.delivery_engine.endpoint_policy import check_headers, check_url_form
 from webhook_hub.models import Subscription
-from webhook_hub.subscriptions.endpoint_policy import check_headers, check_url_form
 from webhook_hub.subscriptions.retry_settings import (
     MAX_RETRIES,
     MAX_TIMEOUT_SECONDS,

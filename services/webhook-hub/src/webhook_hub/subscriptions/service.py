@@ -15,6 +15,7 @@ from servicekit.paging import Page, decode_time_id_cursor, encode_time_id_cursor
 from servicekit.signing import generate_secret
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from webhook_hub.delivery_engine.endpoint_policy import EndpointGuard, EndpointRefused
 from webhook_hub.delivery_engine.store import DeliveryWrites
 from webhook_hub.errors import (
     BurstWithoutRateLimit,
@@ -31,7 +32,6 @@ from webhook_hub.events import TEST_EVENT_TYPE
 from webhook_hub.expressions import ExpressionError, Kind, compile_expression
 from webhook_hub.models import Delivery, EventType, Subscription
 from webhook_hub.settings import Settings
-from webhook_hub.subscriptions.endpoint_policy import EndpointGuard, EndpointRefused
 from webhook_hub.subscriptions.repository import SubscriptionRepository
 from webhook_hub.subscriptions.retry_settings import InEffect, in_effect, schedule_seconds
 from webhook_hub.subscriptions.schemas import (

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from webhook_hub.delivery_engine.partitions import CLOCK_MARGIN
-from webhook_hub.portal.charts import HourStats
+from webhook_hub.deliveries.hour_stats import HourStats
+from webhook_hub.partitions import CLOCK_MARGIN
 
 # The rollup's SQL, named so `bench/portal_charts.py` measures exactly what pages run.
 STORED_HOURS = (
