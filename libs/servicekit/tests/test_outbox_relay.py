@@ -11,9 +11,9 @@ from nats.js import JetStreamContext
 from prometheus_client import REGISTRY
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.events import CloudEvent, record_event
-from servicekit.events.backlog import measure_outbox_backlog
 from servicekit.events.relay import OutboxRelay
 from servicekit.events.stream import ensure_events_stream
+from servicekit.outbox_backlog import measure_outbox_backlog
 from servicekit.settings import ServiceSettings
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 import structlog
 
-from servicekit.events.backlog import outbox_backlog_loop
 from servicekit.events.registry import EventTypeRegistry
 from servicekit.events.relay import LOOP as RELAY_LOOP
 from servicekit.events.relay import OutboxRelay
+from servicekit.outbox_backlog import outbox_backlog_loop
 from servicekit.retention import outbox_retention_loop
 from servicekit.runtime import ServiceRuntime
 from servicekit.runtime import WorkerLoop as WorkerLoop  # where services have always taken it
