@@ -4,13 +4,16 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
+import httpx
 import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from servicekit.db.admin import database_url_for, drop_database
 from servicekit.db.engine import create_session_factory
+from servicekit.testing.browser import BrowserPage
 from servicekit.testing.conformance import run_cli
 from servicekit.testing.service import ServiceUnderTest, flat_error_text
 from sqlalchemy import text
@@ -23,6 +26,7 @@ from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
 from webhook_hub.worker import run as run_worker
 
+from tests.factories import PortalInBrowser
 from tests.recording_factories import committed_subscription_of_a_new_owner
 
 
@@ -129,6 +133,15 @@ async def other_owners_subscription(db_engine: AsyncEngine) -> AsyncIterator[Sub
     """Another owner's subscription, committed for real, removed after."""
     async with committed_subscription_of_a_new_owner(db_engine) as subscription:
         yield subscription
+
+
+@pytest.fixture
+def portal(
+    browser_page: BrowserPage, hub: httpx.AsyncClient, db_engine: AsyncEngine, screenshot_dir: Path
+) -> PortalInBrowser:
+    """The portal in a real Chromium, for the modules that have test_portal_browser's `hub`
+    (webhook-hub's `serve` and `worker` as processes)."""
+    return PortalInBrowser(browser_page, hub, db_engine, screenshot_dir)
 
 
 @pytest.fixture

@@ -28,10 +28,11 @@ from tests.factories import (
     Consumer,
     make_consumer,
     only_test_delivery_settled,
+    open_portal,
     subscribe,
     unique_type_name,
 )
-from tests.test_portal_browser import hub, hub_processes, open_portal
+from tests.test_portal_browser import hub, hub_processes
 from tests.test_portal_walkthrough import add_deliveries, both_schemes
 
 __all__ = ["hub", "hub_processes"]  # the fixtures, shared with test_portal_browser
