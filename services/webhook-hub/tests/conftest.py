@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -13,6 +12,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from servicekit.db.admin import database_url_for, drop_database
 from servicekit.db.engine import create_session_factory
+from servicekit.testing import HttpReceiver
 from servicekit.testing.browser import BrowserPage
 from servicekit.testing.conformance import run_cli
 from servicekit.testing.service import ServiceUnderTest, flat_error_text
@@ -24,9 +24,8 @@ from webhook_hub.delivery_engine.maintenance import maintain
 from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
-from webhook_hub.worker import run as run_worker
 
-from tests.factories import PortalInBrowser
+from tests.factories import Delivering, PortalInBrowser, running_worker
 from tests.recording_factories import committed_subscription_of_a_new_owner
 
 
@@ -101,12 +100,8 @@ def fast_settings(service_settings: Settings) -> Settings:
 @pytest.fixture
 async def worker(fast_settings: Settings) -> AsyncIterator[Settings]:
     """The whole worker (relay, dispatch, delivery, mail, NATS service) in this process."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(fast_settings, stop))
-    await asyncio.sleep(0.5)
-    yield fast_settings
-    stop.set()
-    await asyncio.wait_for(task, 30)
+    async with running_worker(fast_settings) as settings:
+        yield settings
 
 
 @pytest.fixture
@@ -133,6 +128,16 @@ async def other_owners_subscription(db_engine: AsyncEngine) -> AsyncIterator[Sub
     """Another owner's subscription, committed for real, removed after."""
     async with committed_subscription_of_a_new_owner(db_engine) as subscription:
         yield subscription
+
+
+@pytest.fixture
+def delivering(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> Delivering:
+    return Delivering(client, db_engine, http_receiver, js)
 
 
 @pytest.fixture

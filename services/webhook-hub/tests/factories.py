@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -28,6 +30,7 @@ from servicekit.testing.receiver import ReceivedRequest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
+from webhook_hub.worker import run as run_worker
 
 
 class Consumer:
@@ -78,11 +81,22 @@ async def subscribe(
     **extra: Any,
 ) -> dict[str, Any]:
     """Create a subscription through the API; the 201 body."""
-    response = await client.post(
-        "/webhooks/subscriptions", json=subscription_body(url, events, **extra), headers=headers
-    )
+    response = await create_subscription(client, headers, url, events, **extra)
     assert response.status_code == 201, response.text
     return dict(response.json())
+
+
+async def create_subscription(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    url: str,
+    events: list[str] | None = None,
+    **extra: Any,
+) -> httpx.Response:
+    """`POST /webhooks/subscriptions`, its answer as it is (for the refusals)."""
+    return await client.post(
+        "/webhooks/subscriptions", json=subscription_body(url, events, **extra), headers=headers
+    )
 
 
 async def consumer_subscribed(
@@ -172,6 +186,44 @@ def worker_process(settings: Settings, env: dict[str, str]) -> subprocess.Popen[
     )
 
 
+@dataclass
+class Delivering:
+    """What a delivery test drives: the hub's API (`client`), its database, a real HTTP
+    receiver and JetStream (a worker fixture runs the engine beside)."""
+
+    client: httpx.AsyncClient
+    engine: AsyncEngine
+    receiver: HttpReceiver
+    js: JetStreamContext
+
+    async def subscribed(
+        self, events: list[str] | None = None, **extra: Any
+    ) -> tuple[Consumer, dict[str, Any]]:
+        """`receiving_subscription` of a new "write" consumer to the receiver."""
+        return await receiving_subscription(
+            self.client, self.engine, self.receiver, events, **extra
+        )
+
+    async def published_and_posted(
+        self, event_type: str, datas: list[dict[str, Any]], count: int
+    ) -> list[ReceivedRequest]:
+        """`published_and_posted` to this receiver."""
+        return await published_and_posted(self.js, self.receiver, event_type, datas, count)
+
+
+@asynccontextmanager
+async def running_worker(settings: Settings) -> AsyncIterator[Settings]:
+    """The whole worker (relay, dispatch, delivery, mail, NATS service) in this process."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(settings, stop))
+    await asyncio.sleep(0.5)
+    try:
+        yield settings
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
 async def deliveries_of(
     client: httpx.AsyncClient, headers: dict[str, str], subscription_id: str, query: str = ""
 ) -> list[dict[str, Any]]:
@@ -223,6 +275,19 @@ async def signed_in(client: httpx.AsyncClient, consumer: Consumer) -> str:
     )
     assert response.status_code == 303
     return token
+
+
+async def signed_in_with_endpoint(
+    client: httpx.AsyncClient,
+    engine: AsyncEngine,
+    url: str,
+    events: list[str] | None = None,
+    **extra: Any,
+) -> tuple[Consumer, dict[str, Any], str]:
+    """A new "write" consumer with a subscription of `url`, signed in to the portal on
+    `client`; the consumer, the API's 201 body and a CSRF token for the portal's forms."""
+    consumer, created = await consumer_subscribed(client, engine, url, events, **extra)
+    return consumer, created, await signed_in(client, consumer)
 
 
 def chart_of(page: str, chart_id: str) -> dict[str, Any]:
