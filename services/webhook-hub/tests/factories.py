@@ -61,6 +61,24 @@ def unique_type_name(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
+async def registered_type(
+    client: httpx.AsyncClient,
+    consumer: Consumer,
+    name: str,
+    description: str,
+    example_payload: dict[str, Any],
+) -> str:
+    """An event type registered through the API under `unique_type_name(name)`; that name."""
+    unique = unique_type_name(name)
+    registered = await client.post(
+        "/webhooks/event-types",
+        json={"name": unique, "description": description, "example_payload": example_payload},
+        headers=consumer.headers,
+    )
+    assert registered.status_code in (200, 201), registered.text
+    return unique
+
+
 def subscription_body(url: str, events: list[str] | None = None, **extra: Any) -> dict[str, Any]:
     return {"endpoint_url": url, "events": events or ["order.paid"], **extra}
 
