@@ -85,10 +85,11 @@ async def hub(
 
 
 async def register(
-    client: httpx.AsyncClient, who: Client, url: str, events: list[str] = EVENTS
+    client: httpx.AsyncClient, who: Client, url: str, events: list[str] = EVENTS, **fields: Any
 ) -> httpx.Response:
+    """`POST /api/v1/webhooks` as `who`, with `fields` beside the URL and events."""
     return await client.post(
-        "/api/v1/webhooks", json={"url": url, "events": events}, headers=who.headers
+        "/api/v1/webhooks", json={"url": url, "events": events, **fields}, headers=who.headers
     )
 
 
@@ -127,15 +128,8 @@ async def test_a_rate_limit_given_at_registration_is_the_hub_subscriptions(
     http_receiver: HttpReceiver,
 ) -> None:
     who = await make_client(db_engine, "write")
-    response = await client.post(
-        "/api/v1/webhooks",
-        json={
-            "url": http_receiver.url,
-            "events": EVENTS,
-            "rate_limit_per_second": 5,
-            "rate_limit_burst": 2,
-        },
-        headers=who.headers,
+    response = await register(
+        client, who, http_receiver.url, rate_limit_per_second=5, rate_limit_burst=2
     )
     assert response.status_code == 201, response.text
     [subscription] = await hub.list(who.owner)
@@ -146,11 +140,7 @@ async def test_a_bad_rate_limit_is_422_naming_it_and_nothing_is_registered(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     who = await make_client(db_engine, "write")
-    response = await client.post(
-        "/api/v1/webhooks",
-        json={"url": "https://client.example/hooks", "events": EVENTS, "rate_limit_per_second": 0},
-        headers=who.headers,
-    )
+    response = await register(client, who, "https://client.example/hooks", rate_limit_per_second=0)
     assert response.status_code == 422
     assert "rate_limit_per_second" in response.text
     assert await local_rows(db_engine, who.owner) == []
@@ -184,15 +174,12 @@ async def test_a_retry_schedule_and_timeout_are_passed_to_the_hubs_subscription(
     client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
 ) -> None:
     who = await make_client(db_engine, "write")
-    response = await client.post(
-        "/api/v1/webhooks",
-        json={
-            "url": "https://client.example/hooks",
-            "events": EVENTS,
-            "retry_schedule": ["30s", "5m", "1h"],
-            "timeout_seconds": 5,
-        },
-        headers=who.headers,
+    response = await register(
+        client,
+        who,
+        "https://client.example/hooks",
+        retry_schedule=["30s", "5m", "1h"],
+        timeout_seconds=5,
     )
     assert response.status_code == 201, response.text
     [subscription] = await hub.list(who.owner)
@@ -213,14 +200,8 @@ async def test_a_bad_wait_is_the_hubs_422_naming_the_entry_and_nothing_is_regist
     client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
 ) -> None:
     who = await make_client(db_engine, "write")
-    response = await client.post(
-        "/api/v1/webhooks",
-        json={
-            "url": "https://client.example/hooks",
-            "events": EVENTS,
-            "retry_schedule": ["5s", "soon"],
-        },
-        headers=who.headers,
+    response = await register(
+        client, who, "https://client.example/hooks", retry_schedule=["5s", "soon"]
     )
     assert response.status_code == 422, response.text
     assert "retry_schedule.1" in response.json()["error"]
@@ -235,26 +216,19 @@ async def test_a_filter_and_transform_are_passed_to_the_hub_and_one_it_refuses_s
     http_receiver: HttpReceiver,
 ) -> None:
     who = await make_client(db_engine, "write")
-    refused = await client.post(
-        "/api/v1/webhooks",
-        json={"url": http_receiver.url, "events": EVENTS, "filter": "event.data.status =="},
-        headers=who.headers,
-    )
+    refused = await register(client, who, http_receiver.url, filter="event.data.status ==")
     assert refused.status_code == 422, refused.text
     # The hub's position, passed through beside scraper-manager's own code.
     assert (refused.json()["field"], refused.json()["line"]) == ("filter", 1)
     assert refused.json()["column"] >= 1
     assert await hub.list(who.owner) == []
     assert await local_rows(db_engine, who.owner) == []
-    created = await client.post(
-        "/api/v1/webhooks",
-        json={
-            "url": http_receiver.url,
-            "events": EVENTS,
-            "filter": 'event.data.status == "failed"',
-            "transform": '{"run": event.data.run_id}',
-        },
-        headers=who.headers,
+    created = await register(
+        client,
+        who,
+        http_receiver.url,
+        filter='event.data.status == "failed"',
+        transform='{"run": event.data.run_id}',
     )
     assert created.status_code == 201, created.text
     [subscription] = await hub.list(who.owner)

@@ -1,16 +1,19 @@
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
+import httpx
 import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from servicekit.db.admin import database_url_for, drop_database
 from servicekit.db.engine import create_session_factory
+from servicekit.testing import HttpReceiver
+from servicekit.testing.browser import BrowserPage
 from servicekit.testing.conformance import run_cli
 from servicekit.testing.service import ServiceUnderTest, flat_error_text
 from sqlalchemy import text
@@ -21,8 +24,8 @@ from webhook_hub.delivery_engine.maintenance import maintain
 from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
-from webhook_hub.worker import run as run_worker
 
+from tests.factories import Delivering, PortalInBrowser, running_worker
 from tests.recording_factories import committed_subscription_of_a_new_owner
 
 
@@ -97,12 +100,8 @@ def fast_settings(service_settings: Settings) -> Settings:
 @pytest.fixture
 async def worker(fast_settings: Settings) -> AsyncIterator[Settings]:
     """The whole worker (relay, dispatch, delivery, mail, NATS service) in this process."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(fast_settings, stop))
-    await asyncio.sleep(0.5)
-    yield fast_settings
-    stop.set()
-    await asyncio.wait_for(task, 30)
+    async with running_worker(fast_settings) as settings:
+        yield settings
 
 
 @pytest.fixture
@@ -129,6 +128,25 @@ async def other_owners_subscription(db_engine: AsyncEngine) -> AsyncIterator[Sub
     """Another owner's subscription, committed for real, removed after."""
     async with committed_subscription_of_a_new_owner(db_engine) as subscription:
         yield subscription
+
+
+@pytest.fixture
+def delivering(
+    client: httpx.AsyncClient,
+    db_engine: AsyncEngine,
+    http_receiver: HttpReceiver,
+    js: JetStreamContext,
+) -> Delivering:
+    return Delivering(client, db_engine, http_receiver, js)
+
+
+@pytest.fixture
+def portal(
+    browser_page: BrowserPage, hub: httpx.AsyncClient, db_engine: AsyncEngine, screenshot_dir: Path
+) -> PortalInBrowser:
+    """The portal in a real Chromium, for the modules that have test_portal_browser's `hub`
+    (webhook-hub's `serve` and `worker` as processes)."""
+    return PortalInBrowser(browser_page, hub, db_engine, screenshot_dir)
 
 
 @pytest.fixture

@@ -23,31 +23,17 @@ from tests.factories import (
     deliveries_of,
     delivery_detail,
     make_consumer,
+    non_test,
     publish_event,
     recorded_deliveries,
     subscribe,
     subscription_body,
+    wait_for_posts,
 )
 
 
 def verified(secret: str, request: ReceivedRequest) -> dict[str, Any]:
     return dict(Webhook(secret).verify(request.body, request.headers))
-
-
-def non_test(requests: list[ReceivedRequest]) -> list[ReceivedRequest]:
-    return [r for r in requests if r.method == "POST" and b'"webhook.test"' not in r.body]
-
-
-async def wait_for_posts(
-    receiver: HttpReceiver, count: int, timeout: float = 15.0
-) -> list[ReceivedRequest]:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        posts = non_test(receiver.requests)
-        if len(posts) >= count:
-            return posts
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"expected {count} deliveries, got {len(non_test(receiver.requests))}")
 
 
 async def wait_for_event_type(

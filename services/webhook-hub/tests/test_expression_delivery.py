@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from typing import Any
 
 import httpx
@@ -20,13 +19,16 @@ from webhook_hub.expressions import ACCUMULATING_LIST_MAX
 from webhook_hub.settings import Settings
 
 from tests.factories import (
+    Delivering,
+    create_subscription,
     make_consumer,
+    nats_create_request,
+    non_test,
     publish_event,
     signed_in,
     subscribe,
-    subscription_body,
+    wait_for_posts,
 )
-from tests.test_delivery import non_test, wait_for_posts
 from tests.test_portal_as_sent import posts_of, requests_on, settled
 
 
@@ -52,63 +54,49 @@ async def tally_of(engine: AsyncEngine, subscription_id: str, column: str, at_le
 
 async def test_a_filter_delivers_only_the_events_it_is_true_of_and_counts_the_others(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(
-        client,
-        consumer.headers,
-        http_receiver.url,
+    consumer, created = await delivering.subscribed(
         ["order.paid"],
         filter='event.type == "order.paid" && event.data.total > 100',
     )
     assert created["filter"] == 'event.type == "order.paid" && event.data.total > 100'
-    await http_receiver.wait_for(2)
-    for total in (50, 150, 99, 101):
-        await publish_event(js, "order.paid", {"total": total})
-    posts = await wait_for_posts(http_receiver, 2)
-    await tally_of(db_engine, created["id"], "filtered", 2)
+    posts = await delivering.published_and_posted(
+        "order.paid", [{"total": t} for t in (50, 150, 99, 101)], 2
+    )
+    await tally_of(delivering.engine, created["id"], "filtered", 2)
     assert sorted(
         Webhook(created["secret"]).verify(p.body, p.headers)["data"]["total"] for p in posts
     ) == [101, 150]
-    assert len(non_test(http_receiver.requests)) == 2
+    assert len(non_test(delivering.receiver.requests)) == 2
     # The portal's endpoint page shows the count.
-    await signed_in(client, consumer)
-    page = (await client.get(f"/portal/endpoints/{created['id']}")).text
+    await signed_in(delivering.client, consumer)
+    page = (await delivering.client.get(f"/portal/endpoints/{created['id']}")).text
     assert '<dd id="expression-filtered">2</dd>' in page
 
 
 async def test_a_transform_sends_its_result_as_data_signed_as_sent_and_stored_as_sent(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(
-        client,
-        consumer.headers,
-        http_receiver.url,
+    consumer, created = await delivering.subscribed(
         ["order.paid"],
         transform='{"order": event.data.order_id, "skus": event.data.items.map(i, i.sku), '
         '"event": event.id}',
     )
-    await http_receiver.wait_for(2)
     event = await publish_event(
-        js, "order.paid", {"order_id": "o-7", "items": [{"sku": "a"}, {"sku": "b"}], "pii": "x"}
+        delivering.js,
+        "order.paid",
+        {"order_id": "o-7", "items": [{"sku": "a"}, {"sku": "b"}], "pii": "x"},
     )
-    [post] = await wait_for_posts(http_receiver, 1)
+    [post] = await wait_for_posts(delivering.receiver, 1)
     body = Webhook(created["secret"]).verify(post.body, post.headers)
     assert body["type"] == "order.paid"
     assert body["data"] == {"order": "o-7", "skus": ["a", "b"], "event": str(event.id)}
     # The delivery log (and the portal's "request as sent") holds what was sent.
     deadline = asyncio.get_running_loop().time() + 10
     while True:
-        listed = await client.get(
+        listed = await delivering.client.get(
             f"/webhooks/subscriptions/{created['id']}/deliveries?event_type=order.paid",
             headers=consumer.headers,
         )
@@ -117,7 +105,9 @@ async def test_a_transform_sends_its_result_as_data_signed_as_sent_and_stored_as
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.2)
     [delivery] = listed.json()["data"]
-    detail = await client.get(f"/webhooks/deliveries/{delivery['id']}", headers=consumer.headers)
+    detail = await delivering.client.get(
+        f"/webhooks/deliveries/{delivery['id']}", headers=consumer.headers
+    )
     assert detail.json()["payload"] == body["data"]
 
 
@@ -125,10 +115,8 @@ async def test_expressions_that_do_not_compile_are_refused_at_save_with_field_an
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    refused = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, filter='event.type ==\n  "a" &&'),
-        headers=consumer.headers,
+    refused = await create_subscription(
+        client, consumer.headers, http_receiver.url, filter='event.type ==\n  "a" &&'
     )
     assert refused.status_code == 422
     assert refused.json()["code"] == "invalid_expression"
@@ -166,13 +154,11 @@ async def test_a_costly_expression_is_refused_at_save(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    refused = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(
-            http_receiver.url,
-            transform="event.data.a.map(x, event.data.a.map(y, x + y))",
-        ),
-        headers=consumer.headers,
+    refused = await create_subscription(
+        client,
+        consumer.headers,
+        http_receiver.url,
+        transform="event.data.a.map(x, event.data.a.map(y, x + y))",
     )
     assert refused.status_code == 422
     assert (refused.json()["field"], refused.json()["column"]) == ("transform", 34)
@@ -227,13 +213,7 @@ async def test_a_costly_expression_is_cut_off_per_event_and_other_deliveries_go_
 async def test_the_nats_contract_takes_a_filter_and_refuses_one_with_its_position(
     worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
 ) -> None:
-    tenant = f"client-{uuid.uuid4().hex[:6]}"
-    request = {
-        "source": "scraper-manager",
-        "tenant": tenant,
-        "endpoint_url": http_receiver.url,
-        "events": ["run.completed"],
-    }
+    request = nats_create_request(http_receiver.url)
     bad = await nats_client.request(
         "hub.subscriptions.create",
         json.dumps({**request, "filter": "event.data.status = 'failed'"}).encode(),
@@ -257,30 +237,23 @@ async def test_the_nats_contract_takes_a_filter_and_refuses_one_with_its_positio
 
 async def test_a_transformed_delivery_is_retried_and_shown_as_sent_with_its_signature(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(
-        client,
-        consumer.headers,
-        http_receiver.url,
-        ["order.paid"],
-        transform='{"order": event.data.order_id}',
+    consumer, created = await delivering.subscribed(
+        ["order.paid"], transform='{"order": event.data.order_id}'
     )
-    await http_receiver.wait_for(2)
-    http_receiver.respond_with(500)  # so a retry is sent too, from the stored delivery
-    await publish_event(js, "order.paid", {"order_id": "o-9", "card": "4242"})
-    delivery = await settled(client, consumer.headers, created["id"], "event_type=order.paid")
-    received = posts_of(http_receiver, "order.paid")
+    delivering.receiver.respond_with(500)  # so a retry is sent too, from the stored delivery
+    await publish_event(delivering.js, "order.paid", {"order_id": "o-9", "card": "4242"})
+    delivery = await settled(
+        delivering.client, consumer.headers, created["id"], "event_type=order.paid"
+    )
+    received = posts_of(delivering.receiver, "order.paid")
     assert len(received) == 2
     for post in received:
         sent = Webhook(created["secret"]).verify(post.body, post.headers)
         assert sent["data"] == {"order": "o-9"}
-    await signed_in(client, consumer)
-    page = (await client.get(f"/portal/deliveries/{delivery['id']}")).text
+    await signed_in(delivering.client, consumer)
+    page = (await delivering.client.get(f"/portal/deliveries/{delivery['id']}")).text
     shown, body = requests_on(page)
     assert body == received[0].body == received[1].body
     assert [headers["webhook-signature"] for _, headers in shown] == [

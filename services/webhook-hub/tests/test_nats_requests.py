@@ -16,6 +16,8 @@ from webhook_hub.event_types.repository import EventTypeRepository
 from webhook_hub.models import Delivery, DeliveryStatus
 from webhook_hub.settings import Settings
 
+from tests.factories import nats_create_request
+
 
 async def ask(nc: NatsClient, action: str, payload: dict[str, Any]) -> dict[str, Any]:
     reply = await nc.request(f"hub.subscriptions.{action}", json.dumps(payload).encode(), timeout=5)
@@ -230,15 +232,10 @@ async def test_deliveries_refuses_more_than_fifty_at_once(
 async def test_create_takes_a_retry_schedule_and_timeout_and_list_reads_them_back(
     worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
 ) -> None:
-    tenant = f"client-{uuid.uuid4().hex[:6]}"
-    request = {
-        "source": "scraper-manager",
-        "tenant": tenant,
-        "endpoint_url": http_receiver.url,
-        "events": ["run.completed"],
-        "retry_schedule": ["30s", "120s"],
-        "timeout_seconds": 5,
-    }
+    request = nats_create_request(
+        http_receiver.url, retry_schedule=["30s", "120s"], timeout_seconds=5
+    )
+    tenant = request["tenant"]
     created = await ask(nats_client, "create", request)
     assert created["ok"] is True
     assert (
@@ -272,13 +269,7 @@ async def test_create_refuses_a_bad_wait_naming_the_field_and_entry(
     reply = await ask(
         nats_client,
         "create",
-        {
-            "source": "scraper-manager",
-            "tenant": "client-y",
-            "endpoint_url": http_receiver.url,
-            "events": ["run.completed"],
-            "retry_schedule": ["30s", "later"],
-        },
+        nats_create_request(http_receiver.url, retry_schedule=["30s", "later"]),
     )
     assert (reply["ok"], reply["status"]) == (False, 422)
     assert "retry_schedule.1" in reply["error"]

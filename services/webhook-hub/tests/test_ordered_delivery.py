@@ -5,12 +5,9 @@ behind it (and only those), and the log names who held whom and for how long."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
 
-from tests.factories import make_consumer, publish_event, subscription_body
+from tests.factories import consumer_subscribed, publish_event, worker_process
 from tests.keyed_receiver import KeyedReceiver
 
 # The key expression of the tests' ordered subscriptions: the key the receiver reads too.
@@ -40,14 +37,10 @@ async def receiver() -> AsyncIterator[KeyedReceiver]:
 async def ordered_subscription(
     client: httpx.AsyncClient, db_engine: AsyncEngine, url: str, ordering: dict[str, Any]
 ) -> dict[str, Any]:
-    consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(url, ["order.created"], ordering=ordering, timeout_seconds=2),
-        headers=consumer.headers,
+    _, created = await consumer_subscribed(
+        client, db_engine, url, ["order.created"], ordering=ordering, timeout_seconds=2
     )
-    assert response.status_code == 201, response.text
-    return dict(response.json())
+    return created
 
 
 async def ordered_rows(
@@ -146,20 +139,12 @@ async def test_a_delivery_held_behind_another_names_it_and_how_long(
 
 
 def start_worker(settings: Settings) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "WEBHOOK_HUB_DATABASE_URL": settings.database_url,
-        "WEBHOOK_HUB_NATS_URL": settings.nats_url,
-        "WEBHOOK_HUB_RETRY_SCHEDULE_SECONDS": "[0.2, 0.2, 0.2, 0.2, 0.2]",
-        "WEBHOOK_HUB_RETRY_JITTER": "0",
-        "WEBHOOK_HUB_DELIVERY_POLL_SECONDS": "0.2",
-        "WEBHOOK_HUB_LOG_LEVEL": "WARNING",
-    }
-    return subprocess.Popen(
-        [str(Path(sys.executable).parent / "webhook-hub"), "worker"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    return worker_process(
+        settings,
+        {
+            "WEBHOOK_HUB_RETRY_SCHEDULE_SECONDS": "[0.2, 0.2, 0.2, 0.2, 0.2]",
+            "WEBHOOK_HUB_RETRY_JITTER": "0",
+        },
     )
 
 

@@ -7,7 +7,7 @@ import httpx
 from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import make_consumer, subscribe
+from tests.factories import create_subscription, make_consumer, subscribe
 
 
 async def test_ordering_is_created_read_changed_and_removed(
@@ -37,14 +37,8 @@ async def test_an_ordering_key_expression_that_does_not_compile_is_422_naming_it
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json={
-            "endpoint_url": http_receiver.url,
-            "events": ["order.paid"],
-            "ordering": {"key": "event.data.order_id +"},
-        },
-        headers=consumer.headers,
+    response = await create_subscription(
+        client, consumer.headers, http_receiver.url, ordering={"key": "event.data.order_id +"}
     )
     assert response.status_code == 422
     body = response.json()
@@ -70,10 +64,8 @@ async def test_an_ordering_of_the_wrong_shape_is_422(
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
     for bad in ({"key": 5}, {"key": ""}, {"keys": "event.type"}, "event.type"):
-        response = await client.post(
-            "/webhooks/subscriptions",
-            json={"endpoint_url": http_receiver.url, "events": ["order.paid"], "ordering": bad},
-            headers=consumer.headers,
+        response = await create_subscription(
+            client, consumer.headers, http_receiver.url, ordering=bad
         )
         assert response.status_code == 422, bad
 
@@ -82,15 +74,12 @@ async def test_ordering_with_a_rate_limit_is_refused_at_creation_and_by_patch(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    both = await client.post(
-        "/webhooks/subscriptions",
-        json={
-            "endpoint_url": http_receiver.url,
-            "events": ["order.paid"],
-            "ordering": {"key": "event.data.order_id"},
-            "rate_limit_per_second": 20,
-        },
-        headers=consumer.headers,
+    both = await create_subscription(
+        client,
+        consumer.headers,
+        http_receiver.url,
+        ordering={"key": "event.data.order_id"},
+        rate_limit_per_second=20,
     )
     assert both.status_code == 422, both.text
     assert both.json()["details"][0]["loc"] == ["body", "ordering"]

@@ -19,16 +19,18 @@ import httpx
 import pytest
 from servicekit.embedded.network import free_port
 from servicekit.testing import HttpReceiver
-from servicekit.testing.browser import BrowserPage, axe_violations, describe_violations, screenshots
+from servicekit.testing.browser import BrowserPage, screenshots
 from servicekit.web.pages.csrf import CSRF_HEADER
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
 
 from tests.factories import (
-    Consumer,
+    assert_clean,
+    link_for,
     make_consumer,
     only_test_delivery_settled,
+    open_portal,
     set_deliveries,
     subscribe,
 )
@@ -72,29 +74,6 @@ def hub_processes(service_settings: Settings) -> Iterator[str]:
 async def hub(hub_processes: str) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=hub_processes) as client:
         yield client
-
-
-async def assert_clean(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
-    for width in (1280, 390):
-        await watched.page.set_viewport_size({"width": width, "height": 900})
-        violations = await axe_violations(watched.page)
-        assert not violations, f"{name} at {width}px:\n{describe_violations(violations)}"
-    await screenshots(watched.page, screenshot_dir, name)
-    assert watched.blocked_requests == []
-    assert watched.csp_violations == []
-    assert watched.page_errors == []
-
-
-async def link_for(hub: httpx.AsyncClient, consumer: Consumer) -> str:
-    response = await hub.post("/webhooks/portal-links", json={}, headers=consumer.headers)
-    assert response.status_code == 201
-    return str(response.json()["url"])
-
-
-async def open_portal(watched: BrowserPage, hub: httpx.AsyncClient, consumer: Consumer) -> None:
-    await watched.page.goto(await link_for(hub, consumer))
-    await watched.page.get_by_role("button", name="Continue to the webhooks portal").click()
-    await watched.page.get_by_role("heading", name="Endpoints").wait_for()
 
 
 async def test_a_portal_link_opens_the_consumers_view_once(

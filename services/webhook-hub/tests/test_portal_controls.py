@@ -28,10 +28,11 @@ from tests.factories import (
     Consumer,
     make_consumer,
     only_test_delivery_settled,
+    open_portal,
+    registered_type,
     subscribe,
-    unique_type_name,
 )
-from tests.test_portal_browser import hub, hub_processes, open_portal
+from tests.test_portal_browser import hub, hub_processes
 from tests.test_portal_walkthrough import add_deliveries, both_schemes
 
 __all__ = ["hub", "hub_processes"]  # the fixtures, shared with test_portal_browser
@@ -261,17 +262,9 @@ async def test_the_event_catalog_searches_names_and_descriptions_without_script(
 ) -> None:
     page = browser_page.page
     consumer = await make_consumer(db_engine, "admin")
-    settled = unique_type_name("invoice.settled")
-    registered = await hub.post(
-        "/webhooks/event-types",
-        json={
-            "name": settled,
-            "description": "An invoice was settled by bank transfer",
-            "example_payload": {"id": 1},
-        },
-        headers=consumer.headers,
+    settled = await registered_type(
+        hub, consumer, "invoice.settled", "An invoice was settled by bank transfer", {"id": 1}
     )
-    assert registered.status_code in (200, 201), registered.text
     await open_portal(browser_page, hub, consumer)
     await page.get_by_role("link", name="Event catalog").click()
     await page.get_by_label("Search event types").fill("BANK transfer")

@@ -16,8 +16,8 @@ from servicekit.testing.browser import BrowserPage
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import make_consumer, subscribe
-from tests.test_portal_browser import hub, hub_processes, open_portal
+from tests.factories import make_consumer, open_portal, subscribe
+from tests.test_portal_browser import hub, hub_processes
 from tests.test_portal_walkthrough import both_schemes
 
 __all__ = ["hub", "hub_processes"]  # the fixtures, shared with test_portal_browser

@@ -5,31 +5,19 @@ Accessible (axe-core), within the CSP, screenshotted at 1280 and 390 px."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import httpx
 from servicekit.testing import HttpReceiver
-from servicekit.testing.browser import BrowserPage
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import make_consumer, subscribe
-from tests.test_portal_browser import assert_clean, hub, hub_processes, open_portal
+from tests.factories import PortalInBrowser
+from tests.test_portal_browser import hub, hub_processes
 
 __all__ = ["hub", "hub_processes"]  # the fixtures, shared with the portal's other browser tests
 
 
 async def test_the_cel_editor_previews_on_an_example_and_saves_what_compiles(
-    browser_page: BrowserPage,
-    hub: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    screenshot_dir: Path,
+    portal: PortalInBrowser, http_receiver: HttpReceiver
 ) -> None:
-    page = browser_page.page
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(hub, consumer.headers, http_receiver.url, ["order.paid"])
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    page, hub = portal.page, portal.hub
+    consumer, created = await portal.endpoint_opened(http_receiver.url, ["order.paid"])
     await page.get_by_role("link", name="Edit filter and transform").click()
     await page.get_by_role("heading", name="Filter and transform").wait_for()
 
@@ -44,7 +32,7 @@ async def test_the_cel_editor_previews_on_an_example_and_saves_what_compiles(
     await body.wait_for()
     assert '"order": 1' in await body.inner_text()
     assert "true: this event is delivered" in await page.locator("#preview-filter").inner_text()
-    await assert_clean(browser_page, "portal-cel-editor-preview", screenshot_dir)
+    await portal.assert_clean("portal-cel-editor-preview")
 
     await page.get_by_role("textbox", name="Filter", exact=True).fill("event.data.id >")
     await page.get_by_role("button", name="Preview").click()
@@ -55,7 +43,7 @@ async def test_the_cel_editor_previews_on_an_example_and_saves_what_compiles(
         await page.get_by_role("textbox", name="Filter", exact=True).get_attribute("aria-invalid")
         == "true"
     )
-    await assert_clean(browser_page, "portal-cel-editor-error", screenshot_dir)
+    await portal.assert_clean("portal-cel-editor-error")
 
     await page.get_by_role("textbox", name="Filter", exact=True).fill("event.data.id > 5")
     await page.get_by_label("Or paste the event's data (JSON)").fill('{"id": 7}')
@@ -64,7 +52,7 @@ async def test_the_cel_editor_previews_on_an_example_and_saves_what_compiles(
     await page.get_by_role("button", name="Save").click()
     await page.get_by_text("Filter and transform saved.").wait_for()
     await page.locator("dd").get_by_text("event.data.id > 5").wait_for()
-    await assert_clean(browser_page, "portal-endpoint-expressions", screenshot_dir)
+    await portal.assert_clean("portal-endpoint-expressions")
     saved = await hub.get(f"/webhooks/subscriptions/{created['id']}", headers=consumer.headers)
     assert saved.json()["filter"] == "event.data.id > 5"
     assert saved.json()["transform"] == '{"order": event.data.id, "kind": event.type}'

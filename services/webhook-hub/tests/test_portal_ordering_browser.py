@@ -7,16 +7,13 @@ screenshotted at 1280 and 390 px."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
-import httpx
 from servicekit.testing import HttpReceiver
-from servicekit.testing.browser import BrowserPage
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import make_consumer, only_test_delivery_settled, subscribe
-from tests.test_portal_browser import assert_clean, hub, hub_processes, open_portal
+from tests.factories import PortalInBrowser, only_test_delivery_settled
+from tests.test_portal_browser import hub, hub_processes
 
 __all__ = ["hub", "hub_processes"]  # the fixtures, shared with the portal's other browser tests
 
@@ -57,16 +54,11 @@ FROM deliveries WHERE subscription_id = :sid AND status = 'pending' AND order_ke
 
 
 async def test_the_endpoint_page_shows_a_held_key_and_the_ordering_editor_refuses_inline(
-    browser_page: BrowserPage,
-    hub: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    screenshot_dir: Path,
+    portal: PortalInBrowser, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    page = browser_page.page
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(
-        hub, consumer.headers, http_receiver.url, description="Orders", ordering={"key": None}
+    page, hub = portal.page, portal.hub
+    consumer, created = await portal.endpoint(
+        http_receiver.url, description="Orders", ordering={"key": None}
     )
     await only_test_delivery_settled(db_engine, created["id"])
     head, earlier, holder = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
@@ -74,8 +66,7 @@ async def test_the_endpoint_page_shows_a_held_key_and_the_ordering_editor_refuse
         parameters = {"sid": created["id"], "head": head, "earlier": earlier, "holder": holder}
         await connection.execute(text(_HELD), parameters)
         await connection.execute(text(_QUEUE), {"sid": created["id"]})
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    await portal.open_endpoint(consumer, created["id"])
 
     held = page.locator("#held-keys")
     await held.wait_for()
@@ -84,7 +75,7 @@ async def test_the_endpoint_page_shows_a_held_key_and_the_ordering_editor_refuse
     assert await held.get_by_role("cell", name="2", exact=True).is_visible()  # behind it
     assert "one at a time" in (await page.locator("#ordering-summary").inner_text())
     await page.locator("#ordering").scroll_into_view_if_needed()
-    await assert_clean(browser_page, "portal-ordering-held", screenshot_dir)
+    await portal.assert_clean("portal-ordering-held")
 
     await page.get_by_label("By key").check()
     await page.get_by_label("Key expression (CEL)").fill("event.data.order_id +")
@@ -97,7 +88,7 @@ async def test_the_endpoint_page_shows_a_held_key_and_the_ordering_editor_refuse
     )
     # What is stored is unchanged, and said so.
     assert "event.data.order_id" not in (await page.locator("#ordering-summary").inner_text())
-    await assert_clean(browser_page, "portal-ordering-error", screenshot_dir)
+    await portal.assert_clean("portal-ordering-error")
 
     await page.get_by_label("Key expression (CEL)").fill("event.data.order_id")
     await page.get_by_role("button", name="Save ordering").click()
@@ -111,4 +102,4 @@ async def test_the_endpoint_page_shows_a_held_key_and_the_ordering_editor_refuse
     await held_by.wait_for()
     assert str(holder) in await held_by.inner_text()
     assert "42.0 s" in await held_by.inner_text()
-    await assert_clean(browser_page, "portal-delivery-held", screenshot_dir)
+    await portal.assert_clean("portal-delivery-held")

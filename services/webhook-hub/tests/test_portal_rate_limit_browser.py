@@ -5,15 +5,10 @@ and 390 px."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import httpx
 from servicekit.testing import HttpReceiver
-from servicekit.testing.browser import BrowserPage
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import make_consumer, subscribe
-from tests.test_portal_browser import assert_clean, hub, hub_processes, open_portal
+from tests.factories import PortalInBrowser
+from tests.test_portal_browser import hub, hub_processes
 
 __all__ = ["hub", "hub_processes"]  # the fixtures, shared with the portal's browser tests
 
@@ -21,25 +16,18 @@ HELD = 5
 
 
 async def test_the_rate_limit_editor_refuses_at_the_field_saves_and_shows_what_it_holds(
-    browser_page: BrowserPage,
-    hub: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    screenshot_dir: Path,
+    portal: PortalInBrowser, http_receiver: HttpReceiver
 ) -> None:
-    page = browser_page.page
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(
-        hub, consumer.headers, http_receiver.url, description="Warehouse (rate limited)"
+    page, hub = portal.page, portal.hub
+    consumer, created = await portal.endpoint_opened(
+        http_receiver.url, description="Warehouse (rate limited)"
     )
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
     await page.get_by_role("heading", name="Rate limit").wait_for()
     await page.get_by_label("Deliveries per second").fill("0")
     await page.get_by_role("button", name="Save rate limit").click()
     await page.get_by_text("Enter a number of deliveries per second above 0").wait_for()
     assert await page.get_by_label("Deliveries per second").get_attribute("aria-invalid") == "true"
-    await assert_clean(browser_page, "portal-rate-limit-errors", screenshot_dir)
+    await portal.assert_clean("portal-rate-limit-errors")
 
     # One delivery every 20 s: of the test events sent now, all but the first wait.
     await page.get_by_label("Deliveries per second").fill("0.05")
@@ -58,4 +46,4 @@ async def test_the_rate_limit_editor_refuses_at_the_field_saves_and_shows_what_i
     await held.get_by_text("waiting for the limit").wait_for()
     assert int((await held.locator("strong").inner_text()).replace(",", "")) >= HELD
     await page.get_by_text("0.05 per second, bursts of up to 1").wait_for()
-    await assert_clean(browser_page, "portal-rate-limit", screenshot_dir)
+    await portal.assert_clean("portal-rate-limit")

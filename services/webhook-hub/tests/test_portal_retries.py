@@ -10,7 +10,7 @@ import httpx
 from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import make_consumer, signed_in, subscribe
+from tests.factories import make_consumer, signed_in, signed_in_with_endpoint, subscribe
 
 DEFAULTS = "/webhooks/consumers/me/defaults"
 
@@ -38,9 +38,7 @@ def retry_form(token: str, *waits: str, own: bool = True, timeout: str = "") -> 
 async def test_the_endpoint_page_shows_the_service_defaults_in_effect_and_says_so(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    await signed_in(client, consumer)
+    _, created, _ = await signed_in_with_endpoint(client, db_engine, http_receiver.url)
     page = (await client.get(f"/portal/endpoints/{created['id']}")).text
     shown = in_effect(page)
     assert "5s · 5m · 30m · 2h · 5h · 10h · 10h" in shown
@@ -51,10 +49,10 @@ async def test_the_endpoint_page_shows_the_service_defaults_in_effect_and_says_s
 async def test_the_endpoint_page_says_which_values_come_from_the_owners_defaults(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, timeout_seconds=4)
+    consumer, created, _ = await signed_in_with_endpoint(
+        client, db_engine, http_receiver.url, timeout_seconds=4
+    )
     await client.put(DEFAULTS, json={"retry_schedule": ["1m", "1h"]}, headers=consumer.headers)
-    await signed_in(client, consumer)
     page = (await client.get(f"/portal/endpoints/{created['id']}")).text
     shown = in_effect(page)
     assert "1m · 1h (from your defaults; 3 attempts at most, the last 1h 1m after the first)" in (
@@ -67,9 +65,7 @@ async def test_the_endpoint_page_says_which_values_come_from_the_owners_defaults
 async def test_saving_waits_and_a_timeout_sets_them_on_the_endpoint(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    token = await signed_in(client, consumer)
+    consumer, created, token = await signed_in_with_endpoint(client, db_engine, http_receiver.url)
     # Empty rows between waits are skipped.
     form = retry_form(token, "30s", "", "5m", "", timeout="12")
     response = await client.post(f"/portal/endpoints/{created['id']}/retries", data=form)
@@ -84,11 +80,9 @@ async def test_saving_waits_and_a_timeout_sets_them_on_the_endpoint(
 async def test_choosing_the_defaults_again_unsets_the_endpoints_own(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(
-        client, consumer.headers, http_receiver.url, retry_schedule=["1m"], timeout_seconds=5
+    consumer, created, token = await signed_in_with_endpoint(
+        client, db_engine, http_receiver.url, retry_schedule=["1m"], timeout_seconds=5
     )
-    token = await signed_in(client, consumer)
     response = await client.post(
         f"/portal/endpoints/{created['id']}/retries", data=retry_form(token, own=False)
     )
@@ -103,9 +97,9 @@ async def test_choosing_the_defaults_again_unsets_the_endpoints_own(
 async def test_each_bad_wait_is_told_at_its_own_row_and_the_form_comes_back_as_typed(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, retry_schedule=["1m"])
-    token = await signed_in(client, consumer)
+    consumer, created, token = await signed_in_with_endpoint(
+        client, db_engine, http_receiver.url, retry_schedule=["1m"]
+    )
     form = retry_form(token, "30s", "", "soon", timeout="99")
     response = await client.post(f"/portal/endpoints/{created['id']}/retries", data=form)
     assert response.status_code == 422
@@ -121,9 +115,7 @@ async def test_each_bad_wait_is_told_at_its_own_row_and_the_form_comes_back_as_t
 async def test_a_schedule_past_seven_days_is_told_for_the_whole_schedule(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    token = await signed_in(client, consumer)
+    _, created, token = await signed_in_with_endpoint(client, db_engine, http_receiver.url)
     form = retry_form(token, "4d", "4d")
     response = await client.post(f"/portal/endpoints/{created['id']}/retries", data=form)
     assert response.status_code == 422
@@ -133,9 +125,7 @@ async def test_a_schedule_past_seven_days_is_told_for_the_whole_schedule(
 async def test_waits_typed_while_following_the_defaults_are_told_not_dropped(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    token = await signed_in(client, consumer)
+    _, created, token = await signed_in_with_endpoint(client, db_engine, http_receiver.url)
     form = retry_form(token, "30s", own=False)
     response = await client.post(f"/portal/endpoints/{created['id']}/retries", data=form)
     assert response.status_code == 422
@@ -175,9 +165,7 @@ async def test_a_reader_sees_the_values_in_effect_but_no_editor_and_cannot_save(
 async def test_the_defaults_page_saves_the_owners_defaults_which_endpoints_then_follow(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    token = await signed_in(client, consumer)
+    consumer, created, token = await signed_in_with_endpoint(client, db_engine, http_receiver.url)
     page = await client.get("/portal/defaults")
     assert page.status_code == 200
     assert "service default" in in_effect(page.text)

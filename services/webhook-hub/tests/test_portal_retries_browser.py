@@ -4,37 +4,22 @@ screenshotted at 1280 and 390 px."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import httpx
 from servicekit.testing import HttpReceiver
-from servicekit.testing.browser import BrowserPage
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import make_consumer, subscribe
-from tests.test_portal_browser import (  # noqa: F401  (fixtures, used by name)
-    assert_clean,
-    hub,
-    hub_processes,
-    open_portal,
-)
+from tests.factories import PortalInBrowser
+from tests.test_portal_browser import hub, hub_processes
+
+__all__ = ["hub", "hub_processes"]  # the fixtures, shared with the portal's browser tests
 
 
 async def test_the_endpoints_retry_editor_tells_a_bad_wait_at_its_row_then_saves(
-    browser_page: BrowserPage,
-    hub: httpx.AsyncClient,  # noqa: F811
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    screenshot_dir: Path,
+    portal: PortalInBrowser, http_receiver: HttpReceiver
 ) -> None:
-    page = browser_page.page
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(hub, consumer.headers, http_receiver.url)
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    page, hub = portal.page, portal.hub
+    consumer, created = await portal.endpoint_opened(http_receiver.url)
     await page.get_by_role("heading", name="Retries and timeout").wait_for()
     await page.locator("#retries-heading").scroll_into_view_if_needed()
-    await assert_clean(browser_page, "portal-retries-in-effect", screenshot_dir)
+    await portal.assert_clean("portal-retries-in-effect")
 
     await page.get_by_role("radio", name="Set these waits").check()
     await page.get_by_label("Retry 1 after").fill("30s")
@@ -45,7 +30,7 @@ async def test_the_endpoints_retry_editor_tells_a_bad_wait_at_its_row_then_saves
     await page.get_by_text("'5x' is not a duration").wait_for()
     await page.get_by_text("Input should be less than or equal to 30").wait_for()
     assert await page.get_by_label("Retry 2 after").get_attribute("aria-invalid") == "true"
-    await assert_clean(browser_page, "portal-retries-errors", screenshot_dir)
+    await portal.assert_clean("portal-retries-errors")
 
     await page.get_by_label("Retry 2 after").fill("5m")
     await page.get_by_label("Timeout (seconds)").fill("15")
@@ -56,18 +41,14 @@ async def test_the_endpoints_retry_editor_tells_a_bad_wait_at_its_row_then_saves
     assert saved.json()["retry_schedule"] == ["30s", "5m", "2h"]
     assert saved.json()["timeout_seconds"] == 15
     await page.locator("#retries-heading").scroll_into_view_if_needed()
-    await assert_clean(browser_page, "portal-retries-saved", screenshot_dir)
+    await portal.assert_clean("portal-retries-saved")
 
 
 async def test_the_defaults_page_edits_the_owners_defaults(
-    browser_page: BrowserPage,
-    hub: httpx.AsyncClient,  # noqa: F811
-    db_engine: AsyncEngine,
-    screenshot_dir: Path,
+    portal: PortalInBrowser,
 ) -> None:
-    page = browser_page.page
-    consumer = await make_consumer(db_engine, "write")
-    await open_portal(browser_page, hub, consumer)
+    page, hub = portal.page, portal.hub
+    consumer = await portal.signed_in("write")
     await page.get_by_role("link", name="Delivery defaults").click()
     await page.get_by_role("heading", name="Delivery defaults").wait_for()
     await page.get_by_role("radio", name="Set these waits").check()
@@ -82,4 +63,4 @@ async def test_the_defaults_page_edits_the_owners_defaults(
         ["1m", "1h", "1d"],
         20,
     )
-    await assert_clean(browser_page, "portal-delivery-defaults", screenshot_dir)
+    await portal.assert_clean("portal-delivery-defaults")

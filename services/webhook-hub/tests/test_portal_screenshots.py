@@ -16,8 +16,14 @@ from servicekit.testing.browser import BrowserPage
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import make_consumer, subscribe, unique_type_name
-from tests.test_portal_browser import assert_clean, hub, hub_processes, open_portal
+from tests.factories import (
+    assert_clean,
+    make_consumer,
+    open_portal,
+    registered_type,
+    subscribe,
+)
+from tests.test_portal_browser import hub, hub_processes
 from tests.test_portal_walkthrough import REFUSED, add_deliveries
 
 __all__ = ["hub", "hub_processes"]  # the fixtures, shared with test_portal_browser
@@ -58,17 +64,13 @@ async def test_the_portals_main_pages_in_light_and_dark_at_1280_and_390_px(
 ) -> None:
     page = browser_page.page
     consumer = await make_consumer(db_engine, "admin")
-    paid = unique_type_name("order.paid")
-    registered = await hub.post(
-        "/webhooks/event-types",
-        json={
-            "name": paid,
-            "description": "An order was paid",
-            "example_payload": {"order_id": 1042, "amount": "19.90", "currency": "EUR"},
-        },
-        headers=consumer.headers,
+    paid = await registered_type(
+        hub,
+        consumer,
+        "order.paid",
+        "An order was paid",
+        {"order_id": 1042, "amount": "19.90", "currency": "EUR"},
     )
-    assert registered.status_code in (200, 201), registered.text
     created = await subscribe(
         hub, consumer.headers, f"{http_receiver.url}/orders", [paid], description="Orders"
     )

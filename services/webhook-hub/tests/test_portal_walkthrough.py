@@ -18,8 +18,15 @@ from servicekit.testing.receiver import PlannedResponse
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import Consumer, make_consumer, only_test_delivery_settled, subscribe
-from tests.test_portal_browser import assert_clean, hub, hub_processes, open_portal
+from tests.factories import (
+    Consumer,
+    assert_clean,
+    make_consumer,
+    only_test_delivery_settled,
+    open_portal,
+    subscribe,
+)
+from tests.test_portal_browser import hub, hub_processes
 
 __all__ = ["hub", "hub_processes"]  # the fixtures, shared with test_portal_browser
 

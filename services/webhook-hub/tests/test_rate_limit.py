@@ -9,7 +9,6 @@ import json
 import re
 import signal
 import subprocess
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,15 @@ from webhook_hub.portal.rate_limit import RateLimitForm, form_errors
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.schemas import SubscriptionUpdate
 
-from tests.factories import make_consumer, publish_event, subscription_body
+from tests.factories import (
+    Delivering,
+    consumer_subscribed,
+    create_subscription,
+    make_consumer,
+    nats_create_request,
+    publish_event,
+    subscription_body,
+)
 from tests.test_worker_crash import start_worker
 
 # --- the decisions -------------------------------------------------------------------------
@@ -149,11 +156,7 @@ async def test_a_bad_rate_limit_is_a_422_naming_the_field_and_nothing_is_created
     named: str,
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, **fields),
-        headers=consumer.headers,
-    )
+    response = await create_subscription(client, consumer.headers, http_receiver.url, **fields)
     assert response.status_code == 422
     assert f"body.{named}" in response.json()["error"]
     listed = await client.get("/webhooks/subscriptions", headers=consumer.headers)
@@ -163,14 +166,7 @@ async def test_a_bad_rate_limit_is_a_422_naming_the_field_and_nothing_is_created
 async def test_patch_sets_changes_and_removes_the_rate_limit(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=consumer.headers,
-        )
-    ).json()
+    consumer, created = await consumer_subscribed(client, db_engine, http_receiver.url)
     path = f"/webhooks/subscriptions/{created['id']}"
     set_ = await client.patch(
         path, json={"rate_limit_per_second": 2.5, "rate_limit_burst": 5}, headers=consumer.headers
@@ -196,14 +192,7 @@ async def test_patch_sets_changes_and_removes_the_rate_limit(
 async def test_patch_of_a_burst_without_a_rate_is_a_422_naming_the_burst(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=consumer.headers,
-        )
-    ).json()
+    consumer, created = await consumer_subscribed(client, db_engine, http_receiver.url)
     response = await client.patch(
         f"/webhooks/subscriptions/{created['id']}",
         json={"rate_limit_burst": 10},
@@ -217,14 +206,9 @@ async def test_patch_of_a_burst_without_a_rate_is_a_422_naming_the_burst(
 async def test_patch_of_a_bad_rate_is_a_422_and_changes_nothing(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url, rate_limit_per_second=20),
-            headers=consumer.headers,
-        )
-    ).json()
+    consumer, created = await consumer_subscribed(
+        client, db_engine, http_receiver.url, rate_limit_per_second=20
+    )
     path = f"/webhooks/subscriptions/{created['id']}"
     response = await client.patch(path, json={"rate_limit_per_second": 0}, headers=consumer.headers)
     assert response.status_code == 422
@@ -265,14 +249,7 @@ async def test_the_readmes_rate_limit_examples_are_accepted_as_they_say(
 async def test_a_subscription_made_over_nats_carries_its_rate_limit(
     worker: Settings, nats_client: NatsClient, http_receiver: HttpReceiver
 ) -> None:
-    request = {
-        "source": "scraper-manager",
-        "tenant": f"client-{uuid.uuid4().hex[:6]}",
-        "endpoint_url": http_receiver.url,
-        "events": ["run.completed"],
-        "rate_limit_per_second": 5,
-        "rate_limit_burst": 2,
-    }
+    request = nats_create_request(http_receiver.url, rate_limit_per_second=5, rate_limit_burst=2)
     reply = json.loads(
         (
             await nats_client.request(
@@ -321,19 +298,14 @@ async def test_two_worker_processes_share_one_limit_and_every_held_delivery_arri
     http_receiver: HttpReceiver,
     js: JetStreamContext,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(
-                http_receiver.url,
-                ["order.created"],
-                rate_limit_per_second=RATE,
-                rate_limit_burst=BURST,
-            ),
-            headers=consumer.headers,
-        )
-    ).json()
+    _, created = await consumer_subscribed(
+        client,
+        db_engine,
+        http_receiver.url,
+        ["order.created"],
+        rate_limit_per_second=RATE,
+        rate_limit_burst=BURST,
+    )
     workers = [start_worker(service_settings), start_worker(service_settings)]
     try:
         for n in range(EVENTS):
@@ -387,25 +359,14 @@ async def test_two_worker_processes_share_one_limit_and_every_held_delivery_arri
 
 async def test_a_limited_subscriptions_receiver_asking_to_retry_after_is_still_obeyed(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url, ["order.created"], rate_limit_per_second=50),
-            headers=consumer.headers,
-        )
-    ).json()
-    await http_receiver.wait_for(2)  # the probe and the test event
-    http_receiver.respond_with(PlannedResponse(429, headers={"Retry-After": "2"}))
-    await publish_event(js, "order.created", {"n": 1})
+    _, created = await delivering.subscribed(["order.created"], rate_limit_per_second=50)
+    delivering.receiver.respond_with(PlannedResponse(429, headers={"Retry-After": "2"}))
+    await publish_event(delivering.js, "order.created", {"n": 1})
     for _ in range(300):
-        if len(arrivals(created["secret"], http_receiver.requests).get(1, [])) >= 2:
+        if len(arrivals(created["secret"], delivering.receiver.requests).get(1, [])) >= 2:
             break
         await asyncio.sleep(0.05)
-    first, second = arrivals(created["secret"], http_receiver.requests)[1][:2]
+    first, second = arrivals(created["secret"], delivering.receiver.requests)[1][:2]
     assert second - first >= 1.9  # the 429's two seconds, not the test schedule's 0.1

@@ -13,17 +13,20 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
 import pytest
-from nats.js import JetStreamContext
-from servicekit.testing import HttpReceiver
 from servicekit.testing.receiver import PlannedResponse
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
-from webhook_hub.worker import run as run_worker
 
-from tests.factories import make_consumer, publish_event, subscribe
+from tests.factories import (
+    Consumer,
+    Delivering,
+    make_consumer,
+    publish_event,
+    running_worker,
+    subscribe,
+)
 
 SERVICE_SCHEDULE = [3.0, 7200.0]
 DEFAULTS = "/webhooks/consumers/me/defaults"
@@ -33,12 +36,8 @@ DEFAULTS = "/webhooks/consumers/me/defaults"
 async def scheduled_worker(fast_settings: Settings) -> AsyncIterator[Settings]:
     """The whole worker with the service's schedule `SERVICE_SCHEDULE`."""
     settings = fast_settings.model_copy(update={"retry_schedule_seconds": SERVICE_SCHEDULE})
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(settings, stop))
-    await asyncio.sleep(0.5)
-    yield settings
-    stop.set()
-    await asyncio.wait_for(task, 30)
+    async with running_worker(settings) as running:
+        yield running
 
 
 async def delivery_after(
@@ -78,122 +77,96 @@ async def retried_at(engine: AsyncEngine, delivery_id: Any) -> list[datetime]:
         )
 
 
-async def failing_subscription(
-    client: httpx.AsyncClient,
-    headers: dict[str, str],
-    receiver: HttpReceiver,
-    **settings: Any,
-) -> str:
-    created = await subscribe(client, headers, receiver.url, ["order.paid"], **settings)
+async def failing_subscription(delivering: Delivering, consumer: Consumer, **settings: Any) -> str:
+    receiver = delivering.receiver
+    created = await subscribe(
+        delivering.client, consumer.headers, receiver.url, ["order.paid"], **settings
+    )
     await receiver.wait_for(2)  # the probe and the test event, answered 200
     receiver.default = PlannedResponse(500, b"down")
     return str(created["id"])
 
 
 async def test_the_subscriptions_schedule_is_used_when_it_sets_one(
-    scheduled_worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    scheduled_worker: Settings, delivering: Delivering
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
+    consumer = await make_consumer(delivering.engine, "write")
     # The owner's default is passed over too.
-    await client.put(DEFAULTS, json={"retry_schedule": ["2s", "3h"]}, headers=consumer.headers)
-    sub_id = await failing_subscription(
-        client, consumer.headers, http_receiver, retry_schedule=["1s", "1h"]
+    await delivering.client.put(
+        DEFAULTS, json={"retry_schedule": ["2s", "3h"]}, headers=consumer.headers
     )
-    await publish_event(js, "order.paid", {"id": 1})
-    row = await delivery_after(db_engine, sub_id, 2)
-    [second] = await retried_at(db_engine, row.id)
+    sub_id = await failing_subscription(delivering, consumer, retry_schedule=["1s", "1h"])
+    await publish_event(delivering.js, "order.paid", {"id": 1})
+    row = await delivery_after(delivering.engine, sub_id, 2)
+    [second] = await retried_at(delivering.engine, row.id)
     assert second - row.created_at >= timedelta(seconds=1)
     assert row.next_attempt_at - row.last_attempt_at == timedelta(hours=1)
     assert row.status == "pending"
 
 
 async def test_the_owners_default_is_used_when_the_subscription_sets_none(
-    scheduled_worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    scheduled_worker: Settings, delivering: Delivering
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    await client.put(DEFAULTS, json={"retry_schedule": ["1s", "3h"]}, headers=consumer.headers)
-    sub_id = await failing_subscription(client, consumer.headers, http_receiver)
-    await publish_event(js, "order.paid", {"id": 2})
-    row = await delivery_after(db_engine, sub_id, 2)
-    [second] = await retried_at(db_engine, row.id)
+    consumer = await make_consumer(delivering.engine, "write")
+    await delivering.client.put(
+        DEFAULTS, json={"retry_schedule": ["1s", "3h"]}, headers=consumer.headers
+    )
+    sub_id = await failing_subscription(delivering, consumer)
+    await publish_event(delivering.js, "order.paid", {"id": 2})
+    row = await delivery_after(delivering.engine, sub_id, 2)
+    [second] = await retried_at(delivering.engine, row.id)
     assert second - row.created_at >= timedelta(seconds=1)
     assert row.next_attempt_at - row.last_attempt_at == timedelta(hours=3)
 
 
 async def test_the_services_schedule_is_used_when_neither_sets_one(
-    scheduled_worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    scheduled_worker: Settings, delivering: Delivering
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    sub_id = await failing_subscription(client, consumer.headers, http_receiver)
-    await publish_event(js, "order.paid", {"id": 3})
-    row = await delivery_after(db_engine, sub_id, 2)
-    [second] = await retried_at(db_engine, row.id)
+    consumer = await make_consumer(delivering.engine, "write")
+    sub_id = await failing_subscription(delivering, consumer)
+    await publish_event(delivering.js, "order.paid", {"id": 3})
+    row = await delivery_after(delivering.engine, sub_id, 2)
+    [second] = await retried_at(delivering.engine, row.id)
     assert second - row.created_at >= timedelta(seconds=SERVICE_SCHEDULE[0])
     assert row.next_attempt_at - row.last_attempt_at == timedelta(seconds=SERVICE_SCHEDULE[1])
 
 
 async def test_an_owners_new_default_applies_from_the_next_attempt(
-    scheduled_worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    scheduled_worker: Settings, delivering: Delivering
 ) -> None:
     """The first retry was timed by the service's schedule (3 s); the default set meanwhile
     times the wait after the second attempt."""
-    consumer = await make_consumer(db_engine, "write")
-    sub_id = await failing_subscription(client, consumer.headers, http_receiver)
-    await publish_event(js, "order.paid", {"id": 4})
-    first = await delivery_after(db_engine, sub_id, 1)
+    consumer = await make_consumer(delivering.engine, "write")
+    sub_id = await failing_subscription(delivering, consumer)
+    await publish_event(delivering.js, "order.paid", {"id": 4})
+    first = await delivery_after(delivering.engine, sub_id, 1)
     assert first.next_attempt_at - first.last_attempt_at == timedelta(seconds=SERVICE_SCHEDULE[0])
-    await client.put(DEFAULTS, json={"retry_schedule": ["1s", "5h"]}, headers=consumer.headers)
-    row = await delivery_after(db_engine, sub_id, 2)
+    await delivering.client.put(
+        DEFAULTS, json={"retry_schedule": ["1s", "5h"]}, headers=consumer.headers
+    )
+    row = await delivery_after(delivering.engine, sub_id, 2)
     assert row.next_attempt_at - row.last_attempt_at == timedelta(hours=5)
 
 
 async def test_a_schedule_of_one_wait_gives_up_after_two_attempts(
-    scheduled_worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    scheduled_worker: Settings, delivering: Delivering
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    sub_id = await failing_subscription(
-        client, consumer.headers, http_receiver, retry_schedule=["1s"]
-    )
-    await publish_event(js, "order.paid", {"id": 5})
-    row = await delivery_after(db_engine, sub_id, 2)
+    consumer = await make_consumer(delivering.engine, "write")
+    sub_id = await failing_subscription(delivering, consumer, retry_schedule=["1s"])
+    await publish_event(delivering.js, "order.paid", {"id": 5})
+    row = await delivery_after(delivering.engine, sub_id, 2)
     assert (row.status, row.next_attempt_at) == ("failed", None)
 
 
 async def test_the_owners_default_timeout_cuts_off_a_slow_answer_on_every_attempt(
-    scheduled_worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    scheduled_worker: Settings, delivering: Delivering
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    await client.put(DEFAULTS, json={"timeout_seconds": 1}, headers=consumer.headers)
-    sub_id = await failing_subscription(
-        client, consumer.headers, http_receiver, retry_schedule=["1s"]
-    )
-    http_receiver.default = PlannedResponse(200, b"late", delay=3.0)
-    await publish_event(js, "order.paid", {"id": 6})
-    row = await delivery_after(db_engine, sub_id, 2)
+    consumer = await make_consumer(delivering.engine, "write")
+    await delivering.client.put(DEFAULTS, json={"timeout_seconds": 1}, headers=consumer.headers)
+    sub_id = await failing_subscription(delivering, consumer, retry_schedule=["1s"])
+    delivering.receiver.default = PlannedResponse(200, b"late", delay=3.0)
+    await publish_event(delivering.js, "order.paid", {"id": 6})
+    row = await delivery_after(delivering.engine, sub_id, 2)
     # The first attempt (from dispatch's read) and the retry (from the claim) alike.
     assert row.first_error == "timed out after 1 s"
     assert row.last_error == "timed out after 1 s"

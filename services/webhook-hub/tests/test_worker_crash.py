@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import httpx
 from nats.js import JetStreamContext
@@ -19,27 +16,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks import Webhook
 from webhook_hub.settings import Settings
 
-from tests.factories import make_consumer, publish_event, subscription_body
+from tests.factories import make_consumer, publish_event, subscription_body, worker_process
 
 EVENTS = 1000
 
 
 def start_worker(settings: Settings) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "WEBHOOK_HUB_DATABASE_URL": settings.database_url,
-        "WEBHOOK_HUB_NATS_URL": settings.nats_url,
-        "WEBHOOK_HUB_DELIVERY_LEASE_EXTRA_SECONDS": "2",
-        "WEBHOOK_HUB_DISPATCH_ACK_WAIT_SECONDS": "3",
-        "WEBHOOK_HUB_RETRY_SCHEDULE_SECONDS": "[0.5, 0.5, 0.5, 0.5, 0.5]",
-        "WEBHOOK_HUB_DELIVERY_POLL_SECONDS": "0.2",
-        "WEBHOOK_HUB_LOG_LEVEL": "WARNING",
-    }
-    return subprocess.Popen(
-        [str(Path(sys.executable).parent / "webhook-hub"), "worker"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    return worker_process(
+        settings,
+        {
+            "WEBHOOK_HUB_DELIVERY_LEASE_EXTRA_SECONDS": "2",
+            "WEBHOOK_HUB_DISPATCH_ACK_WAIT_SECONDS": "3",
+            "WEBHOOK_HUB_RETRY_SCHEDULE_SECONDS": "[0.5, 0.5, 0.5, 0.5, 0.5]",
+        },
     )
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Form, Query, Request
@@ -86,7 +86,7 @@ from webhook_hub.portal.stats import PortalStatsServiceDep
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.dependencies import ProberDep, SubscriptionServiceDep
 from webhook_hub.subscriptions.schemas import SubscriptionCreate, SubscriptionUpdate
-from webhook_hub.subscriptions.service import WILDCARD, example_choices
+from webhook_hub.subscriptions.service import WILDCARD, SubscriptionService, example_choices
 
 PREFIX = "/portal"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -99,6 +99,10 @@ FORM_REFUSALS = (
     UnknownEventTypes,
     EndpointNotAllowed,
     PersonalDataNotApproved,
+)
+RATE_LIMIT_REFUSALS: tuple[type[ValidationError | BurstWithoutRateLimit], ...] = (
+    ValidationError,
+    BurstWithoutRateLimit,
 )
 
 
@@ -378,10 +382,8 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         _require(session, AccessLevel.WRITE)
         subscription = await service.get(session.owner, subscription_id)
         form = RateLimitForm.read(await request.form())
-        try:
-            patch = SubscriptionUpdate.model_validate(form.patch())
-            await service.update(session.owner, subscription_id, patch)
-        except (ValidationError, BurstWithoutRateLimit) as exc:
+
+        async def refused(exc: ValidationError | BurstWithoutRateLimit) -> Response:
             held = await deliveries.held_by_rate_limit(subscription, HELD_CAP)
             context = {
                 "title": "Rate limit",
@@ -390,9 +392,17 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
                 "rate_limit": rate_limit_view(subscription, held, form, form_errors(exc)),
             }
             return pages.render(request, "portal/rate_limit.html", context, status_code=422)
-        response = _back_to(subscription_id)
-        pages.flash(response, "Rate limit saved.")
-        return response
+
+        return await _saved_or_refused(
+            pages,
+            service,
+            session,
+            subscription_id,
+            form.patch,
+            RATE_LIMIT_REFUSALS,
+            refused,
+            "Rate limit saved.",
+        )
 
     # -- ordered delivery (issue 32, item 3) -----------------------------------------------
 
@@ -408,10 +418,8 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
         _require(session, AccessLevel.WRITE)
         subscription = await service.get(session.owner, subscription_id)
         form = OrderingForm.read(await request.form())
-        try:
-            patch = SubscriptionUpdate.model_validate(form.body())
-            await service.update(session.owner, subscription_id, patch)
-        except (ValueError, UnprocessableEntity) as exc:
+
+        async def refused(exc: Exception) -> Response:
             # The editor again, the expression as typed and what is wrong with it at its input.
             context = {
                 "title": "Ordered delivery",
@@ -426,9 +434,17 @@ def install_portal(app: FastAPI, settings: Settings) -> Pages:
             return pages.render(
                 request, "portal/subscription_ordering_page.html", context, status_code=422
             )
-        response = _back_to(subscription_id)
-        pages.flash(response, "Ordering saved.")
-        return response
+
+        return await _saved_or_refused(
+            pages,
+            service,
+            session,
+            subscription_id,
+            form.body,
+            (ValueError, UnprocessableEntity),
+            refused,
+            "Ordering saved.",
+        )
 
     @router.post("/endpoints/{subscription_id}/recover")
     async def recover_failed(
@@ -749,6 +765,31 @@ def _require(session: PageSession, level: AccessLevel) -> None:
 
 def _back_to(subscription_id: uuid.UUID) -> Response:
     return RedirectResponse(f"{PREFIX}/endpoints/{subscription_id}", status_code=303)
+
+
+Refusal = TypeVar("Refusal", bound=Exception)
+
+
+async def _saved_or_refused(
+    pages: Pages,
+    service: SubscriptionService,
+    session: PageSession,
+    subscription_id: uuid.UUID,
+    body: Callable[[], Any],
+    refusals: tuple[type[Refusal], ...],
+    refused: Callable[[Refusal], Awaitable[Response]],
+    saved: str,
+) -> Response:
+    """A settings form's save, as a PATCH of the fields it names (the API's checks): back to
+    the endpoint with `saved` flashed, or `refused`'s page (the form again, with its errors)."""
+    try:
+        patch = SubscriptionUpdate.model_validate(body())
+        await service.update(session.owner, subscription_id, patch)
+    except refusals as exc:
+        return await refused(exc)
+    response = _back_to(subscription_id)
+    pages.flash(response, saved)
+    return response
 
 
 def _query(**params: str | None) -> str:
