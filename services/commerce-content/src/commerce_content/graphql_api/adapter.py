@@ -527,9 +527,10 @@ def _run_items(plan: Plan, items: list[Any], python_class: type, nullable: bool)
     return [run(item) if type(item) is python_class else _item(item, nullable) for item in items]
 
 
-def _item(item: Any, nullable: bool) -> None:
+def _item(item: Any, nullable: bool) -> Any:
+    """A list's item that is not of its class: null where allowed."""
     if item is None and nullable:
-        return
+        return item
     raise _Unusual
 
 
@@ -547,10 +548,10 @@ def _leaf(value: Any, coerce: Callable[[Any], Any], nullable: bool) -> Any:
     return coerced
 
 
-def _absent(value: Any, nullable: bool) -> None:
+def _absent(value: Any, nullable: bool) -> Any:
     """An object or list field whose value is not of its kind: null where allowed."""
     if value is None and nullable:
-        return
+        return value
     raise _Unusual
 
 
