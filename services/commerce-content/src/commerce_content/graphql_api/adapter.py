@@ -598,11 +598,12 @@ def _generate(plan: Plan) -> Callable[[Any], dict[str, Any]]:
             coerce, unchanged = how
             env[f"f{index}"] = coerce
             slow = f"{value} = _leaf({value}, f{index}, {nullable})"
-            if unchanged is None:
-                body.append(slow)
-            else:
+            # null where allowed, and values already their own output, need no call
+            checks = [f"{value} is not None"] if nullable else []
+            if unchanged is not None:
                 env[f"t{index}"] = unchanged
-                body.append(f"if type({value}) is not t{index}: {slow}")
+                checks.append(f"type({value}) is not t{index}")
+            body.append(f"if {' and '.join(checks)}: {slow}" if checks else slow)
         elif kind == _OBJECT:
             env[f"k{index}"], env[f"p{index}"] = how, _generated(cast("Plan", sub))
             body.append(
