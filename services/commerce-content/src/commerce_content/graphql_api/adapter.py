@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import keyword
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -125,7 +126,7 @@ class PlainList:
 
 PlainField = PlainLeaf | PlainObject | PlainList
 
-# A compiled selection: per response key, how to complete it (see `_run_plan`).
+# A compiled selection: per response key, how to complete it (see `_generate`).
 _TYPENAME, _LEAF, _OBJECT, _LIST = range(4)
 # Scalars whose output coercion gives back a value of this exact type unchanged
 # (graphql-core's `serialize_string`, `serialize_id`, `serialize_boolean`): the plan skips
@@ -518,51 +519,119 @@ def _leaf_value(field: PlainLeaf, source: Any) -> Any:
 def _run_plan(plan: Plan, source: Any) -> dict[str, Any]:
     """`source` completed by `plan`: graphql-core's answer when nothing is unusual, else
     `_Unusual` is raised."""
-    result: dict[str, Any] = {}
-    for name, kind, attribute, how, nullable, sub in plan:
-        if kind == _TYPENAME:
-            result[name] = how
-            continue
-        value = getattr(source, attribute, Undefined)
-        if value is None:
-            if not nullable:
-                raise _Unusual
-            result[name] = None
-        elif kind == _LEAF:
-            coerce, unchanged = how
-            if type(value) is unchanged:
-                result[name] = value
-                continue
-            if value is Undefined or isinstance(value, Exception):
-                raise _Unusual
-            try:
-                coerced = coerce(value)
-            except Exception as exc:
-                raise _Unusual from exc
-            if coerced is None or coerced is Undefined:
-                raise _Unusual
-            result[name] = coerced
-        elif kind == _OBJECT:
-            if type(value) is not how:
-                raise _Unusual
-            result[name] = _run_plan(cast("Plan", sub), value)
-        else:
-            if type(value) is not list:
-                raise _Unusual
-            result[name] = _run_items(cast("Plan", sub), value, *how)
-    return result
+    return _generated(plan)(source)
 
 
 def _run_items(plan: Plan, items: list[Any], python_class: type, nullable: bool) -> list[Any]:
-    completed: list[Any] = []
-    for item in items:
-        if type(item) is python_class:
-            completed.append(_run_plan(plan, item))
-        elif item is None and nullable:
-            completed.append(None)
+    run = _generated(plan)
+    return [run(item) if type(item) is python_class else _item(item, nullable) for item in items]
+
+
+def _item(item: Any, nullable: bool) -> Any:
+    """A list's item that is not of its class: null where allowed."""
+    if item is None and nullable:
+        return item
+    raise _Unusual
+
+
+def _leaf(value: Any, coerce: Callable[[Any], Any], nullable: bool) -> Any:
+    """A leaf's value that is not already its own output (None, or coerced)."""
+    if value is None:
+        if nullable:
+            return None
+        raise _Unusual
+    if value is Undefined or isinstance(value, Exception):
+        raise _Unusual
+    coerced = coerce(value)
+    if coerced is None or coerced is Undefined:
+        raise _Unusual
+    return coerced
+
+
+def _absent(value: Any, nullable: bool) -> Any:
+    """An object or list field whose value is not of its kind: null where allowed."""
+    if value is None and nullable:
+        return value
+    raise _Unusual
+
+
+# Plans are made per operation, their Python functions once per plan (a plan is a tuple of
+# plain values: equal plans share theirs). Bounded: emptied when full.
+_GENERATED: dict[Plan, Callable[[Any], dict[str, Any]]] = {}
+MAX_GENERATED = 1024
+
+
+def _generated(plan: Plan) -> Callable[[Any], dict[str, Any]]:
+    run = _GENERATED.get(plan)
+    if run is None:
+        if len(_GENERATED) >= MAX_GENERATED:
+            _GENERATED.clear()
+        run = _GENERATED[plan] = _generate(plan)
+    return run
+
+
+def _generate(plan: Plan) -> Callable[[Any], dict[str, Any]]:
+    """A function completing an object by `plan`, as straight-line code: each field read
+    as an attribute, checked and put in one dict display, so a page of products costs no
+    interpretation of the plan per object. Any exception on the way (a missing attribute, a
+    scalar refusing its value) becomes `_Unusual`: graphql-core completes the field again."""
+    env: dict[str, Any] = {
+        "_Unusual": _Unusual,
+        "_leaf": _leaf,
+        "_item": _item,
+        "_absent": _absent,
+    }
+    body: list[str] = []
+    shown: list[str] = []
+    for index, (name, kind, attribute, how, nullable, sub) in enumerate(plan):
+        value = f"v{index}"
+        shown.append(f"{name!r}: {value}")
+        if kind == _TYPENAME:
+            env[value] = how
+            continue
+        if attribute.isidentifier() and not keyword.iskeyword(attribute):
+            body.append(f"{value} = source.{attribute}")
         else:
-            raise _Unusual
-    return completed
+            env[f"a{index}"] = attribute
+            body.append(f"{value} = getattr(source, a{index})")
+        if kind == _LEAF:
+            coerce, unchanged = how
+            env[f"f{index}"] = coerce
+            slow = f"{value} = _leaf({value}, f{index}, {nullable})"
+            # null where allowed, and values already their own output, need no call
+            checks = [f"{value} is not None"] if nullable else []
+            if unchanged is not None:
+                env[f"t{index}"] = unchanged
+                checks.append(f"type({value}) is not t{index}")
+            body.append(f"if {' and '.join(checks)}: {slow}" if checks else slow)
+        elif kind == _OBJECT:
+            env[f"k{index}"], env[f"p{index}"] = how, _generated(cast("Plan", sub))
+            body.append(
+                f"{value} = p{index}({value}) if type({value}) is k{index}"
+                f" else _absent({value}, {nullable})"
+            )
+        else:
+            python_class, items_nullable = how
+            env[f"k{index}"], env[f"p{index}"] = python_class, _generated(cast("Plan", sub))
+            body.append(
+                f"{value} = [p{index}(x) if type(x) is k{index} else _item(x, {items_nullable})"
+                f" for x in {value}] if type({value}) is list else _absent({value}, {nullable})"
+            )
+    indented = "".join(f"        {line}\n" for line in body)
+    source = (
+        "def run(source):\n"
+        "    try:\n"
+        f"{indented}"
+        "        pass\n"
+        "    except _Unusual:\n"
+        "        raise\n"
+        "    except Exception as exc:\n"
+        "        raise _Unusual from exc\n"
+        f"    return {{{', '.join(shown)}}}\n"
+    )
+    exec(compile(source, "<graphql plan>", "exec"), env)  # noqa: S102 - code from the schema
+    run: Callable[[Any], dict[str, Any]] = env["run"]
+    return run
 
 
 # A response object or list whose awaitable entries at `keys` are replaced by their values.

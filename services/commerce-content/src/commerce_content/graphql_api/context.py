@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from fastapi import BackgroundTasks
 from sqlalchemy.ext.asyncio import async_sessionmaker
@@ -65,14 +66,18 @@ class GraphQLContext:
     broker: EventBroker | None = None
     connection_params: dict[str, object] | None = None
 
-    def __post_init__(self) -> None:
-        self.products_by_id: DataLoader[int, Product | None] = DataLoader(self._load_products)
-        self.variants_by_product: DataLoader[int, list[VariantRecord]] = DataLoader(
-            self._load_variants
-        )
-        self.lines_by_order: DataLoader[uuid.UUID, list[OrderItem]] = DataLoader(
-            self._load_order_lines
-        )
+    # Made when first used: most requests (a page of products) use none of them.
+    @cached_property
+    def products_by_id(self) -> DataLoader[int, Product | None]:
+        return DataLoader(self._load_products)
+
+    @cached_property
+    def variants_by_product(self) -> DataLoader[int, list[VariantRecord]]:
+        return DataLoader(self._load_variants)
+
+    @cached_property
+    def lines_by_order(self) -> DataLoader[uuid.UUID, list[OrderItem]]:
+        return DataLoader(self._load_order_lines)
 
     @property
     def viewer_role(self) -> Role | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from strawberry.extensions import MaskErrors, SchemaExtension
 
 from commerce_content.graphql_api.adapter import core_schema
 from commerce_content.graphql_api.analysis import CachePolicy, OperationAnalyzer
+from commerce_content.graphql_api.context import DynamicCacheHints
 from commerce_content.graphql_api.errors import (
     BAD_USER_INPUT,
     INTERNAL_SERVER_ERROR,
@@ -191,18 +192,36 @@ class OperationPolicy(SchemaExtension):
             or getattr(result, "errors", None)
         ):
             return
-        if analysis.cache is None:
-            analysis.cache = analyzer.cache_policy(analysis.document, operation, context.variables)
-        # A copy: the run-time hints below are this request's alone.
-        policy = CachePolicy(analysis.cache.max_age, analysis.cache.private)
-        hints = context.context.cache_hints
-        policy.restrict(hints.max_age, hints.private)
-        context.context.cache_control = policy.header()
+        context.context.cache_control = cache_header(
+            analyzer, analysis, operation, context.variables, context.context.cache_hints
+        )
 
     def get_results(self) -> dict[str, Any]:
         if self.requested is None:
             return {}
-        return {"cost": {"requestedQueryCost": self.requested, "maximumAvailable": self.max_cost}}
+        return cost_report(self.requested, self.max_cost)
+
+
+def cost_report(requested: int, max_cost: int) -> dict[str, Any]:
+    """The response's `extensions` of an operation whose cost was checked."""
+    return {"cost": {"requestedQueryCost": requested, "maximumAvailable": max_cost}}
+
+
+def cache_header(
+    analyzer: OperationAnalyzer,
+    analysis: Analysis,
+    operation: OperationDefinitionNode,
+    variables: dict[str, Any] | None,
+    hints: DynamicCacheHints,
+) -> str:
+    """`Cache-Control` of a query that ran without errors: its static policy (worked out
+    once per analysis) restricted by the hints its resolvers left."""
+    if analysis.cache is None:
+        analysis.cache = analyzer.cache_policy(analysis.document, operation, variables)
+    # A copy: the run-time hints are this request's alone.
+    policy = CachePolicy(analysis.cache.max_age, analysis.cache.private)
+    policy.restrict(hints.max_age, hints.private)
+    return policy.header()
 
 
 class OperationSpan(SchemaExtension):
@@ -248,6 +267,13 @@ class MaskUnexpectedErrors(MaskErrors):
         masked.extensions = {"code": INTERNAL_SERVER_ERROR}
         return masked
 
+    def masked(self, errors: list[GraphQLError]) -> list[GraphQLError]:
+        """What this extension leaves of `errors` (for a run outside strawberry's hooks)."""
+        return [
+            self.anonymise_error(error) if self.should_mask_error(error) else error
+            for error in errors
+        ]
+
 
 class InvalidInputCodes(SchemaExtension):
     """graphql-core rewraps a scalar's error (e.g. "Variable '$f' has invalid value..."),
@@ -261,6 +287,10 @@ class InvalidInputCodes(SchemaExtension):
         errors = getattr(result, "errors", None)
         if errors is None:
             errors = getattr(getattr(result, "initial_result", None), "errors", None)
-        for error in errors or ():
-            if caused_by_invalid_input(error) and not (error.extensions or {}).get("code"):
-                error.extensions = {**(error.extensions or {}), "code": BAD_USER_INPUT}
+        put_input_codes(errors or ())
+
+
+def put_input_codes(errors: Iterable[GraphQLError]) -> None:
+    for error in errors:
+        if caused_by_invalid_input(error) and not (error.extensions or {}).get("code"):
+            error.extensions = {**(error.extensions or {}), "code": BAD_USER_INPUT}

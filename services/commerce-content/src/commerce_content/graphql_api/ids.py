@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 class InvalidIdentifier(ValueError):
@@ -61,6 +62,12 @@ class GlobalId:
         return integer(self.key)
 
 
+# Ids and cursors of recently answered objects, kept: a storefront asks for the same pages
+# over and over, and a page of products has ~250 of them to encode.
+IDS_KEPT = 32_768
+
+
+@lru_cache(maxsize=IDS_KEPT)
 def global_id(type_name: str, key: object) -> str:
     return _encode(f"{type_name}:{key}")
 
@@ -76,6 +83,7 @@ def decode_id(value: str, expected_type: str) -> int:
 CURSOR_PREFIX = "cursor:v1:"
 
 
+@lru_cache(maxsize=IDS_KEPT)
 def encode_cursor(position: int) -> str:
     return _encode(f"{CURSOR_PREFIX}{position}")
 

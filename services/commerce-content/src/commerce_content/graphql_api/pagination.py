@@ -122,14 +122,16 @@ async def product_connection(
             if selects_variants(info)
             else None
         )
-    loader = info.context.variants_by_product
-    edges = [
-        ProductEdge(
-            node=Product.of(row, grouped.get(row.id, []) if grouped is not None else loader),
-            cursor=encode_cursor(row.id),
-        )
-        for row in rows
-    ]
+    if grouped is not None:
+        edges = [
+            ProductEdge(node=Product.of(row, grouped.get(row.id, [])), cursor=encode_cursor(row.id))
+            for row in rows
+        ]
+    else:
+        loader = info.context.variants_by_product
+        edges = [
+            ProductEdge(node=Product.of(row, loader), cursor=encode_cursor(row.id)) for row in rows
+        ]
     has_next = beyond_before or (more and not window.backwards)
     has_previous = before_after or (more and window.backwards)
     return ProductConnection(

@@ -20,7 +20,7 @@ from strawberry.extensions import (
 )
 from strawberry.schema.config import StrawberryConfig
 from strawberry.schema.schema import StreamResult
-from strawberry.types import ExecutionContext
+from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from commerce_content.graphql_api.adapter import core_schema, executor_for
@@ -34,6 +34,11 @@ from commerce_content.graphql_api.extensions import (
     is_unexpected,
 )
 from commerce_content.graphql_api.mutations import Mutation
+from commerce_content.graphql_api.prepared import (
+    KeepValidatedQueries,
+    PreparedQueries,
+    PreparedRunner,
+)
 from commerce_content.graphql_api.queries import Query
 from commerce_content.graphql_api.scalars import SCALARS
 from commerce_content.graphql_api.subscriptions import Subscription
@@ -49,6 +54,40 @@ class CommerceSchema(strawberry.Schema):
         super().__init__(*args, **kwargs)
         # Built from the finished schema, so it can only be set afterwards.
         self.execution_context_class = executor_for(core_schema(self))
+        self.prepared_runner: PreparedRunner | None = None
+
+    async def execute(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any | None = None,
+        root_value: Any | None = None,
+        operation_name: str | None = None,
+        allowed_operation_types: Iterable[OperationType] | None = None,
+        operation_extensions: dict[str, Any] | None = None,
+    ) -> ExecutionResult:
+        """A query validated before runs without strawberry's per-request steps
+        (`prepared.py`); anything else, or anything that would be refused, the general way."""
+        runner = self.prepared_runner
+        if (
+            runner is not None
+            and query is not None
+            and root_value is None
+            and operation_extensions is None
+            and (allowed_operation_types is None or OperationType.QUERY in allowed_operation_types)
+        ):
+            result = await runner.run(query, operation_name, variable_values, context_value)
+            if result is not None:
+                return result
+        return await super().execute(
+            query,
+            variable_values,
+            context_value,
+            root_value,
+            operation_name,
+            allowed_operation_types,
+            operation_extensions,
+        )
 
     async def stream(
         self,
@@ -97,6 +136,7 @@ def build_schema(settings: Settings) -> CommerceSchema:
     ]
     # Shared by the schema's requests: an operation's cost and cache policy, once.
     analyses = OperationAnalyses()
+    prepared = PreparedQueries(CACHED_DOCUMENTS)
     extensions: list[Callable[[], SchemaExtension]] = [
         # First, so the operation's span is current for everything the others do.
         OperationSpan,
@@ -107,8 +147,9 @@ def build_schema(settings: Settings) -> CommerceSchema:
         MaskUnexpectedErrors,
         InvalidInputCodes,
         lambda: OperationPolicy(settings.graphql_max_cost, analyses),
+        lambda: KeepValidatedQueries(prepared),
     ]
-    return CommerceSchema(
+    schema = CommerceSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
@@ -118,3 +159,5 @@ def build_schema(settings: Settings) -> CommerceSchema:
             disable_field_suggestions=settings.is_production, scalar_map=SCALARS
         ),
     )
+    schema.prepared_runner = PreparedRunner(schema, prepared, analyses, settings.graphql_max_cost)
+    return schema
