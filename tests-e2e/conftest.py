@@ -249,7 +249,11 @@ def _wait_for_event_types(hub: ServiceInfo, timeout: float = 60) -> None:
 
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=30) as client:
+    # A connection idle for a second is not reused: the services' uvicorn closes one idle for
+    # 5 s, and a request sent on it as it closes fails with ReadError (seen under load, after
+    # a subscription's wait for its test event).
+    limits = httpx.Limits(keepalive_expiry=1.0)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
         yield client
 
 
