@@ -50,12 +50,19 @@ def subscription_row(filter: str | None, transform: str | None) -> tuple[Any, ..
         {},
         10,
         True,
-        False,
+        False,  # approved
+        None,  # retry_schedule
+        10,  # timeout in effect
         filter,
         transform,
+        False,  # rate_limited
+        None,  # ordering
         [],
         [],
     )
+
+
+FILTER_COLUMN = 13  # of a MATCHING row
 
 
 def order_events(count: int) -> list[RawCloudEvent]:
@@ -87,7 +94,7 @@ def cpu_per_event(
     made = sum(len(jobs) for jobs in dispatcher.deliveries_of(matched, events))
     failed = TALLY.take()
     assert not any(c.filter_errors or c.transform_errors for c in failed.values()), failed
-    assert made == (len(events) // 2 if rows[0][11] else len(events)), made
+    assert made == (len(events) // 2 if rows[0][FILTER_COLUMN] else len(events)), made
     figures = []
     for _ in range(rounds):
         started = time.process_time()
