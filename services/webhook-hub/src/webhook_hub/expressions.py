@@ -278,11 +278,8 @@ class CompiledExpression:
         2.4 one value at a time); with them, value by value against the bound."""
         value = self._run(event)
         if not self.looping:
-            try:
-                encoded = msgspec.json.encode(cel_binding.plain(value))
-            except Exception:  # noqa: S110 - a key or value JSON has no form for: said below
-                pass
-            else:
+            encoded = _encoded_at_once(value)
+            if encoded is not None:
                 if len(encoded) > self._limit:
                     raise ExpressionRefused(
                         self.field, "output", "the result is larger than its bound"
@@ -301,6 +298,15 @@ class CompiledExpression:
         if result is True or result is False:
             return result
         raise ExpressionRefused(self.field, "type", "a filter must give true or false")
+
+
+def _encoded_at_once(value: Any) -> bytes | None:
+    """A result as JSON in one go, or None when it holds a key or value JSON has no form
+    for: the value-by-value conversion then says which."""
+    try:
+        return msgspec.json.encode(cel_binding.plain(value))
+    except Exception:
+        return None
 
 
 def compile_expression(source: str, *, field: str, kind: Kind) -> CompiledExpression:
