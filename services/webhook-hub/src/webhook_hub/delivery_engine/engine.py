@@ -336,9 +336,14 @@ class DeliveryEngine:
             ahead = self._settings.per_subscription_concurrency * ORDERED_AHEAD
             queued = self._scheduler.queue_depths()
             full = [subscription for subscription, n in queued.items() if n >= ahead]
-            ordered_rows = await self._claim_ordered(
-                limits, limits.limit - len(rows), [*held, *full], ahead
-            )
+            try:
+                ordered_rows = await self._claim_ordered(
+                    limits, limits.limit - len(rows), [*held, *full], ahead
+                )
+            except Exception as exc:
+                # The deliveries leased above go out all the same (dropped here, they would
+                # wait for their leases to end); the ordered claim tries again next round.
+                logger.warning("could not claim ordered deliveries", error=repr(exc))
         now = datetime.now(UTC)
         jobs: list[DeliveryJob] = []
         unreadable: dict[str, str] = {}
