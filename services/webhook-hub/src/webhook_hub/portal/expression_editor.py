@@ -14,17 +14,16 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Form, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi import Request
+from fastapi.responses import HTMLResponse, Response
 from servicekit.auth.api_keys import AccessLevel
-from servicekit.auth.dependencies import Principal
-from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep
+from servicekit.web.pages import Pages, PagesDep, PageSessionDep, page_router
 
 from webhook_hub.delivery_engine.jobs import render_body
 from webhook_hub.dispatch.expression_tally import Counts, totals_of
-from webhook_hub.errors import InvalidExpression, NeedsLevel
+from webhook_hub.errors import InvalidExpression
 from webhook_hub.event_types.dependencies import EventTypeServiceDep
 from webhook_hub.expressions import (
     ExpressionError,
@@ -34,14 +33,12 @@ from webhook_hub.expressions import (
     event_variable,
 )
 from webhook_hub.models import EventType, Subscription
+from webhook_hub.portal.routes.common import FormText, patched, principal, require, saved
 from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
-from webhook_hub.subscriptions.schemas import SubscriptionUpdate
 from webhook_hub.subscriptions.service import SubscriptionService, example_choices
 
-PREFIX = "/portal"
 # A pasted sample is an event's data: bounded as the API bounds request bodies, well below.
 MAX_SAMPLE_CHARS = 64 * 1024
-FormText = Annotated[str, Form()]
 
 
 @dataclass(frozen=True)
@@ -124,100 +121,97 @@ def run_preview(
     return Preview(outcomes, body)
 
 
-def install_expression_editor(router: APIRouter, pages: Pages) -> None:
-    """The editor's page, its save and its preview (htmx), on the portal's router."""
+router = page_router()
 
-    @router.get("/endpoints/{subscription_id}/expressions")
-    async def expressions_page(
-        request: Request,
-        pages: PagesDep,
-        session: PageSessionDep,
-        service: SubscriptionServiceDep,
-        types: EventTypeServiceDep,
-        subscription_id: uuid.UUID,
-    ) -> HTMLResponse:
-        _require_write(session)
-        subscription = await service.get(session.owner, subscription_id)
-        catalog = await types.visible_to(_principal(session))
-        return await _render(
-            request,
-            pages,
-            service,
-            subscription,
-            catalog,
-            subscription.filter or "",
-            subscription.transform or "",
-        )
 
-    @router.post("/endpoints/{subscription_id}/expressions")
-    async def save_expressions(
-        request: Request,
-        pages: PagesDep,
-        session: PageSessionDep,
-        service: SubscriptionServiceDep,
-        types: EventTypeServiceDep,
-        subscription_id: uuid.UUID,
-        filter: FormText = "",
-        transform: FormText = "",
-    ) -> Response:
-        _require_write(session)
-        subscription = await service.get(session.owner, subscription_id)
-        try:
-            await service.update(
-                session.owner,
-                subscription_id,
-                SubscriptionUpdate(
-                    filter=filter.strip() or None, transform=transform.strip() or None
-                ),
-            )
-        except InvalidExpression as exc:
-            catalog = await types.visible_to(_principal(session))
-            error = Outcome(
-                exc.extra["field"],
-                error=exc.extra["reason"],
-                line=exc.extra["line"],
-                column=exc.extra["column"],
-            )
-            return await _render(
-                request,
-                pages,
-                service,
-                subscription,
-                catalog,
-                filter,
-                transform,
-                errors={error.field: error},
-                status_code=422,
-            )
-        response = RedirectResponse(f"{PREFIX}/endpoints/{subscription_id}", status_code=303)
-        pages.flash(response, "Filter and transform saved.")
-        return response
+@router.get("/endpoints/{subscription_id}/expressions")
+async def expressions_page(
+    request: Request,
+    pages: PagesDep,
+    session: PageSessionDep,
+    service: SubscriptionServiceDep,
+    types: EventTypeServiceDep,
+    subscription_id: uuid.UUID,
+) -> HTMLResponse:
+    require(session, AccessLevel.WRITE)
+    subscription = await service.get(session.owner, subscription_id)
+    catalog = await types.visible_to(principal(session))
+    return await _render(
+        request,
+        pages,
+        service,
+        subscription,
+        catalog,
+        subscription.filter or "",
+        subscription.transform or "",
+    )
 
-    @router.post("/endpoints/{subscription_id}/expressions/preview")
-    async def preview_expressions(
-        request: Request,
-        pages: PagesDep,
-        session: PageSessionDep,
-        service: SubscriptionServiceDep,
-        types: EventTypeServiceDep,
-        subscription_id: uuid.UUID,
-        filter: FormText = "",
-        transform: FormText = "",
-        sample_type: FormText = "",
-        sample: FormText = "",
-    ) -> HTMLResponse:
-        _require_write(session)
-        subscription = await service.get(session.owner, subscription_id)
-        offered = example_choices(subscription, await types.visible_to(_principal(session)))
-        example = next((t for t in offered if t.name == sample_type), None)
-        try:
-            data = sample_data(sample, example)
-        except ValueError as exc:
-            result = Preview([], None, sample_error=str(exc))
-        else:
-            name = example.name if example is not None else (sample_type or "sample.event")
-            result = run_preview(filter, transform, name, data, session.owner)
-        return pages.render(request, "portal/_expression_preview.html", {"preview": result})
+
+@router.post("/endpoints/{subscription_id}/expressions")
+async def save_expressions(
+    request: Request,
+    pages: PagesDep,
+    session: PageSessionDep,
+    service: SubscriptionServiceDep,
+    types: EventTypeServiceDep,
+    subscription_id: uuid.UUID,
+    filter: FormText = "",
+    transform: FormText = "",
+) -> Response:
+    require(session, AccessLevel.WRITE)
+    subscription = await service.get(session.owner, subscription_id)
+
+    def body() -> dict[str, str | None]:
+        return {"filter": filter.strip() or None, "transform": transform.strip() or None}
+
+    refusal = await patched(service, session, subscription_id, body, (InvalidExpression,))
+    if refusal is None:
+        return saved(pages, subscription_id, "Filter and transform saved.")
+    catalog = await types.visible_to(principal(session))
+    error = Outcome(
+        refusal.extra["field"],
+        error=refusal.extra["reason"],
+        line=refusal.extra["line"],
+        column=refusal.extra["column"],
+    )
+    return await _render(
+        request,
+        pages,
+        service,
+        subscription,
+        catalog,
+        filter,
+        transform,
+        errors={error.field: error},
+        status_code=422,
+    )
+
+
+@router.post("/endpoints/{subscription_id}/expressions/preview")
+async def preview_expressions(
+    request: Request,
+    pages: PagesDep,
+    session: PageSessionDep,
+    service: SubscriptionServiceDep,
+    types: EventTypeServiceDep,
+    subscription_id: uuid.UUID,
+    filter: FormText = "",
+    transform: FormText = "",
+    sample_type: FormText = "",
+    sample: FormText = "",
+) -> HTMLResponse:
+    require(session, AccessLevel.WRITE)
+    subscription = await service.get(session.owner, subscription_id)
+    offered = example_choices(subscription, await types.visible_to(principal(session)))
+    example = next((t for t in offered if t.name == sample_type), None)
+    try:
+        data = sample_data(sample, example)
+    except ValueError as exc:
+        result = Preview([], None, sample_error=str(exc))
+    else:
+        name = example.name if example is not None else (sample_type or "sample.event")
+        result = run_preview(filter, transform, name, data, session.owner)
+    return pages.render(request, "portal/_expression_preview.html", {"preview": result})
 
 
 async def _render(
@@ -253,12 +247,3 @@ async def _render(
 async def expression_counts(service: SubscriptionService, subscription_id: uuid.UUID) -> Counts:
     """What the subscription's expressions did so far (as the workers last flushed it)."""
     return await totals_of(await service.session.connection(), subscription_id)
-
-
-def _principal(session: PageSession) -> Principal:
-    return Principal(owner=session.owner, level=session.level)
-
-
-def _require_write(session: PageSession) -> None:
-    if not session.can(AccessLevel.WRITE):
-        raise NeedsLevel(f"This needs the 'write' access level; you have '{session.level}'")

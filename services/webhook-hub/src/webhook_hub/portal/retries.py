@@ -11,15 +11,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from servicekit.auth.api_keys import AccessLevel
-from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep
+from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep, page_router
 from starlette.datastructures import FormData
 
-from webhook_hub.errors import NeedsLevel
 from webhook_hub.models import Subscription
+from webhook_hub.portal.routes.common import PREFIX, require
 from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
 from webhook_hub.subscriptions.retry_settings import (
     MAX_RETRIES,
@@ -190,92 +190,90 @@ async def defaults_editor(
     }
 
 
-def _require_write(session: PageSession) -> None:
-    if not session.can(AccessLevel.WRITE):
-        raise NeedsLevel(f"This needs the 'write' access level; you have '{session.level}'")
+router = page_router()
 
 
-def install_retry_pages(router: APIRouter, prefix: str) -> None:
-    """The editor's routes, on the portal's router."""
+@router.get("/endpoints/{subscription_id}/retries")
+async def retries_page(
+    request: Request,
+    pages: PagesDep,
+    session: PageSessionDep,
+    service: SubscriptionServiceDep,
+    subscription_id: uuid.UUID,
+) -> HTMLResponse:
+    subscription = await service.get(session.owner, subscription_id)
+    return _render_endpoint(
+        pages,
+        request,
+        session,
+        subscription,
+        await endpoint_retries(service, session.owner, subscription),
+    )
 
-    @router.get("/endpoints/{subscription_id}/retries")
-    async def retries_page(
-        request: Request,
-        pages: PagesDep,
-        session: PageSessionDep,
-        service: SubscriptionServiceDep,
-        subscription_id: uuid.UUID,
-    ) -> HTMLResponse:
-        subscription = await service.get(session.owner, subscription_id)
-        return _render_endpoint(
-            pages,
-            request,
-            session,
-            subscription,
-            await endpoint_retries(service, session.owner, subscription),
+
+@router.post("/endpoints/{subscription_id}/retries")
+async def save_retries(
+    request: Request,
+    pages: PagesDep,
+    session: PageSessionDep,
+    service: SubscriptionServiceDep,
+    subscription_id: uuid.UUID,
+) -> Response:
+    require(session, AccessLevel.WRITE)
+    subscription = await service.get(session.owner, subscription_id)  # another's: 404
+    form = RetryForm.read(await request.form())
+    try:
+        patch = SubscriptionUpdate.model_validate(form.body())
+        errors = form.contradiction()
+    except ValidationError as exc:
+        errors = form.errors(exc)
+    if errors:
+        context = await endpoint_retries(
+            service, session.owner, subscription, form=form, errors=errors
         )
+        return _render_endpoint(pages, request, session, subscription, context, 422)
+    await service.update(session.owner, subscription_id, patch)
+    response = RedirectResponse(
+        f"{PREFIX}/endpoints/{subscription_id}#retries-heading", status_code=303
+    )
+    pages.flash(response, "Retries and timeout saved.")
+    return response
 
-    @router.post("/endpoints/{subscription_id}/retries")
-    async def save_retries(
-        request: Request,
-        pages: PagesDep,
-        session: PageSessionDep,
-        service: SubscriptionServiceDep,
-        subscription_id: uuid.UUID,
-    ) -> Response:
-        _require_write(session)
-        subscription = await service.get(session.owner, subscription_id)  # another's: 404
-        form = RetryForm.read(await request.form())
-        try:
-            patch = SubscriptionUpdate.model_validate(form.body())
-            errors = form.contradiction()
-        except ValidationError as exc:
-            errors = form.errors(exc)
-        if errors:
-            context = await endpoint_retries(
-                service, session.owner, subscription, form=form, errors=errors
-            )
-            return _render_endpoint(pages, request, session, subscription, context, 422)
-        await service.update(session.owner, subscription_id, patch)
-        response = RedirectResponse(
-            f"{prefix}/endpoints/{subscription_id}#retries-heading", status_code=303
-        )
-        pages.flash(response, "Retries and timeout saved.")
-        return response
 
-    @router.get("/defaults")
-    async def defaults_page(
-        request: Request,
-        pages: PagesDep,
-        session: PageSessionDep,
-        service: SubscriptionServiceDep,
-    ) -> HTMLResponse:
-        context = await defaults_editor(service, session.owner)
-        return _render_defaults(pages, request, session, context)
+@router.get("/defaults")
+async def defaults_page(
+    request: Request,
+    pages: PagesDep,
+    session: PageSessionDep,
+    service: SubscriptionServiceDep,
+) -> HTMLResponse:
+    context = await defaults_editor(service, session.owner)
+    return _render_defaults(pages, request, session, context)
 
-    @router.post("/defaults")
-    async def save_defaults(
-        request: Request,
-        pages: PagesDep,
-        session: PageSessionDep,
-        service: SubscriptionServiceDep,
-    ) -> Response:
-        _require_write(session)
-        form = RetryForm.read(await request.form())
-        try:
-            body = DeliveryDefaults.model_validate(form.body())
-            errors = form.contradiction()
-        except ValidationError as exc:
-            errors = form.errors(exc)
-        if errors:
-            context = await defaults_editor(service, session.owner, form=form, errors=errors)
-            return _render_defaults(pages, request, session, context, 422)
-        await service.set_defaults(session.owner, None, body)
-        response = RedirectResponse(f"{prefix}/defaults", status_code=303)
-        pages.flash(
-            response, "Defaults saved. Endpoints that set none use them from their next attempt."
-        )
-        return response
+
+@router.post("/defaults")
+async def save_defaults(
+    request: Request,
+    pages: PagesDep,
+    session: PageSessionDep,
+    service: SubscriptionServiceDep,
+) -> Response:
+    require(session, AccessLevel.WRITE)
+    form = RetryForm.read(await request.form())
+    try:
+        body = DeliveryDefaults.model_validate(form.body())
+        errors = form.contradiction()
+    except ValidationError as exc:
+        errors = form.errors(exc)
+    if errors:
+        context = await defaults_editor(service, session.owner, form=form, errors=errors)
+        return _render_defaults(pages, request, session, context, 422)
+    await service.set_defaults(session.owner, None, body)
+    response = RedirectResponse(f"{PREFIX}/defaults", status_code=303)
+    pages.flash(
+        response, "Defaults saved. Endpoints that set none use them from their next attempt."
+    )
+    return response
 
 
 def _render_endpoint(

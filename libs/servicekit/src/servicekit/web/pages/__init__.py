@@ -11,6 +11,7 @@ from servicekit.web.pages.site import (
     Pages,
     PagesDep,
     PageSessionDep,
+    page_router,
 )
 from servicekit.web.pages.sse import PageEvent, event_stream
 
@@ -30,4 +31,5 @@ __all__ = [
     "PagesDep",
     "SessionState",
     "event_stream",
+    "page_router",
 ]

@@ -510,6 +510,21 @@ async def _optional_session(request: Request, db: SessionDep) -> PageSession | N
     return session
 
 
+async def verify_page_csrf(request: Request) -> None:
+    await get_pages(request).verify_csrf(request)
+
+
+def page_router() -> APIRouter:
+    """A module-level router for a service's pages, included under the prefix of its `Pages`
+    (`app.include_router(router, prefix=...)`): every non-GET route checks the CSRF token of
+    the app's `Pages`, reached through `app.state` as its handlers reach it (`PagesDep`)."""
+    return APIRouter(
+        include_in_schema=False,
+        default_response_class=HTMLResponse,
+        dependencies=[Depends(verify_page_csrf)],
+    )
+
+
 PagesDep = Annotated[Pages, Depends(get_pages)]
 PageSessionDep = Annotated[PageSession, Depends(_require_session)]
 """The signed-in session, checked against its row on every request; without one (signed out,
