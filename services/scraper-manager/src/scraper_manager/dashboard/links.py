@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from servicekit.web.pages.links import SignInLinks
+from servicekit.web.session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.models import DashboardLink
@@ -21,3 +22,8 @@ def link_ttl(requested_seconds: int | None, default_minutes: int) -> timedelta:
 
 def dashboard_links(session: AsyncSession) -> SignInLinks[DashboardLink]:
     return SignInLinks(session, DashboardLink, path=LINK_PATH, noun="dashboard link")
+
+
+async def get_dashboard_links(session: SessionDep) -> SignInLinks[DashboardLink]:
+    """The sign-in pages' dependency: the links over the request's session."""
+    return dashboard_links(session)
