@@ -3,8 +3,8 @@ DeliveryService, EventTypeService), authorised like it: the session's owner scop
 (another owner's id is the API's 404) and its level gates every change.
 
 `install_portal` sets the site up (its `Pages`, reached by the handlers as `PagesDep`) and
-includes the page groups, each a module-level router of `portal/routes/` (and the retry and
-expression editors); sign-in, sign-out and link landing are servicekit's."""
+includes the page groups, each a module-level router of `portal/routes/`; sign-in, sign-out
+and link landing are servicekit's."""
 
 from __future__ import annotations
 
@@ -15,10 +15,16 @@ from servicekit.web.pages import NavItem, Pages
 from servicekit.web.pages.sign_in import SignInPages, sign_in_router
 
 from webhook_hub.models import PortalSession
-from webhook_hub.portal import expression_editor, retries
 from webhook_hub.portal.dependencies import get_portal_link_service
 from webhook_hub.portal.presenting import delivery_state, describe_error, health_summary
-from webhook_hub.portal.routes import deliveries, endpoint, endpoint_list, event_types
+from webhook_hub.portal.routes import (
+    deliveries,
+    endpoint,
+    endpoint_list,
+    event_types,
+    expressions,
+    retries,
+)
 from webhook_hub.portal.routes.common import PREFIX
 from webhook_hub.portal.service import portal_level
 from webhook_hub.settings import Settings
@@ -38,7 +44,7 @@ ROUTERS = (
     deliveries.router,
     event_types.router,
     retries.router,
-    expression_editor.router,
+    expressions.router,
 )
 
 

@@ -7,20 +7,13 @@ its own row."""
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
-from servicekit.auth.api_keys import AccessLevel
-from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep, page_router
 from starlette.datastructures import FormData
 
 from webhook_hub.models import Subscription
-from webhook_hub.portal.routes.common import PREFIX, require
-from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
 from webhook_hub.subscriptions.retry_settings import (
     MAX_RETRIES,
     InEffect,
@@ -29,7 +22,6 @@ from webhook_hub.subscriptions.retry_settings import (
     in_effect,
     schedule_text,
 )
-from webhook_hub.subscriptions.schemas import DeliveryDefaults, SubscriptionUpdate
 from webhook_hub.subscriptions.service import SubscriptionService
 
 # Empty rows offered below the waits typed, and the fewest rows shown.
@@ -188,121 +180,3 @@ async def defaults_editor(
         "follow_label": "Use the service default",
         "timeout_hint": "the service default",
     }
-
-
-router = page_router()
-
-
-@router.get("/endpoints/{subscription_id}/retries")
-async def retries_page(
-    request: Request,
-    pages: PagesDep,
-    session: PageSessionDep,
-    service: SubscriptionServiceDep,
-    subscription_id: uuid.UUID,
-) -> HTMLResponse:
-    subscription = await service.get(session.owner, subscription_id)
-    return _render_endpoint(
-        pages,
-        request,
-        session,
-        subscription,
-        await endpoint_retries(service, session.owner, subscription),
-    )
-
-
-@router.post("/endpoints/{subscription_id}/retries")
-async def save_retries(
-    request: Request,
-    pages: PagesDep,
-    session: PageSessionDep,
-    service: SubscriptionServiceDep,
-    subscription_id: uuid.UUID,
-) -> Response:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)  # another's: 404
-    form = RetryForm.read(await request.form())
-    try:
-        patch = SubscriptionUpdate.model_validate(form.body())
-        errors = form.contradiction()
-    except ValidationError as exc:
-        errors = form.errors(exc)
-    if errors:
-        context = await endpoint_retries(
-            service, session.owner, subscription, form=form, errors=errors
-        )
-        return _render_endpoint(pages, request, session, subscription, context, 422)
-    await service.update(session.owner, subscription_id, patch)
-    response = RedirectResponse(
-        f"{PREFIX}/endpoints/{subscription_id}#retries-heading", status_code=303
-    )
-    pages.flash(response, "Retries and timeout saved.")
-    return response
-
-
-@router.get("/defaults")
-async def defaults_page(
-    request: Request,
-    pages: PagesDep,
-    session: PageSessionDep,
-    service: SubscriptionServiceDep,
-) -> HTMLResponse:
-    context = await defaults_editor(service, session.owner)
-    return _render_defaults(pages, request, session, context)
-
-
-@router.post("/defaults")
-async def save_defaults(
-    request: Request,
-    pages: PagesDep,
-    session: PageSessionDep,
-    service: SubscriptionServiceDep,
-) -> Response:
-    require(session, AccessLevel.WRITE)
-    form = RetryForm.read(await request.form())
-    try:
-        body = DeliveryDefaults.model_validate(form.body())
-        errors = form.contradiction()
-    except ValidationError as exc:
-        errors = form.errors(exc)
-    if errors:
-        context = await defaults_editor(service, session.owner, form=form, errors=errors)
-        return _render_defaults(pages, request, session, context, 422)
-    await service.set_defaults(session.owner, None, body)
-    response = RedirectResponse(f"{PREFIX}/defaults", status_code=303)
-    pages.flash(
-        response, "Defaults saved. Endpoints that set none use them from their next attempt."
-    )
-    return response
-
-
-def _render_endpoint(
-    pages: Pages,
-    request: Request,
-    session: PageSession,
-    subscription: Subscription,
-    retries: dict[str, Any],
-    status_code: int = 200,
-) -> HTMLResponse:
-    context = {
-        "title": f"Retries and timeout: {subscription.endpoint_url}",
-        "subscription": subscription,
-        "retries": retries,
-        "can_write": session.can(AccessLevel.WRITE),
-    }
-    return pages.render(request, "portal/retries.html", context, status_code=status_code)
-
-
-def _render_defaults(
-    pages: Pages,
-    request: Request,
-    session: PageSession,
-    retries: dict[str, Any],
-    status_code: int = 200,
-) -> HTMLResponse:
-    context = {
-        "title": "Delivery defaults",
-        "retries": retries,
-        "can_write": session.can(AccessLevel.WRITE),
-    }
-    return pages.render(request, "portal/defaults.html", context, status_code=status_code)
