@@ -135,11 +135,14 @@ async def receiving_subscription(
     engine: AsyncEngine,
     receiver: HttpReceiver,
     events: list[str] | None = None,
+    level: str = "write",
     **extra: Any,
 ) -> tuple[Consumer, dict[str, Any]]:
     """`consumer_subscribed` to `receiver`, once the running worker's probe and test event
     have reached it (so what it receives next is the test's)."""
-    consumer, created = await consumer_subscribed(client, engine, receiver.url, events, **extra)
+    consumer, created = await consumer_subscribed(
+        client, engine, receiver.url, events, level, **extra
+    )
     await receiver.wait_for(2)
     return consumer, created
 
@@ -215,11 +218,11 @@ class Delivering:
     js: JetStreamContext
 
     async def subscribed(
-        self, events: list[str] | None = None, **extra: Any
+        self, events: list[str] | None = None, level: str = "write", **extra: Any
     ) -> tuple[Consumer, dict[str, Any]]:
-        """`receiving_subscription` of a new "write" consumer to the receiver."""
+        """`receiving_subscription` of a new consumer of `level` to the receiver."""
         return await receiving_subscription(
-            self.client, self.engine, self.receiver, events, **extra
+            self.client, self.engine, self.receiver, events, level, **extra
         )
 
     async def published_and_posted(
@@ -227,6 +230,37 @@ class Delivering:
     ) -> list[ReceivedRequest]:
         """`published_and_posted` to this receiver."""
         return await published_and_posted(self.js, self.receiver, event_type, datas, count)
+
+    async def publish(
+        self, event_type: str, data: dict[str, Any], tenant: str | None = None
+    ) -> CloudEvent:
+        return await publish_event(self.js, event_type, data, tenant)
+
+    async def posts(self, count: int, timeout: float = 15.0) -> list[ReceivedRequest]:
+        """`wait_for_posts` on this receiver."""
+        return await wait_for_posts(self.receiver, count, timeout)
+
+    def non_test(self) -> list[ReceivedRequest]:
+        """The receiver's POSTs so far that are not a test event."""
+        return non_test(self.receiver.requests)
+
+    async def deliveries(
+        self, consumer: Consumer, subscription_id: str, query: str = ""
+    ) -> list[dict[str, Any]]:
+        """`deliveries_of` the subscription, as `consumer`."""
+        return await deliveries_of(self.client, consumer.headers, subscription_id, query)
+
+    async def recorded(
+        self, consumer: Consumer, subscription_id: str, query: str, count: int
+    ) -> list[dict[str, Any]]:
+        """`recorded_deliveries` of the subscription, as `consumer`."""
+        return await recorded_deliveries(
+            self.client, consumer.headers, subscription_id, query, count
+        )
+
+    async def detail(self, consumer: Consumer, delivery_id: str) -> dict[str, Any]:
+        """`delivery_detail`, as `consumer`."""
+        return await delivery_detail(self.client, consumer.headers, delivery_id)
 
 
 @asynccontextmanager
