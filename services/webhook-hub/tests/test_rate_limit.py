@@ -36,7 +36,6 @@ from tests.factories import (
     make_consumer,
     nats_create_request,
     publish_event,
-    subscription_body,
 )
 from tests.test_worker_crash import start_worker
 
@@ -109,10 +108,8 @@ async def test_a_subscription_keeps_its_rate_limit_and_burst(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, rate_limit_per_second=20, rate_limit_burst=40),
-        headers=consumer.headers,
+    created = await create_subscription(
+        client, consumer.headers, http_receiver.url, rate_limit_per_second=20, rate_limit_burst=40
     )
     assert created.status_code == 201
     got = (
@@ -127,11 +124,7 @@ async def test_a_subscription_without_a_limit_is_unlimited(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url),
-        headers=consumer.headers,
-    )
+    created = await create_subscription(client, consumer.headers, http_receiver.url)
     assert created.json()["rate_limit_per_second"] is None
     assert created.json()["rate_limit_burst"] is None
 
