@@ -8,6 +8,9 @@ import io
 import itertools
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -45,6 +48,44 @@ async def wait_for_status(
             return dict(run)
         await asyncio.sleep(0.1)
     raise AssertionError(f"run never reached {wanted}: {run}")
+
+
+@dataclass
+class StartedCrawl:
+    """A run started through the API by `who`."""
+
+    client: httpx.AsyncClient
+    who: Client
+    scraper_id: int
+    run_id: int
+
+    async def reaches(self, wanted: set[str], timeout: float = 20.0) -> dict[str, Any]:
+        return await wait_for_status(
+            self.client, self.who, self.scraper_id, self.run_id, wanted, timeout
+        )
+
+    async def stop(self) -> httpx.Response:
+        return await self.client.post(f"{BASE}/{self.scraper_id}/stop", headers=self.who.headers)
+
+
+@asynccontextmanager
+async def slow_crawl_running(
+    client: httpx.AsyncClient, engine: AsyncEngine, pages: int, delay: float
+) -> AsyncIterator[tuple[StartedCrawl, LocalWebsite]]:
+    """A crawl by a new "write" client of a local website of `pages` pages, each answered
+    after `delay` s, once it runs (two at a time); the website, stopped after."""
+    slow = LocalWebsite(pages=pages, delay=delay)
+    await slow.start()
+    try:
+        who = await make_client(engine, "write")
+        scraper_id, run_id = await start_crawl(
+            client, who, url=f"{slow.url}/page/0", rate_limit=50, concurrency=2, max_pages=pages
+        )
+        crawl = StartedCrawl(client, who, scraper_id, run_id)
+        await crawl.reaches({"running"})
+        yield crawl, slow
+    finally:
+        await slow.stop()
 
 
 async def test_a_run_crawls_the_site_and_collects_default_items(
@@ -168,26 +209,17 @@ async def test_the_rate_limit_is_honoured_by_measured_gaps(
 async def test_a_stop_during_a_slow_crawl_ends_it_as_stopped_within_5_seconds(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    slow = LocalWebsite(pages=200, delay=2.0)
-    await slow.start()
-    try:
-        who = await make_client(db_engine, "write")
-        scraper_id, run_id = await start_crawl(
-            client, who, url=f"{slow.url}/page/0", rate_limit=50, concurrency=2, max_pages=200
-        )
-        await wait_for_status(client, who, scraper_id, run_id, {"running"})
+    async with slow_crawl_running(client, db_engine, pages=200, delay=2.0) as (crawl, slow):
         await asyncio.sleep(1.0)
         asked = time.monotonic()
-        stopping = await client.post(f"{BASE}/{scraper_id}/stop", headers=who.headers)
-        assert stopping.json() == {"run_id": run_id, "status": "stopping"}
-        run = await wait_for_status(client, who, scraper_id, run_id, {"stopped"}, timeout=10)
+        stopping = await crawl.stop()
+        assert stopping.json() == {"run_id": crawl.run_id, "status": "stopping"}
+        run = await crawl.reaches({"stopped"}, timeout=10)
         assert time.monotonic() - asked < 5.0
         assert run["finished_at"] is not None
         hits_at_stop = len(slow.hits)
         await asyncio.sleep(1.0)
         assert len(slow.hits) == hits_at_stop
-    finally:
-        await slow.stop()
 
 
 async def test_a_run_whose_worker_died_is_failed_with_a_reason(
