@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 from nats.js import JetStreamContext
-from playwright.async_api import Page
+from playwright.async_api import Locator, Page
 from servicekit.auth import AccessLevel
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import create_session_factory
@@ -329,6 +329,14 @@ async def signed_in(client: httpx.AsyncClient, consumer: Consumer) -> str:
     return token
 
 
+async def signed_in_as_new(
+    client: httpx.AsyncClient, engine: AsyncEngine, level: str = "write"
+) -> tuple[Consumer, str]:
+    """A new consumer of `level`, signed in to the portal on `client`; a CSRF token."""
+    consumer = await make_consumer(engine, level)
+    return consumer, await signed_in(client, consumer)
+
+
 async def signed_in_with_endpoint(
     client: httpx.AsyncClient,
     engine: AsyncEngine,
@@ -399,6 +407,14 @@ async def assert_clean(watched: BrowserPage, name: str, screenshot_dir: Path) ->
     assert watched.page_errors == []
 
 
+async def both_schemes(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
+    """axe-clean at 1280 and 390 px in light and dark, screenshotted in both."""
+    await assert_clean(watched, name, screenshot_dir)
+    await watched.page.emulate_media(color_scheme="dark")
+    await assert_clean(watched, f"{name}-dark", screenshot_dir)
+    await watched.page.emulate_media(color_scheme="light")
+
+
 async def link_for(hub: httpx.AsyncClient, consumer: Consumer) -> str:
     response = await hub.post("/webhooks/portal-links", json={}, headers=consumer.headers)
     assert response.status_code == 201
@@ -436,10 +452,20 @@ class PortalInBrowser:
         await open_portal(self.watched, self.hub, consumer)
         return consumer
 
+    async def open(self, consumer: Consumer) -> None:
+        """Signed in as `consumer` through a portal link, on the endpoints page."""
+        await open_portal(self.watched, self.hub, consumer)
+
     async def open_endpoint(self, consumer: Consumer, subscription_id: str) -> None:
         """Signed in as `consumer` (a portal link), on the subscription's page."""
         await open_portal(self.watched, self.hub, consumer)
         await self.page.goto(f"{self.hub.base_url}/portal/endpoints/{subscription_id}")
+
+    async def log_rows(self) -> Locator:
+        """The rows of the page's delivery log that link to a delivery, once there is one."""
+        rows = self.page.locator("#deliveries tr", has=self.page.locator("a"))
+        await rows.first.wait_for()
+        return rows
 
     async def endpoint_opened(
         self, url: str, events: list[str] | None = None, **extra: Any
@@ -451,3 +477,6 @@ class PortalInBrowser:
 
     async def assert_clean(self, name: str) -> None:
         await assert_clean(self.watched, name, self.screenshot_dir)
+
+    async def both_schemes(self, name: str) -> None:
+        await both_schemes(self.watched, name, self.screenshot_dir)
