@@ -7,6 +7,7 @@ import html
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import uuid
@@ -205,6 +206,17 @@ def worker_process(settings: Settings, env: dict[str, str]) -> subprocess.Popen[
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def stop_processes(*processes: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to each process, then each waited for, killed past 20 s."""
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 @dataclass
@@ -474,6 +486,12 @@ class PortalInBrowser:
         consumer, created = await self.endpoint(url, events, **extra)
         await self.open_endpoint(consumer, created["id"])
         return consumer, created
+
+    async def filtered_rows(self, url_glob: str) -> Locator:
+        """`log_rows` after the log's Filter button, once the page's URL matches `url_glob`."""
+        await self.page.get_by_role("button", name="Filter").click()
+        await self.page.wait_for_url(url_glob)
+        return await self.log_rows()
 
     async def assert_clean(self, name: str) -> None:
         await assert_clean(self.watched, name, self.screenshot_dir)

@@ -20,6 +20,7 @@ from tests.factories import (
     create_subscription,
     make_consumer,
     publish_event,
+    stop_processes,
     worker_process,
 )
 
@@ -97,8 +98,4 @@ async def test_a_worker_killed_mid_batch_delivers_every_event_after_restart(
             )
         )
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        stop_processes(worker)
