@@ -13,6 +13,8 @@ from servicekit.settings import ServiceSettings
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from tests.factories import Consuming, Relaying
+
 
 @pytest.fixture(scope="session")
 def migrations_dir() -> Path:
@@ -43,3 +45,15 @@ async def committing_session(db_engine: AsyncEngine) -> AsyncIterator[AsyncSessi
     """For tests of code that must see real commits (relay, LISTEN/NOTIFY, consumers)."""
     async with create_session_factory(db_engine)() as session:
         yield session
+
+
+@pytest.fixture
+def relaying(
+    db_engine: AsyncEngine, js: JetStreamContext, kit_settings: ServiceSettings
+) -> Relaying:
+    return Relaying(db_engine, js, kit_settings)
+
+
+@pytest.fixture
+def consuming(js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine) -> Consuming:
+    return Consuming(js, nats_client, db_engine)

@@ -7,15 +7,13 @@ from collections.abc import Sequence
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
-from servicekit.db.engine import create_session_factory
 from servicekit.events import CloudEvent, RawCloudEvent
 from servicekit.events.consumer import EventConsumer, EventFeed
 from servicekit.events.nats_adapter import ack_all
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from structlog.testing import capture_logs
 
-from tests.factories import unique_event_type
+from tests.factories import Consuming, publish, unique_event_type
 
 
 class Recorder:
@@ -30,82 +28,55 @@ class Recorder:
         self.seen.extend(event.id for event in events)
 
 
-def consumer_for(
-    client: NatsClient, engine: AsyncEngine, event_type: str, handler: Recorder
-) -> EventConsumer:
-    feed = EventFeed(
-        client,
-        decode=CloudEvent.from_json,
-        durable=f"test-{uuid.uuid4().hex[:8]}",
-        subject=f"events.{event_type}",
-        fetch_timeout=0.5,
-    )
-    return EventConsumer(feed, create_session_factory(engine), handler=handler, nak_delay=0.1)
-
-
-async def publish(js: JetStreamContext, event: CloudEvent, msg_id: str | None = None) -> None:
-    await js.publish(
-        event.subject, event.to_json(), headers={"Nats-Msg-Id": msg_id or str(event.id)}
-    )
-
-
 async def drain(consumer: EventConsumer, rounds: int = 5) -> None:
     for _ in range(rounds):
         await consumer.poll_once()
 
 
 async def test_consumer_hands_each_event_to_the_handler_once(
-    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    consuming: Consuming,
 ) -> None:
-    event_type = unique_event_type()
     handler = Recorder()
-    consumer = consumer_for(nats_client, db_engine, event_type, handler)
-    await consumer.subscribe()
-    events = [CloudEvent(source="test", type=event_type, data={"n": n}) for n in range(5)]
+    consumer = await consuming.subscribed(handler)
+    events = [consuming.event(n=n) for n in range(5)]
     for event in events:
-        await publish(js, event)
+        await consuming.publish(event)
     await drain(consumer)
     assert handler.seen == [event.id for event in events]
 
 
 async def test_consumer_skips_an_event_id_it_has_already_processed(
-    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    consuming: Consuming,
 ) -> None:
-    event_type = unique_event_type()
     handler = Recorder()
-    consumer = consumer_for(nats_client, db_engine, event_type, handler)
-    await consumer.subscribe()
-    event = CloudEvent(source="test", type=event_type, data={})
-    await publish(js, event)
+    consumer = await consuming.subscribed(handler)
+    event = consuming.event()
+    await consuming.publish(event)
     # The same event again under another message id, past JetStream's duplicate window.
-    await publish(js, event, msg_id=f"{event.id}-again")
+    await consuming.publish(event, msg_id=f"{event.id}-again")
     await drain(consumer)
     assert handler.seen == [event.id]
 
 
 async def test_failed_batch_is_redelivered_and_then_processed(
-    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    consuming: Consuming,
 ) -> None:
-    event_type = unique_event_type()
     handler = Recorder(failures=1)
-    consumer = consumer_for(nats_client, db_engine, event_type, handler)
-    await consumer.subscribe()
-    event = CloudEvent(source="test", type=event_type, data={})
-    await publish(js, event)
+    consumer = await consuming.subscribed(handler)
+    event = consuming.event()
+    await consuming.publish(event)
     await drain(consumer, rounds=8)
     assert handler.seen == [event.id]
 
 
 async def test_malformed_message_is_dropped_without_blocking_the_rest(
-    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    consuming: Consuming,
 ) -> None:
-    event_type = unique_event_type()
     handler = Recorder()
-    consumer = consumer_for(nats_client, db_engine, event_type, handler)
-    await consumer.subscribe()
-    await js.publish(f"events.{event_type}", b"{not json")
-    event = CloudEvent(source="test", type=event_type, data={})
-    await publish(js, event)
+    consumer = await consuming.subscribed(handler)
+    await consuming.js.publish(f"events.{consuming.event_type}", b"{not json")
+    event = consuming.event()
+    await consuming.publish(event)
     await drain(consumer)
     assert handler.seen == [event.id]
 
@@ -196,13 +167,11 @@ async def test_after_a_full_batch_a_feed_fetches_again_at_once(
 
 
 async def test_a_processed_batch_is_one_info_line_with_its_counts(
-    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    consuming: Consuming,
 ) -> None:
-    event_type = unique_event_type()
-    consumer = consumer_for(nats_client, db_engine, event_type, Recorder())
-    await consumer.subscribe()
+    consumer = await consuming.subscribed(Recorder())
     for n in range(3):
-        await publish(js, CloudEvent(source="test", type=event_type, data={"n": n}))
+        await consuming.publish(consuming.event(n=n))
     with capture_logs() as lines:
         await drain(consumer)
     processed = [line for line in lines if line["event"] == "event batch processed"]
@@ -223,13 +192,11 @@ class Unreachable(Recorder):
 
 
 async def test_a_batch_failed_by_an_outage_is_a_warning_naming_its_event_ids_and_the_error(
-    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    consuming: Consuming,
 ) -> None:
-    event_type = unique_event_type()
-    consumer = consumer_for(nats_client, db_engine, event_type, Unreachable(failures=1))
-    await consumer.subscribe()
-    event = CloudEvent(source="test", type=event_type, data={})
-    await publish(js, event)
+    consumer = await consuming.subscribed(Unreachable(failures=1))
+    event = consuming.event()
+    await consuming.publish(event)
     with capture_logs() as lines:
         await drain(consumer)
     failed = [line for line in lines if line["event"] == "event batch failed; redelivering later"]
@@ -249,16 +216,14 @@ class PoisonedRecorder(Recorder):
 
 
 async def test_an_event_that_raises_is_set_apart_and_the_rest_of_its_batch_is_processed(
-    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    consuming: Consuming,
 ) -> None:
-    event_type = unique_event_type()
     handler = PoisonedRecorder()
-    consumer = consumer_for(nats_client, db_engine, event_type, handler)
-    await consumer.subscribe()
-    good = [CloudEvent(source="test", type=event_type, data={"n": n}) for n in range(3)]
-    poison = CloudEvent(source="test", type=event_type, data={"poison": True})
+    consumer = await consuming.subscribed(handler)
+    good = [consuming.event(n=n) for n in range(3)]
+    poison = consuming.event(poison=True)
     for event in (good[0], poison, good[1], good[2]):
-        await publish(js, event)
+        await consuming.publish(event)
     with capture_logs() as lines:
         await drain(consumer, rounds=3)
     assert sorted(handler.seen) == sorted(event.id for event in good)
@@ -270,26 +235,11 @@ async def test_an_event_that_raises_is_set_apart_and_the_rest_of_its_batch_is_pr
 
 
 async def test_a_poison_event_is_terminated_at_its_last_delivery_not_retried_forever(
-    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    consuming: Consuming,
 ) -> None:
-    event_type = unique_event_type()
-    feed = EventFeed(
-        nats_client,
-        decode=CloudEvent.from_json,
-        durable=f"test-{uuid.uuid4().hex[:8]}",
-        subject=f"events.{event_type}",
-        fetch_timeout=0.5,
-    )
-    consumer = EventConsumer(
-        feed,
-        create_session_factory(db_engine),
-        handler=PoisonedRecorder(),
-        nak_delay=0.05,
-        max_deliveries=2,
-    )
-    await consumer.subscribe()
-    poison = CloudEvent(source="test", type=event_type, data={"poison": True})
-    await publish(js, poison)
+    consumer = await consuming.subscribed(PoisonedRecorder(), nak_delay=0.05, max_deliveries=2)
+    poison = consuming.event(poison=True)
+    await consuming.publish(poison)
     with capture_logs() as lines:
         for _ in range(10):
             await consumer.poll_once()
@@ -320,23 +270,12 @@ class OutagesThenOneFailure(Recorder):
 
 
 async def test_redeliveries_after_an_outage_do_not_count_toward_giving_an_event_up(
-    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    consuming: Consuming,
 ) -> None:
-    event_type = unique_event_type()
     handler = OutagesThenOneFailure(outages=3)
-    feed = EventFeed(
-        nats_client,
-        decode=CloudEvent.from_json,
-        durable=f"test-{uuid.uuid4().hex[:8]}",
-        subject=f"events.{event_type}",
-        fetch_timeout=0.5,
-    )
-    consumer = EventConsumer(
-        feed, create_session_factory(db_engine), handler=handler, nak_delay=0.05, max_deliveries=2
-    )
-    await consumer.subscribe()
-    event = CloudEvent(source="test", type=event_type, data={})
-    await publish(js, event)
+    consumer = await consuming.subscribed(handler, nak_delay=0.05, max_deliveries=2)
+    event = consuming.event()
+    await consuming.publish(event)
     with capture_logs() as lines:
         for _ in range(12):
             await consumer.poll_once()
@@ -348,15 +287,13 @@ async def test_redeliveries_after_an_outage_do_not_count_toward_giving_an_event_
 
 
 async def test_a_batch_failing_for_a_database_outage_comes_back_whole(
-    js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    consuming: Consuming,
 ) -> None:
-    event_type = unique_event_type()
     handler = Unreachable(failures=1)
-    consumer = consumer_for(nats_client, db_engine, event_type, handler)
-    await consumer.subscribe()
-    events = [CloudEvent(source="test", type=event_type, data={"n": n}) for n in range(2)]
+    consumer = await consuming.subscribed(handler)
+    events = [consuming.event(n=n) for n in range(2)]
     for event in events:
-        await publish(js, event)
+        await consuming.publish(event)
     with capture_logs() as lines:
         await drain(consumer, rounds=8)
     assert sorted(handler.seen) == sorted(event.id for event in events)

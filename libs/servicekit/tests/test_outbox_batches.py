@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
-from nats.js import JetStreamContext
 from servicekit.events import new_event_id
 from servicekit.events.outbox import NewEvent, record_events
-from servicekit.events.relay import OutboxRelay
-from servicekit.settings import ServiceSettings
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from tests.factories import unique_event_type
-from tests.test_outbox_relay import messages_on, relay_for
+from tests.factories import Relaying, unique_event_type
 
 
 async def test_events_recorded_together_are_published_in_their_order_with_their_tenants(
     committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: ServiceSettings,
+    relaying: Relaying,
 ) -> None:
     event_type = unique_event_type("order")
     events = [
@@ -32,9 +25,9 @@ async def test_events_recorded_together_are_published_in_their_order_with_their_
     ]
     async with committing_session.begin():
         await record_events(committing_session, list(reversed(events)))
-    await relay_for(db_engine, js, kit_settings).publish_pending()
+    await relaying.relay().publish_pending()
 
-    bodies = [json.loads(m.data) for m in await messages_on(js, f"events.{event_type}", 5)]
+    bodies = [json.loads(m.data) for m in await relaying.messages(event_type, 5)]
     assert [b["id"] for b in bodies] == [str(e.id) for e in reversed(events)]
     assert [(b["data"], b["tenant"]) for b in bodies] == [
         ({"n": e.data["n"], "s": "é\n"}, e.tenant) for e in reversed(events)
@@ -43,31 +36,14 @@ async def test_events_recorded_together_are_published_in_their_order_with_their_
 
 async def test_events_recorded_together_wake_the_relay_at_commit(
     committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: ServiceSettings,
+    relaying: Relaying,
 ) -> None:
     event_type = unique_event_type()
-    relay = OutboxRelay(
-        db_engine,
-        js,
-        source="servicekit-tests",
-        database_url=kit_settings.database_url,
-        poll_seconds=30.0,
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(relay.run(stop))
-    try:
-        await asyncio.sleep(0.5)  # let it drain older rows and LISTEN
-        sub = await js.subscribe(f"events.{event_type}", stream="EVENTS")
+    async with relaying.listening(event_type) as sub:
         async with committing_session.begin():
             await record_events(committing_session, [NewEvent(new_event_id(), event_type, {})])
         msg = await sub.next_msg(timeout=5.0)
         assert json.loads(msg.data)["type"] == event_type
-        await sub.unsubscribe()
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 10)
 
 
 async def test_a_batch_with_a_malformed_type_records_nothing(

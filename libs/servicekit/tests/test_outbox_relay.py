@@ -6,8 +6,6 @@ import uuid
 
 import nats
 import pytest
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 from prometheus_client import REGISTRY
 from servicekit.embedded.nats import EmbeddedNats
 from servicekit.events import CloudEvent, record_event
@@ -20,46 +18,21 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from structlog.testing import capture_logs
 
-from tests.factories import unique_event_type
-
-
-def relay_for(engine: AsyncEngine, js: JetStreamContext, settings: ServiceSettings) -> OutboxRelay:
-    return OutboxRelay(
-        engine, js, source="servicekit-tests", database_url=settings.database_url, poll_seconds=0.2
-    )
-
-
-async def messages_on(js: JetStreamContext, subject: str, expected: int = 1) -> list[Msg]:
-    """Every message on `subject`, read with an ephemeral consumer."""
-    sub = await js.pull_subscribe(subject, stream="EVENTS")
-    received: list[Msg] = []
-    try:
-        while True:
-            batch = await sub.fetch(100, timeout=1.0)
-            received.extend(batch)
-            for msg in batch:
-                await msg.ack()
-    except TimeoutError:  # nats-py's own or a bare asyncio one
-        pass
-    finally:
-        await sub.unsubscribe()
-    return received
+from tests.factories import Relaying, messages_on, relay_for, unique_event_type
 
 
 async def test_committed_event_arrives_once_as_a_cloudevent_with_msg_id(
     committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: ServiceSettings,
+    relaying: Relaying,
 ) -> None:
     event_type = unique_event_type("order")
     async with committing_session.begin():
         event_id = await record_event(
             committing_session, event_type, {"id": 7, "total": "10.50"}, tenant="consumer-a"
         )
-    await relay_for(db_engine, js, kit_settings).publish_pending()
+    await relaying.relay().publish_pending()
 
-    messages = await messages_on(js, f"events.{event_type}")
+    messages = await relaying.messages(event_type)
     assert len(messages) == 1
     body = json.loads(messages[0].data)
     assert body["specversion"] == "1.0"
@@ -92,9 +65,7 @@ def test_an_envelope_made_without_an_id_gets_a_time_ordered_one() -> None:
 
 async def test_rolled_back_transaction_publishes_nothing(
     committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: ServiceSettings,
+    relaying: Relaying,
 ) -> None:
     event_type = unique_event_type()
 
@@ -105,57 +76,38 @@ async def test_rolled_back_transaction_publishes_nothing(
 
     with pytest.raises(RuntimeError, match="the change failed"):
         await change_that_fails()
-    await relay_for(db_engine, js, kit_settings).publish_pending()
-    assert await messages_on(js, f"events.{event_type}") == []
+    await relaying.relay().publish_pending()
+    assert await relaying.messages(event_type) == []
 
 
 async def test_publishing_the_same_outbox_row_twice_yields_one_stream_message(
     committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: ServiceSettings,
+    relaying: Relaying,
 ) -> None:
     event_type = unique_event_type()
     async with committing_session.begin():
         event_id = await record_event(committing_session, event_type, {"n": 1})
-    relay = relay_for(db_engine, js, kit_settings)
+    relay = relaying.relay()
     await relay.publish_pending()
     # As if the relay crashed after publishing but before marking the row sent.
-    async with db_engine.begin() as conn:
+    async with relaying.engine.begin() as conn:
         await conn.execute(
             text("UPDATE outbox_events SET published_at = NULL WHERE id = :id"), {"id": event_id}
         )
     assert await relay.publish_pending() >= 1
-    assert len(await messages_on(js, f"events.{event_type}")) == 1
+    assert len(await relaying.messages(event_type)) == 1
 
 
 async def test_relay_wakes_on_commit_without_waiting_for_the_poll(
     committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: ServiceSettings,
+    relaying: Relaying,
 ) -> None:
     event_type = unique_event_type()
-    relay = OutboxRelay(
-        db_engine,
-        js,
-        source="servicekit-tests",
-        database_url=kit_settings.database_url,
-        poll_seconds=30.0,
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(relay.run(stop))
-    try:
-        await asyncio.sleep(0.5)  # let it drain older rows and LISTEN
-        sub = await js.subscribe(f"events.{event_type}", stream="EVENTS")
+    async with relaying.listening(event_type) as sub:
         async with committing_session.begin():
             await record_event(committing_session, event_type, {"n": 1})
         msg = await sub.next_msg(timeout=5.0)
         assert json.loads(msg.data)["type"] == event_type
-        await sub.unsubscribe()
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 10)
 
 
 async def test_event_recorded_while_nats_is_down_is_published_after_it_returns(
@@ -219,32 +171,28 @@ async def test_unique_ids_for_every_recorded_event(db_session: AsyncSession) -> 
 
 async def test_outbox_backlog_counts_unsent_rows_and_falls_to_zero_once_published(
     committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: ServiceSettings,
+    relaying: Relaying,
 ) -> None:
-    relay = relay_for(db_engine, js, kit_settings)
+    relay = relaying.relay()
     await relay.publish_pending()  # rows other tests left behind
     event_type = unique_event_type("backlog")
     async with committing_session.begin():
         for n in range(3):
             await record_event(committing_session, event_type, {"n": n})
 
-    assert await measure_outbox_backlog(db_engine) == 3
+    assert await measure_outbox_backlog(relaying.engine) == 3
     assert REGISTRY.get_sample_value("outbox_backlog") == 3
     while await relay.publish_pending():
         continue
-    assert await measure_outbox_backlog(db_engine) == 0
+    assert await measure_outbox_backlog(relaying.engine) == 0
     assert REGISTRY.get_sample_value("outbox_backlog") == 0
 
 
 async def test_a_published_batch_is_one_info_line_naming_the_source_and_count(
     committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: ServiceSettings,
+    relaying: Relaying,
 ) -> None:
-    relay = relay_for(db_engine, js, kit_settings)
+    relay = relaying.relay()
     await relay.publish_pending()  # the shared database may hold other tests' rows
     event_type = unique_event_type()
     async with committing_session.begin():
@@ -259,11 +207,9 @@ async def test_a_published_batch_is_one_info_line_naming_the_source_and_count(
 
 async def test_an_event_nats_refuses_is_set_aside_and_the_rest_of_its_batch_is_published(
     committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: ServiceSettings,
+    relaying: Relaying,
 ) -> None:
-    relay = relay_for(db_engine, js, kit_settings)
+    relay = relaying.relay()
     await relay.publish_pending()  # the shared database may hold other tests' rows
     event_type = unique_event_type("poison")
     async with committing_session.begin():
@@ -274,9 +220,9 @@ async def test_an_event_nats_refuses_is_set_aside_and_the_rest_of_its_batch_is_p
 
     with capture_logs() as lines:
         assert await relay.publish_pending() == 3
-    messages = await messages_on(js, f"events.{event_type}", expected=2)
+    messages = await relaying.messages(event_type, expected=2)
     assert [json.loads(m.data)["id"] for m in messages] == [str(before), str(after)]
-    async with db_engine.connect() as conn:
+    async with relaying.engine.connect() as conn:
         row = (
             await conn.execute(
                 text(
@@ -294,11 +240,9 @@ async def test_an_event_nats_refuses_is_set_aside_and_the_rest_of_its_batch_is_p
 
 async def test_an_event_set_aside_is_not_tried_again_and_is_counted_apart_from_the_backlog(
     committing_session: AsyncSession,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
-    kit_settings: ServiceSettings,
+    relaying: Relaying,
 ) -> None:
-    relay = relay_for(db_engine, js, kit_settings)
+    relay = relaying.relay()
     await relay.publish_pending()
     async with committing_session.begin():
         poison = await record_event(
@@ -309,11 +253,11 @@ async def test_an_event_set_aside_is_not_tried_again_and_is_counted_apart_from_t
     with capture_logs() as lines:
         assert await relay.publish_pending() == 0
     assert lines == []
-    assert await measure_outbox_backlog(db_engine) == 0
+    assert await measure_outbox_backlog(relaying.engine) == 0
     set_aside = REGISTRY.get_sample_value("outbox_set_aside")
     assert set_aside is not None
     assert set_aside >= 1
-    async with db_engine.connect() as conn:
+    async with relaying.engine.connect() as conn:
         failed = await conn.scalar(
             text("SELECT failed_at IS NOT NULL FROM outbox_events WHERE id = :id"), {"id": poison}
         )
@@ -329,13 +273,7 @@ async def test_a_relay_that_cannot_publish_waits_its_backoff_out_whatever_commit
     # A server with no EVENTS stream: every publish has no responder, refused at once (as
     # while a cluster elects the stream's leader).
     client = await nats.connect(restartable_nats.url)
-    relay = OutboxRelay(
-        db_engine,
-        client.jetstream(),
-        source="servicekit-tests",
-        database_url=kit_settings.database_url,
-        poll_seconds=0.2,
-    )
+    relay = relay_for(db_engine, client.jetstream(), kit_settings)
     stop = asyncio.Event()
     event_type = unique_event_type()
     try:

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import structlog
-from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from opentelemetry.context import Context
@@ -57,9 +56,8 @@ from servicekit.web.logging import configure_logging
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from tests.factories import unique_event_type
-from tests.test_consumer import Recorder, consumer_for, drain, publish
-from tests.test_outbox_relay import messages_on, relay_for
+from tests.factories import Consuming, messages_on, relay_for, unique_event_type
+from tests.test_consumer import Recorder, drain
 
 ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
 
@@ -451,14 +449,14 @@ async def test_an_event_recorded_outside_any_span_still_gets_a_trace_of_its_own(
 
 
 async def test_a_consumer_continues_the_producers_trace(
-    spans: RecordedSpans, js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    spans: RecordedSpans, consuming: Consuming
 ) -> None:
-    event_type = unique_event_type()
-    consumer = consumer_for(nats_client, db_engine, event_type, Recorder())
-    await consumer.subscribe()
+    consumer = await consuming.subscribed(Recorder())
     with tracer.start_as_current_span("producer") as producer:
-        event = CloudEvent(source="test", type=event_type, data={}, **current_trace_headers())
-    await publish(js, event)
+        event = CloudEvent(
+            source="test", type=consuming.event_type, data={}, **current_trace_headers()
+        )
+    await consuming.publish(event)
     await drain(consumer, rounds=2)
 
     consumed = spans.named(f"process {consumer.durable}")
@@ -468,12 +466,10 @@ async def test_a_consumer_continues_the_producers_trace(
 
 
 async def test_a_consumer_given_an_event_without_traceparent_starts_a_new_trace(
-    spans: RecordedSpans, js: JetStreamContext, nats_client: NatsClient, db_engine: AsyncEngine
+    spans: RecordedSpans, consuming: Consuming
 ) -> None:
-    event_type = unique_event_type()
-    consumer = consumer_for(nats_client, db_engine, event_type, Recorder())
-    await consumer.subscribe()
-    await publish(js, CloudEvent(source="test", type=event_type, data={}))
+    consumer = await consuming.subscribed(Recorder())
+    await consuming.publish(consuming.event())
     # Whatever is current in the consuming task is not the event's parent.
     with tracer.start_as_current_span("unrelated") as unrelated:
         await drain(consumer, rounds=2)

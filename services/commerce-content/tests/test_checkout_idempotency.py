@@ -68,6 +68,20 @@ def unique_email() -> str:
     return f"buyer-{uuid.uuid4().hex[:10]}@example.com"
 
 
+async def product_email_key(engine: AsyncEngine, **product: Any) -> tuple[int, str, str]:
+    """A new product, an email no other test uses and a new idempotency key."""
+    return await make_product(engine, **product), unique_email(), str(uuid.uuid4())
+
+
+async def buyer_product_email(
+    engine: AsyncEngine, settings: Settings, **product: Any
+) -> tuple[int, str, dict[str, str]]:
+    """A new product, an email no other test uses, and a new user's credentials with a new
+    idempotency key."""
+    user = bearer_for(settings, await make_user(engine), "user")
+    return await make_product(engine, **product), unique_email(), keyed(str(uuid.uuid4()), user)
+
+
 @pytest.fixture
 async def http(service_settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """The app behind a real uvicorn server: concurrent requests really are concurrent."""
@@ -105,9 +119,7 @@ def test_the_fingerprint_ignores_key_order_but_not_values_or_the_surface() -> No
 async def test_the_same_key_and_body_twice_returns_the_first_answer_and_makes_one_order(
     http: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    product = await make_product(db_engine, stock=10)
-    email = unique_email()
-    key = str(uuid.uuid4())
+    product, email, key = await product_email_key(db_engine, stock=10)
     first = await http.post(CHECKOUT, json=cart(product, 2, email), headers=keyed(key))
     again = await http.post(CHECKOUT, json=cart(product, 2, email), headers=keyed(key))
     assert first.status_code == again.status_code == 200, again.text
@@ -121,9 +133,7 @@ async def test_the_same_key_and_body_twice_returns_the_first_answer_and_makes_on
 async def test_the_same_body_spelled_differently_is_the_same_request(
     http: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    product = await make_product(db_engine)
-    email = unique_email()
-    key = str(uuid.uuid4())
+    product, email, key = await product_email_key(db_engine)
     body = cart(product, 1, email)
     first = await http.post(CHECKOUT, json=body, headers=keyed(key))
     reordered = json.dumps(dict(reversed(list(body.items()))), indent=2)
@@ -137,9 +147,7 @@ async def test_the_same_body_spelled_differently_is_the_same_request(
 async def test_the_same_key_with_another_body_is_422_and_changes_nothing(
     http: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    product = await make_product(db_engine, stock=10)
-    email = unique_email()
-    key = str(uuid.uuid4())
+    product, email, key = await product_email_key(db_engine, stock=10)
     assert (await http.post(CHECKOUT, json=cart(product, 1, email), headers=keyed(key))).is_success
     other = await http.post(CHECKOUT, json=cart(product, 3, email), headers=keyed(key))
     assert other.status_code == 422
@@ -151,9 +159,7 @@ async def test_the_same_key_with_another_body_is_422_and_changes_nothing(
 async def test_twenty_concurrent_requests_with_one_key_make_one_order(
     http: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    product = await make_product(db_engine, stock=100)
-    email = unique_email()
-    key = str(uuid.uuid4())
+    product, email, key = await product_email_key(db_engine, stock=100)
     answers = await asyncio.gather(
         *(http.post(CHECKOUT, json=cart(product, 1, email), headers=keyed(key)) for _ in range(20))
     )
@@ -167,9 +173,7 @@ async def test_twenty_concurrent_requests_with_one_key_make_one_order(
 async def test_another_users_same_key_is_another_key(
     http: httpx.AsyncClient, db_engine: AsyncEngine, service_settings: Settings
 ) -> None:
-    product = await make_product(db_engine)
-    email = unique_email()
-    key = str(uuid.uuid4())
+    product, email, key = await product_email_key(db_engine)
     ada = bearer_for(service_settings, await make_user(db_engine), "user")
     bob = bearer_for(service_settings, await make_user(db_engine), "user")
     answers = [
@@ -184,9 +188,7 @@ async def test_another_users_same_key_is_another_key(
 async def test_a_refused_checkout_holds_no_key(
     http: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    product = await make_product(db_engine, stock=1)
-    email = unique_email()
-    key = str(uuid.uuid4())
+    product, email, key = await product_email_key(db_engine, stock=1)
     refused = await http.post(CHECKOUT, json=cart(product, 5, email), headers=keyed(key))
     assert refused.status_code == 400
     fixed = await http.post(CHECKOUT, json=cart(product, 1, email), headers=keyed(key))
@@ -197,9 +199,7 @@ async def test_a_refused_checkout_holds_no_key(
 async def test_a_key_past_its_window_starts_afresh(
     http: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    product = await make_product(db_engine)
-    email = unique_email()
-    key = str(uuid.uuid4())
+    product, email, key = await product_email_key(db_engine)
     first = await http.post(CHECKOUT, json=cart(product, 1, email), headers=keyed(key))
     async with db_engine.begin() as conn:
         await conn.execute(
@@ -278,10 +278,7 @@ async def create_order(
 async def test_create_order_with_one_key_twice_returns_the_same_order(
     graphql_url: str, db_engine: AsyncEngine, service_settings: Settings
 ) -> None:
-    user = bearer_for(service_settings, await make_user(db_engine), "user")
-    product = await make_product(db_engine)
-    email = unique_email()
-    headers = keyed(str(uuid.uuid4()), user)
+    product, email, headers = await buyer_product_email(db_engine, service_settings)
     first = await create_order(graphql_url, product, 1, email, headers)
     again = await create_order(graphql_url, product, 1, email, headers)
     assert first.errors == again.errors == []
@@ -293,10 +290,7 @@ async def test_create_order_with_one_key_twice_returns_the_same_order(
 async def test_create_order_with_a_used_key_and_another_input_is_an_error(
     graphql_url: str, db_engine: AsyncEngine, service_settings: Settings
 ) -> None:
-    user = bearer_for(service_settings, await make_user(db_engine), "user")
-    product = await make_product(db_engine)
-    email = unique_email()
-    headers = keyed(str(uuid.uuid4()), user)
+    product, email, headers = await buyer_product_email(db_engine, service_settings)
     assert (await create_order(graphql_url, product, 1, email, headers)).errors == []
     other = await create_order(graphql_url, product, 2, email, headers)
     assert other.codes == ["IDEMPOTENCY_KEY_REUSED"]
@@ -308,10 +302,7 @@ async def test_concurrent_create_orders_with_one_key_make_one_order(
     graphql_url: str, db_engine: AsyncEngine, service_settings: Settings
 ) -> None:
     # Five: createOrder's own @rateLimit allows five per caller in ten seconds.
-    user = bearer_for(service_settings, await make_user(db_engine), "user")
-    product = await make_product(db_engine, stock=100)
-    email = unique_email()
-    headers = keyed(str(uuid.uuid4()), user)
+    product, email, headers = await buyer_product_email(db_engine, service_settings, stock=100)
     answers = await asyncio.gather(
         *(create_order(graphql_url, product, 1, email, headers) for _ in range(5))
     )

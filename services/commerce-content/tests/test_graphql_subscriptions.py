@@ -60,6 +60,14 @@ async def socket(base: str, protocol: str = PROTOCOL) -> AsyncIterator[ClientCon
         yield ws
 
 
+async def opened(base: str) -> ClientConnection:
+    """A socket of the protocol, left open (the caller or the server closes it)."""
+    return await connect(
+        base.replace("http://", "ws://") + "/graphql",
+        subprotocols=[PROTOCOL],  # type: ignore[list-item]
+    )
+
+
 async def receive(ws: ClientConnection) -> dict[str, Any]:
     """The next message that is not the server's heartbeat."""
     while True:
@@ -89,6 +97,25 @@ async def subscribe(
 ) -> None:
     payload = {"query": query, "variables": variables}
     await ws.send(json.dumps({"id": op, "type": "subscribe", "payload": payload}))
+
+
+@asynccontextmanager
+async def watching(
+    base: str, headers: dict[str, str], query: str, variables: dict[str, Any]
+) -> AsyncIterator[tuple[ClientConnection, dict[str, Any]]]:
+    """A socket initialised with `headers` and subscribed to `query`: it and the first answer."""
+    async with socket(base) as ws:
+        await initialised(ws, headers)
+        await subscribe(ws, query, variables)
+        yield ws, await receive(ws)
+
+
+async def first_answer(
+    base: str, headers: dict[str, str], query: str, variables: dict[str, Any]
+) -> dict[str, Any]:
+    """The first answer to a subscription to `query` on a socket initialised with `headers`."""
+    async with watching(base, headers, query, variables) as (_, first):
+        return first
 
 
 async def relay_events(settings: Settings, engine: AsyncEngine) -> None:
@@ -127,10 +154,7 @@ async def test_the_buyer_sees_pending_then_paid_when_the_payment_notification_ar
 ) -> None:
     async with running(service_settings) as (base, _):
         headers, order = await buyer_with_order(base, db_engine, service_settings)
-        async with socket(base) as ws:
-            await initialised(ws, headers)
-            await subscribe(ws, ORDER_STATUS, {"id": order["id"]})
-            first = await receive(ws)
+        async with watching(base, headers, ORDER_STATUS, {"id": order["id"]}) as (ws, first):
             assert first["payload"]["data"]["orderStatusChanged"]["status"] == "PENDING"
             # The sandbox's Pay button: a signed checkout.session.completed to our webhook.
             async with httpx.AsyncClient() as http:
@@ -150,10 +174,7 @@ async def test_the_buyer_sees_expired_when_the_order_is_not_paid_in_time(
 ) -> None:
     async with running(service_settings) as (base, _):
         headers, order = await buyer_with_order(base, db_engine, service_settings)
-        async with socket(base) as ws:
-            await initialised(ws, headers)
-            await subscribe(ws, ORDER_STATUS, {"id": order["id"]})
-            first = await receive(ws)
+        async with watching(base, headers, ORDER_STATUS, {"id": order["id"]}) as (ws, first):
             assert first["payload"]["data"]["orderStatusChanged"]["status"] == "PENDING"
             order_id = GlobalId.parse(order["id"]).key
             await expire_now(db_engine, order_id)
@@ -169,11 +190,8 @@ async def test_another_users_order_is_refused_at_subscribe_time(
 ) -> None:
     async with running(service_settings) as (base, _):
         _, order = await buyer_with_order(base, db_engine, service_settings)
-        other = await make_user(db_engine, "user")
-        async with socket(base) as ws:
-            await initialised(ws, bearer_for(service_settings, other, "user"))
-            await subscribe(ws, ORDER_STATUS, {"id": order["id"]})
-            refused = await receive(ws)
+        other = bearer_for(service_settings, await make_user(db_engine, "user"), "user")
+        refused = await first_answer(base, other, ORDER_STATUS, {"id": order["id"]})
     assert refused["type"] == "error"
     assert refused["payload"][0]["extensions"]["code"] == "FORBIDDEN"
 
@@ -183,11 +201,8 @@ async def test_staff_may_watch_any_order(
 ) -> None:
     async with running(service_settings) as (base, _):
         _, order = await buyer_with_order(base, db_engine, service_settings)
-        manager = await make_user(db_engine, "manager")
-        async with socket(base) as ws:
-            await initialised(ws, bearer_for(service_settings, manager, "manager"))
-            await subscribe(ws, ORDER_STATUS, {"id": order["id"]})
-            first = await receive(ws)
+        manager = bearer_for(service_settings, await make_user(db_engine, "manager"), "manager")
+        first = await first_answer(base, manager, ORDER_STATUS, {"id": order["id"]})
     assert first["payload"]["data"]["orderStatusChanged"]["status"] == "PENDING"
 
 
@@ -224,8 +239,7 @@ async def test_subscribing_before_connection_init_closes_with_4401(
 async def test_a_user_past_the_connection_cap_is_refused_with_4429(
     service_settings: Settings, db_engine: AsyncEngine
 ) -> None:
-    user = await make_user(db_engine, "user")
-    headers = bearer_for(service_settings, user, "user")
+    headers = bearer_for(service_settings, await make_user(db_engine, "user"), "user")
     async with (
         running(service_settings, graphql_ws_max_connections_per_user=2) as (base, _),
         socket(base) as first,
@@ -256,8 +270,7 @@ async def test_past_the_process_cap_a_socket_is_refused_with_1013(
 async def test_a_closed_connection_frees_its_place_under_the_caps(
     service_settings: Settings, db_engine: AsyncEngine
 ) -> None:
-    user = await make_user(db_engine, "user")
-    headers = bearer_for(service_settings, user, "user")
+    headers = bearer_for(service_settings, await make_user(db_engine, "user"), "user")
     async with running(
         service_settings, graphql_ws_max_connections_per_user=1, graphql_ws_max_connections=1
     ) as (base, app):
@@ -302,10 +315,8 @@ async def test_a_buyer_may_not_subscribe_to_stock(
     service_settings: Settings, db_engine: AsyncEngine
 ) -> None:
     buyer = await make_user(db_engine, "user")
-    async with running(service_settings) as (base, _), socket(base) as ws:
-        await initialised(ws, bearer_for(service_settings, buyer, "user"))
-        await subscribe(ws, STOCK, {})
-        refused = await receive(ws)
+    async with running(service_settings) as (base, _):
+        refused = await first_answer(base, bearer_for(service_settings, buyer, "user"), STOCK, {})
     assert refused["type"] == "error"
     assert refused["payload"][0]["extensions"]["code"] == "FORBIDDEN"
 
@@ -315,10 +326,8 @@ async def test_a_subscription_above_the_cost_limit_is_refused_before_it_subscrib
 ) -> None:
     admin = await make_user(db_engine, "admin")
     query = 'subscription { orderStatusChanged(orderId: "x") { id lines { name } } }'
-    async with running(service_settings, graphql_max_cost=3) as (base, _), socket(base) as ws:
-        await initialised(ws, bearer_for(service_settings, admin, "admin"))
-        await subscribe(ws, query, {})
-        refused = await receive(ws)
+    async with running(service_settings, graphql_max_cost=3) as (base, _):
+        refused = await first_answer(base, bearer_for(service_settings, admin, "admin"), query, {})
     assert refused["type"] == "error"
     assert refused["payload"][0]["extensions"]["code"] == "MAX_COST_EXCEEDED"
 
@@ -327,10 +336,9 @@ async def test_queries_are_refused_over_the_websocket(
     service_settings: Settings, db_engine: AsyncEngine
 ) -> None:
     admin = await make_user(db_engine, "admin")
-    async with running(service_settings) as (base, _), socket(base) as ws:
-        await initialised(ws, bearer_for(service_settings, admin, "admin"))
-        await subscribe(ws, "{ viewer { id } }", {})
-        refused = await receive(ws)
+    async with running(service_settings) as (base, _):
+        headers = bearer_for(service_settings, admin, "admin")
+        refused = await first_answer(base, headers, "{ viewer { id } }", {})
     assert refused["type"] == "error"
 
 
@@ -359,17 +367,9 @@ async def test_a_socket_without_the_subprotocol_closes_with_4406(
 async def test_shutdown_closes_every_socket_with_1001(
     service_settings: Settings, db_engine: AsyncEngine
 ) -> None:
-    admin = await make_user(db_engine, "admin")
-    headers = bearer_for(service_settings, admin, "admin")
+    headers = bearer_for(service_settings, await make_user(db_engine, "admin"), "admin")
     async with running(service_settings) as (base, _):
-        first = await connect(
-            base.replace("http://", "ws://") + "/graphql",
-            subprotocols=[PROTOCOL],  # type: ignore[list-item]
-        )
-        second = await connect(
-            base.replace("http://", "ws://") + "/graphql",
-            subprotocols=[PROTOCOL],  # type: ignore[list-item]
-        )
+        first, second = await opened(base), await opened(base)
         await initialised(first, headers)
         await initialised(second, headers)
         await subscribe(first, STOCK, {})

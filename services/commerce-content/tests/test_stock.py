@@ -83,6 +83,22 @@ async def run_expiry(engine: AsyncEngine, grace_seconds: float = 0.0) -> int:
         return await expire_due_orders(session, datetime.now(UTC), grace_seconds)
 
 
+async def bought(
+    client: httpx.AsyncClient, engine: AsyncEngine, stock: int, quantity: int
+) -> tuple[int, Any]:
+    """A product with `stock` in stock and the row of an order of `quantity` of it."""
+    product = await make_product(engine, stock=stock)
+    return product, await order_row(
+        engine, (await buy(client, product, quantity)).json()["orderId"]
+    )
+
+
+async def expired_by_the_sweep(engine: AsyncEngine, order_id: str) -> None:
+    """The order's reservation ran out long ago, and the expiry sweep has run."""
+    await expire_now(engine, order_id)
+    await run_expiry(engine)
+
+
 async def test_of_parallel_checkouts_for_the_last_items_one_wins_and_the_others_are_told(
     service_settings: Settings, db_engine: AsyncEngine
 ) -> None:
@@ -165,8 +181,7 @@ async def test_an_order_that_expires_unpaid_publishes_order_expired_once(
 async def test_the_providers_expiry_notice_publishes_order_expired(
     client: httpx.AsyncClient, service_settings: Settings, db_engine: AsyncEngine
 ) -> None:
-    product = await make_product(db_engine, stock=5)
-    order = await order_row(db_engine, (await buy(client, product, 2)).json()["orderId"])
+    _, order = await bought(client, db_engine, 5, 2)
     await pay(
         client,
         service_settings,
@@ -226,8 +241,7 @@ async def test_a_reservation_is_kept_through_the_grace_period_after_expiry(
 async def test_the_providers_expiry_notice_gives_the_stock_back(
     client: httpx.AsyncClient, service_settings: Settings, db_engine: AsyncEngine
 ) -> None:
-    product = await make_product(db_engine, stock=5)
-    order = await order_row(db_engine, (await buy(client, product, 2)).json()["orderId"])
+    product, order = await bought(client, db_engine, 5, 2)
     response = await pay(
         client,
         service_settings,
@@ -244,10 +258,8 @@ async def test_the_providers_expiry_notice_gives_the_stock_back(
 async def test_a_late_payment_for_an_expired_order_takes_the_stock_still_there(
     client: httpx.AsyncClient, service_settings: Settings, db_engine: AsyncEngine
 ) -> None:
-    product = await make_product(db_engine, stock=5)
-    order = await order_row(db_engine, (await buy(client, product, 2)).json()["orderId"])
-    await expire_now(db_engine, str(order.id))
-    await run_expiry(db_engine)
+    product, order = await bought(client, db_engine, 5, 2)
+    await expired_by_the_sweep(db_engine, str(order.id))
     assert (await pay(client, service_settings, order)).status_code == 200
     assert (await order_row(db_engine, str(order.id))).status == "paid"
     assert await stock_of(db_engine, product) == 3
@@ -256,10 +268,8 @@ async def test_a_late_payment_for_an_expired_order_takes_the_stock_still_there(
 async def test_a_late_payment_for_stock_sold_meanwhile_is_kept_for_refund_and_never_oversells(
     client: httpx.AsyncClient, service_settings: Settings, db_engine: AsyncEngine
 ) -> None:
-    product = await make_product(db_engine, stock=2)
-    late = await order_row(db_engine, (await buy(client, product, 2)).json()["orderId"])
-    await expire_now(db_engine, str(late.id))
-    await run_expiry(db_engine)
+    product, late = await bought(client, db_engine, 2, 2)
+    await expired_by_the_sweep(db_engine, str(late.id))
     assert (await buy(client, product, 2)).status_code == 200  # someone else took it
     response = await pay(client, service_settings, late)
     assert response.status_code == 200  # a retry would not help

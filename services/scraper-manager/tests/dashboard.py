@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import Client
+from tests.factories import Client, make_client
 
 DASH = "/dashboard"
 
@@ -29,3 +30,18 @@ async def sign_in(client: httpx.AsyncClient, who: Client) -> str:
     home = await client.get(f"{DASH}/")
     assert home.status_code == 200
     return token_in(home.text)
+
+
+async def signed_in_as_new(
+    client: httpx.AsyncClient, engine: AsyncEngine, level: str
+) -> tuple[Client, str]:
+    """A new client of `level`, signed in on `client`: it and the CSRF token."""
+    who = await make_client(engine, level)
+    return who, await sign_in(client, who)
+
+
+async def new_scraper_form(
+    client: httpx.AsyncClient, token: str, fields: dict[str, str]
+) -> httpx.Response:
+    """The dashboard's "New scraper" form sent with `fields`."""
+    return await client.post(f"{DASH}/scrapers/new", data={"csrf_token": token, **fields})

@@ -25,7 +25,7 @@ from servicekit.net import AddressPolicy, guarded_connector
 from servicekit.testing.resolver import ScriptedResolver
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.dashboard import DASH, sign_in
+from tests.dashboard import DASH, new_scraper_form, signed_in_as_new
 from tests.factories import make_client
 from tests.test_crawl_safety import Site
 from tests.test_crawls import BASE, start_crawl, wait_for_status
@@ -354,20 +354,13 @@ async def test_a_browser_run_extracts_a_script_built_page_and_logs_what_the_brow
 async def test_the_dashboard_form_chooses_the_browser_and_the_scraper_page_shows_it(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    who = await make_client(db_engine, "write")
-    token = await sign_in(client, who)
+    who, token = await signed_in_as_new(client, db_engine, "write")
     form = (await client.get(f"{DASH}/scrapers/new")).text
     offered = form.split('id="f-render"')[1].split("</select>")[0]
     assert re.findall(r'<option value="([^"]*)"', offered) == ["http", "browser"]
     assert '<option value="http" selected>' in offered
-    answer = await client.post(
-        f"{DASH}/scrapers/new",
-        data={
-            "csrf_token": token,
-            "name": "spa",
-            "url": "http://127.0.0.1:9/",
-            "render": "browser",
-        },
+    answer = await new_scraper_form(
+        client, token, {"name": "spa", "url": "http://127.0.0.1:9/", "render": "browser"}
     )
     assert answer.status_code == 303, answer.text
     created = (await client.get(BASE, headers=who.headers)).json()["data"][0]
@@ -381,11 +374,9 @@ async def test_the_dashboard_form_chooses_the_browser_and_the_scraper_page_shows
 async def test_the_dashboard_form_shows_an_unknown_render_at_its_field(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    who = await make_client(db_engine, "write")
-    token = await sign_in(client, who)
-    answer = await client.post(
-        f"{DASH}/scrapers/new",
-        data={"csrf_token": token, "name": "spa", "url": "http://127.0.0.1:9/", "render": "x"},
+    _, token = await signed_in_as_new(client, db_engine, "write")
+    answer = await new_scraper_form(
+        client, token, {"name": "spa", "url": "http://127.0.0.1:9/", "render": "x"}
     )
     assert answer.status_code == 422
     assert 'id="f-render-error"' in answer.text

@@ -19,7 +19,7 @@ from scraper_manager.settings import Settings
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.factories import make_client
-from tests.test_crawls import BASE, start_crawl, wait_for_status
+from tests.test_crawls import BASE, slow_crawl_running, start_crawl, wait_for_status
 from tests.website import LocalWebsite, serving
 
 
@@ -33,21 +33,14 @@ async def test_the_nats_signal_stops_a_run_before_any_heartbeat(
     )
     stop_worker = asyncio.Event()
     worker = asyncio.create_task(run_worker(settings, stop_worker))
-    slow = LocalWebsite(pages=100, delay=1.0)
-    await slow.start()
     try:
-        who = await make_client(db_engine, "write")
-        scraper_id, run_id = await start_crawl(
-            client, who, url=f"{slow.url}/page/0", rate_limit=50, concurrency=2, max_pages=100
-        )
-        await wait_for_status(client, who, scraper_id, run_id, {"running"})
-        await asyncio.sleep(0.5)
-        asked = time.monotonic()
-        await client.post(f"{BASE}/{scraper_id}/stop", headers=who.headers)
-        await wait_for_status(client, who, scraper_id, run_id, {"stopped"}, timeout=10)
-        assert time.monotonic() - asked < 5.0
+        async with slow_crawl_running(client, db_engine, pages=100, delay=1.0) as (crawl, _):
+            await asyncio.sleep(0.5)
+            asked = time.monotonic()
+            await crawl.stop()
+            await crawl.reaches({"stopped"}, timeout=10)
+            assert time.monotonic() - asked < 5.0
     finally:
-        await slow.stop()
         stop_worker.set()
         await asyncio.wait_for(worker, 30)
 

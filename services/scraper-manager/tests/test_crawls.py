@@ -8,6 +8,9 @@ import io
 import itertools
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -47,26 +50,72 @@ async def wait_for_status(
     raise AssertionError(f"run never reached {wanted}: {run}")
 
 
+@dataclass
+class StartedCrawl:
+    """A run started through the API by `who`."""
+
+    client: httpx.AsyncClient
+    who: Client
+    scraper_id: int
+    run_id: int
+
+    async def reaches(self, wanted: set[str], timeout: float = 20.0) -> dict[str, Any]:
+        return await wait_for_status(
+            self.client, self.who, self.scraper_id, self.run_id, wanted, timeout
+        )
+
+    async def stop(self) -> httpx.Response:
+        return await self.client.post(f"{BASE}/{self.scraper_id}/stop", headers=self.who.headers)
+
+
+async def crawl_of(client: httpx.AsyncClient, engine: AsyncEngine, **config: Any) -> StartedCrawl:
+    """A run of a scraper of `config`, started by a new "write" client."""
+    who = await make_client(engine, "write")
+    scraper_id, run_id = await start_crawl(client, who, **config)
+    return StartedCrawl(client, who, scraper_id, run_id)
+
+
+@asynccontextmanager
+async def slow_crawl_running(
+    client: httpx.AsyncClient, engine: AsyncEngine, pages: int, delay: float
+) -> AsyncIterator[tuple[StartedCrawl, LocalWebsite]]:
+    """A crawl by a new "write" client of a local website of `pages` pages, each answered
+    after `delay` s, once it runs (two at a time); the website, stopped after."""
+    slow = LocalWebsite(pages=pages, delay=delay)
+    await slow.start()
+    try:
+        who = await make_client(engine, "write")
+        scraper_id, run_id = await start_crawl(
+            client, who, url=f"{slow.url}/page/0", rate_limit=50, concurrency=2, max_pages=pages
+        )
+        crawl = StartedCrawl(client, who, scraper_id, run_id)
+        await crawl.reaches({"running"})
+        yield crawl, slow
+    finally:
+        await slow.stop()
+
+
 async def test_a_run_crawls_the_site_and_collects_default_items(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
 ) -> None:
-    who = await make_client(db_engine, "write")
-    scraper_id, run_id = await start_crawl(
-        client, who, url=f"{website.url}/page/0", rate_limit=100, concurrency=4
+    crawl = await crawl_of(
+        client, db_engine, url=f"{website.url}/page/0", rate_limit=100, concurrency=4
     )
-    run = await wait_for_status(client, who, scraper_id, run_id, {"completed", "failed"})
+    run = await crawl.reaches({"completed", "failed"})
     assert run["status"] == "completed"
     assert run["stats"]["pages_fetched"] == 12
     assert run["items_collected"] == 12
     assert run["stats"]["status_counts"]["200"] == 12
     assert run["finished_at"] is not None
-    results = (await client.get(f"{BASE}/{scraper_id}/results?limit=5", headers=who.headers)).json()
+    results = (
+        await client.get(f"{BASE}/{crawl.scraper_id}/results?limit=5", headers=crawl.who.headers)
+    ).json()
     assert len(results["data"]) == 5
     assert results["next_cursor"] is not None
     first = results["data"][0]["data"]
     assert set(first) == {"url", "status", "title", "description"}
     assert first["description"].startswith("About page")
-    view = (await client.get(f"{BASE}/{scraper_id}/status", headers=who.headers)).json()
+    view = (await client.get(f"{BASE}/{crawl.scraper_id}/status", headers=crawl.who.headers)).json()
     assert view["status"] == "completed"
     assert view["items_count"] == 12
 
@@ -79,9 +128,8 @@ async def test_a_finished_run_is_timed_under_its_status(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
 ) -> None:
     timed_before = finished_runs_timed("completed")
-    who = await make_client(db_engine, "write")
-    scraper_id, run_id = await start_crawl(client, who, url=f"{website.url}/page/0", max_pages=3)
-    run = await wait_for_status(client, who, scraper_id, run_id, {"completed", "failed"})
+    crawl = await crawl_of(client, db_engine, url=f"{website.url}/page/0", max_pages=3)
+    run = await crawl.reaches({"completed", "failed"})
     assert run["status"] == "completed"
     assert finished_runs_timed("completed") == timed_before + 1
     seconds = REGISTRY.get_sample_value("scraper_run_duration_seconds_sum", {"status": "completed"})
@@ -92,24 +140,27 @@ async def test_a_finished_run_is_timed_under_its_status(
 async def test_selectors_and_item_selector_make_one_item_per_element(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
 ) -> None:
-    who = await make_client(db_engine, "write")
-    scraper_id, run_id = await start_crawl(
+    crawl = await crawl_of(
         client,
-        who,
+        db_engine,
         url=f"{website.url}/page/0",
         rate_limit=100,
         max_pages=3,
         item_selector="div.product",
         selectors={"name": "h2::text", "price": "span.price::text"},
     )
-    run = await wait_for_status(client, who, scraper_id, run_id, {"completed"})
+    run = await crawl.reaches({"completed"})
     assert run["items_collected"] == 6
-    jsonl = await client.get(f"{BASE}/{scraper_id}/results?format=jsonl", headers=who.headers)
+    jsonl = await client.get(
+        f"{BASE}/{crawl.scraper_id}/results?format=jsonl", headers=crawl.who.headers
+    )
     lines = [json.loads(line) for line in jsonl.text.splitlines()]
     assert len(lines) == 6
     assert {"url", "name", "price"} <= set(lines[0])
     assert jsonl.headers["content-type"].startswith("application/x-ndjson")
-    exported = await client.get(f"{BASE}/{scraper_id}/results?format=csv", headers=who.headers)
+    exported = await client.get(
+        f"{BASE}/{crawl.scraper_id}/results?format=csv", headers=crawl.who.headers
+    )
     rows = list(csv.reader(io.StringIO(exported.text)))
     assert rows[0] == ["url", "name", "price"]
     assert len(rows) == 7
@@ -119,11 +170,10 @@ async def test_selectors_and_item_selector_make_one_item_per_element(
 async def test_robots_txt_is_obeyed_and_other_hosts_are_not_followed(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
 ) -> None:
-    who = await make_client(db_engine, "write")
-    scraper_id, run_id = await start_crawl(
-        client, who, url=f"{website.url}/page/0", rate_limit=100, max_pages=5
+    crawl = await crawl_of(
+        client, db_engine, url=f"{website.url}/page/0", rate_limit=100, max_pages=5
     )
-    await wait_for_status(client, who, scraper_id, run_id, {"completed"})
+    await crawl.reaches({"completed"})
     paths = [path for _, path in website.hits]
     assert not any(path.startswith("/private") for path in paths)
     assert len(paths) == 5
@@ -132,28 +182,26 @@ async def test_robots_txt_is_obeyed_and_other_hosts_are_not_followed(
 async def test_max_pages_bounds_the_crawl(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
 ) -> None:
-    who = await make_client(db_engine, "write")
-    scraper_id, run_id = await start_crawl(
-        client, who, url=f"{website.url}/page/0", rate_limit=100, max_pages=3
+    crawl = await crawl_of(
+        client, db_engine, url=f"{website.url}/page/0", rate_limit=100, max_pages=3
     )
-    run = await wait_for_status(client, who, scraper_id, run_id, {"completed"})
+    run = await crawl.reaches({"completed"})
     assert run["stats"]["pages_fetched"] == 3
 
 
 async def test_the_rate_limit_is_honoured_by_measured_gaps(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
 ) -> None:
-    who = await make_client(db_engine, "write")
-    scraper_id, run_id = await start_crawl(
+    crawl = await crawl_of(
         client,
-        who,
+        db_engine,
         url=f"{website.url}/page/0",
         rate_limit=5,
         max_pages=6,
         concurrency=4,
         obey_robots=False,
     )
-    await wait_for_status(client, who, scraper_id, run_id, {"completed"})
+    await crawl.reaches({"completed"})
     times = [at for at, _ in website.hits]
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) == 6
@@ -168,26 +216,17 @@ async def test_the_rate_limit_is_honoured_by_measured_gaps(
 async def test_a_stop_during_a_slow_crawl_ends_it_as_stopped_within_5_seconds(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    slow = LocalWebsite(pages=200, delay=2.0)
-    await slow.start()
-    try:
-        who = await make_client(db_engine, "write")
-        scraper_id, run_id = await start_crawl(
-            client, who, url=f"{slow.url}/page/0", rate_limit=50, concurrency=2, max_pages=200
-        )
-        await wait_for_status(client, who, scraper_id, run_id, {"running"})
+    async with slow_crawl_running(client, db_engine, pages=200, delay=2.0) as (crawl, slow):
         await asyncio.sleep(1.0)
         asked = time.monotonic()
-        stopping = await client.post(f"{BASE}/{scraper_id}/stop", headers=who.headers)
-        assert stopping.json() == {"run_id": run_id, "status": "stopping"}
-        run = await wait_for_status(client, who, scraper_id, run_id, {"stopped"}, timeout=10)
+        stopping = await crawl.stop()
+        assert stopping.json() == {"run_id": crawl.run_id, "status": "stopping"}
+        run = await crawl.reaches({"stopped"}, timeout=10)
         assert time.monotonic() - asked < 5.0
         assert run["finished_at"] is not None
         hits_at_stop = len(slow.hits)
         await asyncio.sleep(1.0)
         assert len(slow.hits) == hits_at_stop
-    finally:
-        await slow.stop()
 
 
 async def test_a_run_whose_worker_died_is_failed_with_a_reason(
@@ -218,22 +257,21 @@ async def test_a_run_whose_worker_died_is_failed_with_a_reason(
 async def test_run_events_carry_the_client_as_tenant(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine, website: LocalWebsite
 ) -> None:
-    who = await make_client(db_engine, "write")
-    scraper_id, run_id = await start_crawl(
-        client, who, url=f"{website.url}/page/0", rate_limit=100, max_pages=2
+    crawl = await crawl_of(
+        client, db_engine, url=f"{website.url}/page/0", rate_limit=100, max_pages=2
     )
-    await wait_for_status(client, who, scraper_id, run_id, {"completed"})
+    await crawl.reaches({"completed"})
     async with db_engine.connect() as conn:
         rows = (
             await conn.execute(
                 text(
                     "SELECT type, tenant FROM outbox_events WHERE (data->>'run_id')::int = :r ORDER BY seq"
                 ),
-                {"r": run_id},
+                {"r": crawl.run_id},
             )
         ).all()
     assert [r.type for r in rows] == ["run.started", "items.collected", "run.completed"]
-    assert {r.tenant for r in rows} == {who.owner}
+    assert {r.tenant for r in rows} == {crawl.who.owner}
 
 
 async def test_the_items_stored_grow_with_each_heartbeat_while_the_run_runs(

@@ -31,7 +31,7 @@ from servicekit.testing import serve_app
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.dashboard import DASH, sign_in, token_in
+from tests.dashboard import DASH, new_scraper_form, sign_in, signed_in_as_new, token_in
 from tests.factories import Client, make_client, make_run, make_scraper
 from tests.test_export import XLSX_ITEMS, _run_with
 
@@ -206,17 +206,11 @@ async def test_without_a_session_pages_redirect_to_sign_in(client: httpx.AsyncCl
 async def test_a_bad_cron_is_shown_at_the_schedule_field_and_nothing_is_created(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    who = await make_client(db_engine, "write")
-    token = await sign_in(client, who)
-    answer = await client.post(
-        f"{DASH}/scrapers/new",
-        data={
-            "csrf_token": token,
-            "name": "shop",
-            "url": "http://127.0.0.1:9/",
-            "schedule": "every day",
-            "timezone": "UTC",
-        },
+    who, token = await signed_in_as_new(client, db_engine, "write")
+    answer = await new_scraper_form(
+        client,
+        token,
+        {"name": "shop", "url": "http://127.0.0.1:9/", "schedule": "every day", "timezone": "UTC"},
     )
     assert answer.status_code == 422
     assert re.search(r'id="f-schedule-error">[^<]*not a valid cron expression', answer.text)
@@ -228,12 +222,11 @@ async def test_a_bad_cron_is_shown_at_the_schedule_field_and_nothing_is_created(
 async def test_a_good_form_creates_the_scraper_through_the_service(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    who = await make_client(db_engine, "write")
-    token = await sign_in(client, who)
-    answer = await client.post(
-        f"{DASH}/scrapers/new",
-        data={
-            "csrf_token": token,
+    who, token = await signed_in_as_new(client, db_engine, "write")
+    answer = await new_scraper_form(
+        client,
+        token,
+        {
             "name": "shop",
             "url": "http://127.0.0.1:9/",
             "schedule": "0 6 * * *",

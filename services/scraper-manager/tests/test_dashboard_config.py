@@ -10,7 +10,7 @@ import httpx
 from scraper_manager.dashboard.forms import NEW_FORM, parse_selectors, read_form
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.dashboard import DASH, sign_in
+from tests.dashboard import DASH, new_scraper_form, sign_in, signed_in_as_new
 from tests.factories import make_client, make_scraper
 
 WHAT_TO_SCRAPE = {
@@ -115,9 +115,8 @@ def test_a_new_scraper_form_revalidates_by_default_as_the_api_does() -> None:
 async def test_a_scraper_made_with_the_form_has_what_to_scrape_and_its_page_shows_it(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    who = await make_client(db_engine, "write")
-    token = await sign_in(client, who)
-    answer = await client.post(f"{DASH}/scrapers/new", data={**WHAT_TO_SCRAPE, "csrf_token": token})
+    who, token = await signed_in_as_new(client, db_engine, "write")
+    answer = await new_scraper_form(client, token, {**WHAT_TO_SCRAPE})
     assert answer.status_code == 303, answer.text
     made = (await client.get("/api/v1/scrapers", headers=who.headers)).json()["data"][0]
     assert (made["item_selector"], made["follow"], made["max_depth"]) == (
@@ -144,12 +143,8 @@ async def test_a_scraper_made_with_the_form_has_what_to_scrape_and_its_page_show
 async def test_a_bad_field_expression_is_shown_at_the_fields_box_and_nothing_is_made(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    who = await make_client(db_engine, "write")
-    token = await sign_in(client, who)
-    answer = await client.post(
-        f"{DASH}/scrapers/new",
-        data={**WHAT_TO_SCRAPE, "selectors": "price: span[[", "csrf_token": token},
-    )
+    who, token = await signed_in_as_new(client, db_engine, "write")
+    answer = await new_scraper_form(client, token, {**WHAT_TO_SCRAPE, "selectors": "price: span[["})
     assert answer.status_code == 422
     assert re.search(
         r'id="f-selectors-error">[^<]*&#39;span\[\[&#39; is not a valid CSS or XPath', answer.text

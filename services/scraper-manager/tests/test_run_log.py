@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.testing import capture_logs
 
 from tests.factories import Client, make_client, make_run, make_scraper
-from tests.test_crawls import BASE, start_crawl, wait_for_status
+from tests.test_crawls import BASE, slow_crawl_running, start_crawl, wait_for_status
 from tests.website import LocalWebsite, serving
 
 FINAL = {"completed", "failed", "stopped"}
@@ -256,20 +256,11 @@ def test_credentials_are_removed_from_a_logged_proxy_url() -> None:
 async def test_a_stop_is_logged_as_requested_then_honoured(
     worker: Settings, client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    slow = LocalWebsite(pages=100, delay=1.0)
-    await slow.start()
-    try:
-        who = await make_client(db_engine, "write")
-        scraper_id, run_id = await start_crawl(
-            client, who, url=f"{slow.url}/page/0", rate_limit=50, concurrency=2, max_pages=100
-        )
-        await wait_for_status(client, who, scraper_id, run_id, {"running"})
+    async with slow_crawl_running(client, db_engine, pages=100, delay=1.0) as (crawl, _):
         await asyncio.sleep(0.5)
-        await client.post(f"{BASE}/{scraper_id}/stop", headers=who.headers)
-        await wait_for_status(client, who, scraper_id, run_id, {"stopped"}, timeout=10)
-    finally:
-        await slow.stop()
-    said = messages(await read_log(client, who, scraper_id, run_id))
+        await crawl.stop()
+        await crawl.reaches({"stopped"}, timeout=10)
+    said = messages(await read_log(client, crawl.who, crawl.scraper_id, crawl.run_id))
     assert said.index("stop requested") < said.index("stop honoured") < said.index("run ended")
 
 

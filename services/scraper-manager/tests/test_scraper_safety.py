@@ -165,17 +165,24 @@ async def test_ordinary_headers_are_kept(client: httpx.AsyncClient, db_engine: A
     assert scraper["headers"] == {"Authorization": "Bearer x", "Cookie": "a=b"}
 
 
+async def created_and_patched_with(
+    client: httpx.AsyncClient, who: Client, **field: str
+) -> tuple[httpx.Response, httpx.Response]:
+    """The answers to a scraper created with `field`, and to another, created without it,
+    patched with it."""
+    response = await client.post(BASE, json=scraper_body(**field), headers=who.headers)
+    scraper = await created(client, who)
+    patched = await client.patch(f"{BASE}/{scraper['id']}", json=field, headers=who.headers)
+    return response, patched
+
+
 @pytest.mark.parametrize("pattern", ["re:(a)\\1", "re:(?=a)b", "re:(?<!a)b", "re:a{1001}"])
 async def test_follow_patterns_a_linear_time_engine_cannot_run_are_422(
     client: httpx.AsyncClient, db_engine: AsyncEngine, pattern: str
 ) -> None:
     who = await make_client(db_engine, "write")
-    response = await client.post(BASE, json=scraper_body(follow=pattern), headers=who.headers)
+    response, patched = await created_and_patched_with(client, who, follow=pattern)
     assert response.status_code == 422, response.text
-    scraper = await created(client, who)
-    patched = await client.patch(
-        f"{BASE}/{scraper['id']}", json={"follow": pattern}, headers=who.headers
-    )
     assert patched.status_code == 422, patched.text
 
 
@@ -191,13 +198,9 @@ async def test_a_schedule_that_never_fires_is_422_at_create_and_patch(
     client: httpx.AsyncClient, db_engine: AsyncEngine, schedule: str
 ) -> None:
     who = await make_client(db_engine, "write")
-    response = await client.post(BASE, json=scraper_body(schedule=schedule), headers=who.headers)
+    response, patched = await created_and_patched_with(client, who, schedule=schedule)
     assert response.status_code == 422, response.text
     assert "never" in response.text
-    scraper = await created(client, who)
-    patched = await client.patch(
-        f"{BASE}/{scraper['id']}", json={"schedule": schedule}, headers=who.headers
-    )
     assert patched.status_code == 422, patched.text
 
 

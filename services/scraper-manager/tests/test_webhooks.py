@@ -35,7 +35,7 @@ from sqlalchemy.pool import NullPool
 from sqlmodel import select
 
 from tests.catalog import Catalog
-from tests.dashboard import DASH, sign_in
+from tests.dashboard import DASH, sign_in, signed_in_as_new
 from tests.factories import Client, make_client
 from tests.hub import eventually_true, webhook_hub_worker
 from tests.test_changes import two_runs
@@ -450,6 +450,15 @@ async def test_a_runs_changes_reach_the_subscriber_through_the_hub_as_run_items_
 # -- the dashboard's webhooks page (the same service, the hub asked for the deliveries) --------
 
 
+async def add_in_dashboard(
+    client: httpx.AsyncClient, token: str, url: str, events: list[str]
+) -> httpx.Response:
+    """The dashboard's "Add webhook" form sent, signed in with the CSRF token `token`."""
+    return await client.post(
+        f"{DASH}/webhooks", data={"url": url, "events": events, "csrf_token": token}
+    )
+
+
 async def test_the_dashboard_lists_each_webhook_with_its_last_deliveries_from_the_hub(
     client: httpx.AsyncClient,
     db_engine: AsyncEngine,
@@ -485,15 +494,9 @@ async def test_adding_a_webhook_in_the_dashboard_registers_it_and_shows_its_secr
     hub: HubSubscriptions,
     http_receiver: HttpReceiver,
 ) -> None:
-    who = await make_client(db_engine, "write")
-    token = await sign_in(client, who)
-    added = await client.post(
-        f"{DASH}/webhooks",
-        data={
-            "url": http_receiver.url,
-            "events": ["run.completed", "run.stopped"],
-            "csrf_token": token,
-        },
+    who, token = await signed_in_as_new(client, db_engine, "write")
+    added = await add_in_dashboard(
+        client, token, http_receiver.url, ["run.completed", "run.stopped"]
     )
     assert added.status_code == 201, added.text
     [subscription] = await hub.list(who.owner)
@@ -508,12 +511,8 @@ async def test_the_secret_shown_once_and_each_webhooks_id_have_a_copy_button(
     hub: HubSubscriptions,
     http_receiver: HttpReceiver,
 ) -> None:
-    who = await make_client(db_engine, "write")
-    token = await sign_in(client, who)
-    added = await client.post(
-        f"{DASH}/webhooks",
-        data={"url": http_receiver.url, "events": ["run.completed"], "csrf_token": token},
-    )
+    who, token = await signed_in_as_new(client, db_engine, "write")
+    added = await add_in_dashboard(client, token, http_receiver.url, ["run.completed"])
     assert added.status_code == 201, added.text
     # A real button (kit/pages.js copies its target and says so in the status region).
     assert '<button type="button" class="secondary" data-copy="secret">Copy secret</button>' in (
@@ -528,8 +527,7 @@ async def test_the_secret_shown_once_and_each_webhooks_id_have_a_copy_button(
 async def test_a_webhook_without_events_or_with_a_bad_url_is_refused_at_its_field(
     client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
 ) -> None:
-    who = await make_client(db_engine, "write")
-    token = await sign_in(client, who)
+    who, token = await signed_in_as_new(client, db_engine, "write")
     no_events = await client.post(
         f"{DASH}/webhooks", data={"url": "https://client.example/hooks", "csrf_token": token}
     )
@@ -537,13 +535,8 @@ async def test_a_webhook_without_events_or_with_a_bad_url_is_refused_at_its_fiel
     assert 'id="f-events-error"' in no_events.text
     assert 'value="https://client.example/hooks"' in no_events.text  # what was typed stays
     # Credentials in the URL: the hub refuses them; its reason is shown at the URL.
-    refused = await client.post(
-        f"{DASH}/webhooks",
-        data={
-            "url": "https://user:pw@client.example/hooks",
-            "events": ["run.failed"],
-            "csrf_token": token,
-        },
+    refused = await add_in_dashboard(
+        client, token, "https://user:pw@client.example/hooks", ["run.failed"]
     )
     assert refused.status_code == 422
     assert 'id="f-url-error"' in refused.text
@@ -630,8 +623,7 @@ async def test_the_portal_button_needs_the_pages_csrf_token(
 async def test_without_webhooks_there_is_no_portal_button_and_a_post_says_to_add_one(
     client: httpx.AsyncClient, db_engine: AsyncEngine, hub: HubSubscriptions
 ) -> None:
-    who = await make_client(db_engine, "write")
-    token = await sign_in(client, who)
+    _, token = await signed_in_as_new(client, db_engine, "write")
     assert "Open the delivery portal" not in (await client.get(f"{DASH}/webhooks")).text
     answered = await client.post(f"{DASH}/webhooks/portal", data={"csrf_token": token})
     assert answered.status_code == 409
@@ -644,10 +636,7 @@ async def test_when_the_hub_does_not_answer_the_portal_button_says_so_on_the_pag
     """On a NATS where no webhook-hub answers: the webhooks page again, saying so."""
     who = await make_client(db_engine, "read")
     await add_active_row(db_engine, who.owner)
-    settings = service_settings.model_copy(
-        update={"nats_url": restartable_nats.url, "hub_request_timeout_seconds": 1}
-    )
-    async with serve_app(create_app(settings)) as http:
+    async with serve_app(create_app(without_hub(service_settings, restartable_nats))) as http:
         token = await sign_in(http, who)
         answered = await http.post(f"{DASH}/webhooks/portal", data={"csrf_token": token})
     assert answered.status_code == 503
@@ -655,6 +644,13 @@ async def test_when_the_hub_does_not_answer_the_portal_button_says_so_on_the_pag
         answered.text
     )
     assert "https://client.example/hooks" in answered.text
+
+
+def without_hub(settings: Settings, restartable_nats: EmbeddedNats) -> Settings:
+    """`settings` on a NATS where no webhook-hub answers, asking it for 1 s at most."""
+    return settings.model_copy(
+        update={"nats_url": restartable_nats.url, "hub_request_timeout_seconds": 1}
+    )
 
 
 def test_a_dashboard_users_level_opens_the_portal_at_read_or_write() -> None:
@@ -683,21 +679,8 @@ async def test_when_the_hub_does_not_answer_the_webhooks_page_says_so_per_webhoo
 ) -> None:
     """On a NATS where no webhook-hub answers: the page still lists what we know."""
     who = await make_client(db_engine, "read")
-    async with create_session_factory(db_engine)() as session, session.begin():
-        session.add(
-            ScraperWebhook(
-                id=uuid.uuid4().hex,
-                subscription_id=str(uuid.uuid4()),
-                status=WebhookStatus.ACTIVE,
-                owner=who.owner,
-                url="https://client.example/hooks",
-                events=["run.failed"],
-            )
-        )
-    settings = service_settings.model_copy(
-        update={"nats_url": restartable_nats.url, "hub_request_timeout_seconds": 1}
-    )
-    async with serve_app(create_app(settings)) as http:
+    await add_active_row(db_engine, who.owner)
+    async with serve_app(create_app(without_hub(service_settings, restartable_nats))) as http:
         await sign_in(http, who)
         page = await http.get(f"{DASH}/webhooks")
     assert page.status_code == 200

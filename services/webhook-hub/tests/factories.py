@@ -7,6 +7,7 @@ import html
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import uuid
@@ -19,7 +20,7 @@ from typing import Any
 
 import httpx
 from nats.js import JetStreamContext
-from playwright.async_api import Page
+from playwright.async_api import Locator, Page
 from servicekit.auth import AccessLevel
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import create_session_factory
@@ -135,11 +136,14 @@ async def receiving_subscription(
     engine: AsyncEngine,
     receiver: HttpReceiver,
     events: list[str] | None = None,
+    level: str = "write",
     **extra: Any,
 ) -> tuple[Consumer, dict[str, Any]]:
     """`consumer_subscribed` to `receiver`, once the running worker's probe and test event
     have reached it (so what it receives next is the test's)."""
-    consumer, created = await consumer_subscribed(client, engine, receiver.url, events, **extra)
+    consumer, created = await consumer_subscribed(
+        client, engine, receiver.url, events, level, **extra
+    )
     await receiver.wait_for(2)
     return consumer, created
 
@@ -204,6 +208,17 @@ def worker_process(settings: Settings, env: dict[str, str]) -> subprocess.Popen[
     )
 
 
+def stop_processes(*processes: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to each process, then each waited for, killed past 20 s."""
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
 @dataclass
 class Delivering:
     """What a delivery test drives: the hub's API (`client`), its database, a real HTTP
@@ -215,11 +230,11 @@ class Delivering:
     js: JetStreamContext
 
     async def subscribed(
-        self, events: list[str] | None = None, **extra: Any
+        self, events: list[str] | None = None, level: str = "write", **extra: Any
     ) -> tuple[Consumer, dict[str, Any]]:
-        """`receiving_subscription` of a new "write" consumer to the receiver."""
+        """`receiving_subscription` of a new consumer of `level` to the receiver."""
         return await receiving_subscription(
-            self.client, self.engine, self.receiver, events, **extra
+            self.client, self.engine, self.receiver, events, level, **extra
         )
 
     async def published_and_posted(
@@ -227,6 +242,37 @@ class Delivering:
     ) -> list[ReceivedRequest]:
         """`published_and_posted` to this receiver."""
         return await published_and_posted(self.js, self.receiver, event_type, datas, count)
+
+    async def publish(
+        self, event_type: str, data: dict[str, Any], tenant: str | None = None
+    ) -> CloudEvent:
+        return await publish_event(self.js, event_type, data, tenant)
+
+    async def posts(self, count: int, timeout: float = 15.0) -> list[ReceivedRequest]:
+        """`wait_for_posts` on this receiver."""
+        return await wait_for_posts(self.receiver, count, timeout)
+
+    def non_test(self) -> list[ReceivedRequest]:
+        """The receiver's POSTs so far that are not a test event."""
+        return non_test(self.receiver.requests)
+
+    async def deliveries(
+        self, consumer: Consumer, subscription_id: str, query: str = ""
+    ) -> list[dict[str, Any]]:
+        """`deliveries_of` the subscription, as `consumer`."""
+        return await deliveries_of(self.client, consumer.headers, subscription_id, query)
+
+    async def recorded(
+        self, consumer: Consumer, subscription_id: str, query: str, count: int
+    ) -> list[dict[str, Any]]:
+        """`recorded_deliveries` of the subscription, as `consumer`."""
+        return await recorded_deliveries(
+            self.client, consumer.headers, subscription_id, query, count
+        )
+
+    async def detail(self, consumer: Consumer, delivery_id: str) -> dict[str, Any]:
+        """`delivery_detail`, as `consumer`."""
+        return await delivery_detail(self.client, consumer.headers, delivery_id)
 
 
 @asynccontextmanager
@@ -293,6 +339,14 @@ async def signed_in(client: httpx.AsyncClient, consumer: Consumer) -> str:
     )
     assert response.status_code == 303
     return token
+
+
+async def signed_in_as_new(
+    client: httpx.AsyncClient, engine: AsyncEngine, level: str = "write"
+) -> tuple[Consumer, str]:
+    """A new consumer of `level`, signed in to the portal on `client`; a CSRF token."""
+    consumer = await make_consumer(engine, level)
+    return consumer, await signed_in(client, consumer)
 
 
 async def signed_in_with_endpoint(
@@ -365,6 +419,14 @@ async def assert_clean(watched: BrowserPage, name: str, screenshot_dir: Path) ->
     assert watched.page_errors == []
 
 
+async def both_schemes(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
+    """axe-clean at 1280 and 390 px in light and dark, screenshotted in both."""
+    await assert_clean(watched, name, screenshot_dir)
+    await watched.page.emulate_media(color_scheme="dark")
+    await assert_clean(watched, f"{name}-dark", screenshot_dir)
+    await watched.page.emulate_media(color_scheme="light")
+
+
 async def link_for(hub: httpx.AsyncClient, consumer: Consumer) -> str:
     response = await hub.post("/webhooks/portal-links", json={}, headers=consumer.headers)
     assert response.status_code == 201
@@ -402,10 +464,20 @@ class PortalInBrowser:
         await open_portal(self.watched, self.hub, consumer)
         return consumer
 
+    async def open(self, consumer: Consumer) -> None:
+        """Signed in as `consumer` through a portal link, on the endpoints page."""
+        await open_portal(self.watched, self.hub, consumer)
+
     async def open_endpoint(self, consumer: Consumer, subscription_id: str) -> None:
         """Signed in as `consumer` (a portal link), on the subscription's page."""
         await open_portal(self.watched, self.hub, consumer)
         await self.page.goto(f"{self.hub.base_url}/portal/endpoints/{subscription_id}")
+
+    async def log_rows(self) -> Locator:
+        """The rows of the page's delivery log that link to a delivery, once there is one."""
+        rows = self.page.locator("#deliveries tr", has=self.page.locator("a"))
+        await rows.first.wait_for()
+        return rows
 
     async def endpoint_opened(
         self, url: str, events: list[str] | None = None, **extra: Any
@@ -415,5 +487,14 @@ class PortalInBrowser:
         await self.open_endpoint(consumer, created["id"])
         return consumer, created
 
+    async def filtered_rows(self, url_glob: str) -> Locator:
+        """`log_rows` after the log's Filter button, once the page's URL matches `url_glob`."""
+        await self.page.get_by_role("button", name="Filter").click()
+        await self.page.wait_for_url(url_glob)
+        return await self.log_rows()
+
     async def assert_clean(self, name: str) -> None:
         await assert_clean(self.watched, name, self.screenshot_dir)
+
+    async def both_schemes(self, name: str) -> None:
+        await both_schemes(self.watched, name, self.screenshot_dir)

@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-from nats.js import JetStreamContext
 from servicekit.embedded.smtp import SmtpServer
 from servicekit.testing import HttpReceiver
 from servicekit.testing.receiver import PlannedResponse, ReceivedRequest
@@ -20,12 +19,10 @@ from standardwebhooks import Webhook, WebhookVerificationError
 from webhook_hub.settings import Settings
 
 from tests.factories import (
-    deliveries_of,
-    delivery_detail,
+    Delivering,
     make_consumer,
     non_test,
-    publish_event,
-    recorded_deliveries,
+    running_worker,
     subscribe,
     subscription_body,
     wait_for_posts,
@@ -57,14 +54,10 @@ async def subscription_row(engine: AsyncEngine, sub_id: str) -> Any:
 
 async def test_test_event_is_delivered_signed_on_creation(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
-    await http_receiver.wait_for(2)  # the probe, then the test event
-    post = next(r for r in http_receiver.requests if r.method == "POST")
+    _, created = await delivering.subscribed()  # the probe, then the test event
+    post = next(r for r in delivering.receiver.requests if r.method == "POST")
     body = verified(created["secret"], post)
     assert body["type"] == "webhook.test"
     assert body["data"]["subscription_id"] == created["id"]
@@ -72,21 +65,17 @@ async def test_test_event_is_delivered_signed_on_creation(
 
 async def test_an_event_reaches_every_matching_subscription_signed_and_shaped(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    exact = await subscribe(client, consumer.headers, f"{http_receiver.url}/exact", ["order.paid"])
-    wildcard = await subscribe(client, consumer.headers, f"{http_receiver.url}/all", ["*"])
-    other = await subscribe(
-        client, consumer.headers, f"{http_receiver.url}/other", ["order.created"]
-    )
-    event = await publish_event(js, "order.paid", {"id": 42, "status": "paid", "total": "9.99"})
-    posts = await wait_for_posts(http_receiver, 2)
+    consumer = await make_consumer(delivering.engine, "write")
+    url, headers = delivering.receiver.url, consumer.headers
+    exact = await subscribe(delivering.client, headers, f"{url}/exact", ["order.paid"])
+    wildcard = await subscribe(delivering.client, headers, f"{url}/all", ["*"])
+    other = await subscribe(delivering.client, headers, f"{url}/other", ["order.created"])
+    event = await delivering.publish("order.paid", {"id": 42, "status": "paid", "total": "9.99"})
+    posts = await delivering.posts(2)
     await asyncio.sleep(0.3)
-    assert {p.path for p in non_test(http_receiver.requests)} == {"/exact", "/all"}
+    assert {p.path for p in delivering.non_test()} == {"/exact", "/all"}
     secrets = {"/exact": exact["secret"], "/all": wildcard["secret"]}
     for post in posts:
         body = verified(secrets[post.path], post)
@@ -102,214 +91,167 @@ async def test_an_event_reaches_every_matching_subscription_signed_and_shaped(
 
 async def test_an_events_data_is_sent_and_stored_as_its_producer_wrote_it(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
     """Even a number past a float's range: read into Python and written out again it became
     `Infinity`, which PostgreSQL's `json` refused, so its outcome could never be recorded."""
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
-    await http_receiver.wait_for(2)
+    consumer, created = await delivering.subscribed(["order.paid"])
     data = b'{"amount": 1e400, "note" : "caf\\u00e9"}'
     event_id = str(uuid.uuid4())
     envelope = (
         b'{"specversion":"1.0","id":"' + event_id.encode() + b'","source":"tests",'
         b'"type":"order.paid","time":"2026-11-27T07:00:00Z","data":' + data + b"}"
     )
-    await js.publish("events.order.paid", envelope, headers={"Nats-Msg-Id": event_id})
-    [post] = await wait_for_posts(http_receiver, 1)
+    await delivering.js.publish("events.order.paid", envelope, headers={"Nats-Msg-Id": event_id})
+    [post] = await delivering.posts(1)
     verified(created["secret"], post)
     assert post.body.endswith(b',"data":' + data + b"}")
     # Recorded, and the worker goes on with the next event.
-    await publish_event(js, "order.paid", {"id": 2})
-    await wait_for_posts(http_receiver, 2)
-    deliveries = await recorded_deliveries(
-        client, consumer.headers, created["id"], "status=succeeded&event_type=order.paid", 2
+    await delivering.publish("order.paid", {"id": 2})
+    await delivering.posts(2)
+    deliveries = await delivering.recorded(
+        consumer, created["id"], "status=succeeded&event_type=order.paid", 2
     )
     assert len([d for d in deliveries if d["event_type"] == "order.paid"]) == 2
 
 
 async def test_an_answer_holding_a_nul_byte_is_recorded_and_the_worker_goes_on(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
     """PostgreSQL's text cannot hold NUL: kept as it came, the answer made the whole batch of
     outcomes unwritable, retried for ever."""
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
-    await http_receiver.wait_for(2)
-    http_receiver.default = PlannedResponse(200, b"ok\x00done")
-    await publish_event(js, "order.paid", {"id": 1})
-    await publish_event(js, "order.paid", {"id": 2})
-    await wait_for_posts(http_receiver, 2)
+    consumer, created = await delivering.subscribed(["order.paid"])
+    delivering.receiver.default = PlannedResponse(200, b"ok\x00done")
+    await delivering.publish("order.paid", {"id": 1})
+    await delivering.publish("order.paid", {"id": 2})
+    await delivering.posts(2)
     await asyncio.sleep(0.8)
-    deliveries = await deliveries_of(client, consumer.headers, created["id"], "status=succeeded")
+    deliveries = await delivering.deliveries(consumer, created["id"], "status=succeeded")
     paid = [d for d in deliveries if d["event_type"] == "order.paid"]
     assert len(paid) == 2
-    detail = await delivery_detail(client, consumer.headers, paid[0]["id"])
+    detail = await delivering.detail(consumer, paid[0]["id"])
     assert detail["attempt_log"][0]["response_body"] == "ok\ufffddone"
 
 
 async def test_custom_headers_are_sent_with_each_delivery(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
+    consumer = await make_consumer(delivering.engine, "write")
+    response = await delivering.client.post(
         "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, headers={"X-Api-Token": "abc123"}),
+        json=subscription_body(delivering.receiver.url, headers={"X-Api-Token": "abc123"}),
         headers=consumer.headers,
     )
     assert response.status_code == 201
-    await publish_event(js, "order.paid", {"id": 1})
-    posts = await wait_for_posts(http_receiver, 1)
+    await delivering.publish("order.paid", {"id": 1})
+    posts = await delivering.posts(1)
     assert posts[0].headers["x-api-token"] == "abc123"
 
 
 async def test_events_with_a_tenant_reach_only_that_consumers_subscriptions(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    alice = await make_consumer(db_engine, "write")
-    bob = await make_consumer(db_engine, "write")
-    await subscribe(client, alice.headers, f"{http_receiver.url}/alice", ["run.completed"])
-    await subscribe(client, bob.headers, f"{http_receiver.url}/bob", ["run.completed"])
-    await publish_event(js, "run.completed", {"run_id": 1}, tenant=alice.owner)
-    await wait_for_posts(http_receiver, 1)
+    alice = await make_consumer(delivering.engine, "write")
+    bob = await make_consumer(delivering.engine, "write")
+    url = delivering.receiver.url
+    await subscribe(delivering.client, alice.headers, f"{url}/alice", ["run.completed"])
+    await subscribe(delivering.client, bob.headers, f"{url}/bob", ["run.completed"])
+    await delivering.publish("run.completed", {"run_id": 1}, tenant=alice.owner)
+    await delivering.posts(1)
     await asyncio.sleep(0.5)
-    assert [p.path for p in non_test(http_receiver.requests)] == ["/alice"]
+    assert [p.path for p in delivering.non_test()] == ["/alice"]
 
 
 async def test_a_failing_receiver_gets_the_same_webhook_id_until_it_succeeds(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
-    await http_receiver.wait_for(2)  # probe and test event, both answered 200
-    http_receiver.respond_with(500, 502, 500)
-    await publish_event(js, "order.created", {"id": 7})
-    posts = await wait_for_posts(http_receiver, 4)
+    # The probe and the test event are both answered 200.
+    consumer, created = await delivering.subscribed(["order.created"])
+    delivering.receiver.respond_with(500, 502, 500)
+    await delivering.publish("order.created", {"id": 7})
+    posts = await delivering.posts(4)
     assert len({p.headers["webhook-id"] for p in posts}) == 1
     for post in posts:
         verified(created["secret"], post)
     await asyncio.sleep(0.5)
-    deliveries = await deliveries_of(
-        client, consumer.headers, created["id"], "event_type=order.created"
-    )
+    deliveries = await delivering.deliveries(consumer, created["id"], "event_type=order.created")
     assert len(deliveries) == 1
     assert deliveries[0]["status"] == "succeeded"
     assert deliveries[0]["attempts"] == 4
-    detail = await delivery_detail(client, consumer.headers, deliveries[0]["id"])
+    detail = await delivering.detail(consumer, deliveries[0]["id"])
     assert [a["status_code"] for a in detail["attempt_log"]] == [500, 502, 500, 200]
-    sub = await subscription_row(db_engine, created["id"])
+    sub = await subscription_row(delivering.engine, created["id"])
     assert sub.failure_count == 0
     assert sub.last_delivery_at is not None
 
 
 async def test_a_delivery_that_never_succeeds_ends_failed_after_the_schedule(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
-    await http_receiver.wait_for(2)
-    http_receiver.default = PlannedResponse(500, b"broken")
-    await publish_event(js, "order.created", {"id": 8})
+    consumer, created = await delivering.subscribed(["order.created"])
+    delivering.receiver.default = PlannedResponse(500, b"broken")
+    await delivering.publish("order.created", {"id": 8})
     attempts = len(worker.retry_schedule_seconds) + 1
-    await wait_for_posts(http_receiver, attempts)
-    deliveries = await recorded_deliveries(
-        client, consumer.headers, created["id"], "status=failed", 1
-    )
-    assert len(non_test(http_receiver.requests)) == attempts
+    await delivering.posts(attempts)
+    deliveries = await delivering.recorded(consumer, created["id"], "status=failed", 1)
+    assert len(delivering.non_test()) == attempts
     assert len(deliveries) == 1
     assert deliveries[0]["attempts"] == attempts
-    sub = await subscription_row(db_engine, created["id"])
+    sub = await subscription_row(delivering.engine, created["id"])
     assert sub.failure_count == attempts
-    detail = await delivery_detail(client, consumer.headers, deliveries[0]["id"])
+    detail = await delivering.detail(consumer, deliveries[0]["id"])
     assert detail["attempt_log"][0]["response_body"] == "broken"
 
 
 async def test_response_bodies_are_kept_to_4_kib(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
-    await http_receiver.wait_for(2)
-    http_receiver.respond_with(PlannedResponse(200, b"y" * 10_000))
-    await publish_event(js, "order.created", {"id": 9})
-    await wait_for_posts(http_receiver, 1)
+    consumer, created = await delivering.subscribed(["order.created"])
+    delivering.receiver.respond_with(PlannedResponse(200, b"y" * 10_000))
+    await delivering.publish("order.created", {"id": 9})
+    await delivering.posts(1)
     await asyncio.sleep(0.5)
-    delivery = (
-        await deliveries_of(client, consumer.headers, created["id"], "event_type=order.created")
-    )[0]
-    detail = await delivery_detail(client, consumer.headers, delivery["id"])
+    delivery = (await delivering.deliveries(consumer, created["id"], "event_type=order.created"))[0]
+    detail = await delivering.detail(consumer, delivery["id"])
     assert len(detail["attempt_log"][0]["response_body"]) == 4096
 
 
 async def test_410_gone_disables_the_subscription_at_once(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
-    await http_receiver.wait_for(2)
-    http_receiver.respond_with(410)
-    await publish_event(js, "order.created", {"id": 10})
-    await wait_for_posts(http_receiver, 1)
+    _, created = await delivering.subscribed(["order.created"])
+    delivering.receiver.respond_with(410)
+    await delivering.publish("order.created", {"id": 10})
+    await delivering.posts(1)
     # The outcome is recorded a flush after the answer: on a loaded machine, more than 0.5 s.
     for _ in range(100):
-        sub = await subscription_row(db_engine, created["id"])
+        sub = await subscription_row(delivering.engine, created["id"])
         if not sub.is_active:
             break
         await asyncio.sleep(0.1)
     assert sub.is_active is False
     assert sub.disabled_at is not None
     assert "410" in sub.disabled_reason
-    assert len(non_test(http_receiver.requests)) == 1
+    assert len(delivering.non_test()) == 1
 
 
 async def test_429_with_retry_after_waits_as_asked(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
-    await http_receiver.wait_for(2)
-    http_receiver.respond_with(PlannedResponse(429, headers={"Retry-After": "120"}))
-    await publish_event(js, "order.created", {"id": 11})
-    await wait_for_posts(http_receiver, 1)
+    consumer, created = await delivering.subscribed(["order.created"])
+    delivering.receiver.respond_with(PlannedResponse(429, headers={"Retry-After": "120"}))
+    await delivering.publish("order.created", {"id": 11})
+    await delivering.posts(1)
     await asyncio.sleep(0.5)
-    delivery = (
-        await deliveries_of(client, consumer.headers, created["id"], "event_type=order.created")
-    )[0]
+    delivery = (await delivering.deliveries(consumer, created["id"], "event_type=order.created"))[0]
     assert delivery["status"] == "pending"
     wait = datetime.fromisoformat(delivery["next_attempt_at"]) - datetime.fromisoformat(
         delivery["last_attempt_at"]
@@ -318,15 +260,8 @@ async def test_429_with_retry_after_waits_as_asked(
 
 
 async def test_100_consecutive_failures_disable_mail_the_owner_and_publish_an_event(
-    fast_settings: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
-    smtp_server: SmtpServer,
+    fast_settings: Settings, delivering: Delivering, smtp_server: SmtpServer
 ) -> None:
-    from webhook_hub.worker import run as run_worker
-
     # Each event gets one attempt, so 100 events make 100 consecutive failures (the circuit
     # breaker, which would hold most of them after its first failures, opens beyond that).
     settings = fast_settings.model_copy(
@@ -336,27 +271,26 @@ async def test_100_consecutive_failures_disable_mail_the_owner_and_publish_an_ev
             "circuit_breaker_failures": 1000,
         }
     )
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(settings, stop))
-    try:
-        consumer = await make_consumer(db_engine, "write", email="owner@consumer.example")
+    client, url = delivering.client, delivering.receiver.url
+    async with running_worker(settings):
+        consumer = await make_consumer(delivering.engine, "write", email="owner@consumer.example")
         # The worker registers its own `subscription.disabled` type as it starts: wait for it,
         # or subscribing to it races the worker's first sync.
         await wait_for_event_type(client, consumer.headers, "subscription.disabled")
         watcher = await subscribe(
-            client, consumer.headers, f"{http_receiver.url}/watcher", ["subscription.disabled"]
+            client, consumer.headers, f"{url}/watcher", ["subscription.disabled"]
         )
-        created = await subscribe(
-            client, consumer.headers, f"{http_receiver.url}/failing", ["order.created"]
+        created = await subscribe(client, consumer.headers, f"{url}/failing", ["order.created"])
+        disabled_events = await delivering.js.pull_subscribe(
+            "events.subscription.disabled", stream="EVENTS"
         )
-        disabled_events = await js.pull_subscribe("events.subscription.disabled", stream="EVENTS")
         await asyncio.sleep(0.5)
 
-        http_receiver.default = PlannedResponse(500)
+        delivering.receiver.default = PlannedResponse(500)
         for n in range(100):
-            await publish_event(js, "order.created", {"id": n})
+            await delivering.publish("order.created", {"id": n})
         for _ in range(300):
-            sub = await subscription_row(db_engine, created["id"])
+            sub = await subscription_row(delivering.engine, created["id"])
             if not sub.is_active:
                 break
             await asyncio.sleep(0.1)
@@ -376,35 +310,27 @@ async def test_100_consecutive_failures_disable_mail_the_owner_and_publish_an_ev
         assert mine[0]["tenant"] == consumer.owner
         assert mine[0]["data"]["failure_count"] == 100
         assert watcher["id"]
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 async def test_rotation_signs_with_both_secrets_inside_the_window_and_new_only_after(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
-    await http_receiver.wait_for(2)
+    consumer, created = await delivering.subscribed(["order.created"])
     old = created["secret"]
     new = (
-        await client.post(
+        await delivering.client.post(
             f"/webhooks/subscriptions/{created['id']}/rotate-secret", headers=consumer.headers
         )
     ).json()["secret"]
-    await publish_event(js, "order.created", {"id": 1})
-    inside = (await wait_for_posts(http_receiver, 1))[0]
+    await delivering.publish("order.created", {"id": 1})
+    inside = (await delivering.posts(1))[0]
     assert inside.headers["webhook-signature"].count("v1,") == 2
     verified(new, inside)
     verified(old, inside)
 
     # Eleven minutes later, as far as the subscription knows.
-    async with db_engine.begin() as conn:
+    async with delivering.engine.begin() as conn:
         await conn.execute(
             text(
                 "UPDATE subscriptions SET secret_rotated_at = now() - interval '11 minutes'"
@@ -412,8 +338,8 @@ async def test_rotation_signs_with_both_secrets_inside_the_window_and_new_only_a
             ),
             {"id": created["id"]},
         )
-    await publish_event(js, "order.created", {"id": 2})
-    after = (await wait_for_posts(http_receiver, 2))[1]
+    await delivering.publish("order.created", {"id": 2})
+    after = (await delivering.posts(2))[1]
     assert after.headers["webhook-signature"].count("v1,") == 1
     verified(new, after)
     with pytest.raises(WebhookVerificationError):
@@ -422,151 +348,119 @@ async def test_rotation_signs_with_both_secrets_inside_the_window_and_new_only_a
 
 async def test_a_deleted_subscription_gets_no_more_deliveries(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "admin")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
-    await http_receiver.wait_for(2)
-    await client.delete(f"/webhooks/subscriptions/{created['id']}", headers=consumer.headers)
-    await publish_event(js, "order.created", {"id": 3})
+    consumer, created = await delivering.subscribed(["order.created"], level="admin")
+    await delivering.client.delete(
+        f"/webhooks/subscriptions/{created['id']}", headers=consumer.headers
+    )
+    await delivering.publish("order.created", {"id": 3})
     await asyncio.sleep(1.0)
-    assert non_test(http_receiver.requests) == []
+    assert delivering.non_test() == []
 
 
 async def test_manual_retry_and_recover_send_failed_deliveries_again(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
-    await http_receiver.wait_for(2)
+    consumer, created = await delivering.subscribed(["order.created"])
     attempts = len(worker.retry_schedule_seconds) + 1
-    http_receiver.default = PlannedResponse(500)
+    delivering.receiver.default = PlannedResponse(500)
     since = datetime.now(UTC).isoformat()
-    await publish_event(js, "order.created", {"id": 1})
-    await publish_event(js, "order.created", {"id": 2})
-    await wait_for_posts(http_receiver, 2 * attempts)
-    failed = await recorded_deliveries(client, consumer.headers, created["id"], "status=failed", 2)
+    await delivering.publish("order.created", {"id": 1})
+    await delivering.publish("order.created", {"id": 2})
+    await delivering.posts(2 * attempts)
+    failed = await delivering.recorded(consumer, created["id"], "status=failed", 2)
     assert len(failed) == 2
 
-    http_receiver.default = PlannedResponse(200)
-    retried = await client.post(
+    delivering.receiver.default = PlannedResponse(200)
+    retried = await delivering.client.post(
         f"/webhooks/deliveries/{failed[0]['id']}/retry", headers=consumer.headers
     )
     assert retried.status_code == 202
-    await wait_for_posts(http_receiver, 2 * attempts + 1)
+    await delivering.posts(2 * attempts + 1)
 
-    recovered = await client.post(
+    recovered = await delivering.client.post(
         f"/webhooks/subscriptions/{created['id']}/recover",
         json={"since": since},
         headers=consumer.headers,
     )
     assert recovered.status_code == 202
     assert recovered.json() == {"recovered": 1}
-    await wait_for_posts(http_receiver, 2 * attempts + 2)
+    await delivering.posts(2 * attempts + 2)
     await asyncio.sleep(0.5)
-    statuses = await deliveries_of(
-        client, consumer.headers, created["id"], "event_type=order.created"
-    )
+    statuses = await delivering.deliveries(consumer, created["id"], "event_type=order.created")
     assert {d["status"] for d in statuses} == {"succeeded"}
 
 
 async def test_redelivered_events_do_not_make_a_second_delivery(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    delivering: Delivering,
 ) -> None:
     from servicekit.events import CloudEvent
 
-    consumer = await make_consumer(db_engine, "write")
-    await subscribe(client, consumer.headers, http_receiver.url, ["order.created"])
-    await http_receiver.wait_for(2)
+    await delivering.subscribed(["order.created"])
     event = CloudEvent(source="tests", type="order.created", data={"id": 5})
+    js = delivering.js
     await js.publish(event.subject, event.to_json(), headers={"Nats-Msg-Id": str(event.id)})
     # The same event again under another message id, as a publisher retrying past the window.
     await js.publish(event.subject, event.to_json(), headers={"Nats-Msg-Id": f"{uuid.uuid4()}"})
-    await wait_for_posts(http_receiver, 1)
+    await delivering.posts(1)
     await asyncio.sleep(1.0)
-    assert len(non_test(http_receiver.requests)) == 1
+    assert len(delivering.non_test()) == 1
 
 
 async def test_a_slow_endpoint_does_not_delay_other_subscriptions(
-    fast_settings: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
+    fast_settings: Settings, delivering: Delivering
 ) -> None:
-    from webhook_hub.worker import run as run_worker
-
     slow, fast = HttpReceiver(), HttpReceiver()
     await slow.start()
     await fast.start()
     settings = fast_settings.model_copy(update={"per_subscription_concurrency": 2})
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(settings, stop))
     try:
-        consumer = await make_consumer(db_engine, "write")
-        await subscribe(client, consumer.headers, slow.url, ["order.paid"])
-        await subscribe(client, consumer.headers, fast.url, ["order.paid"])
-        await slow.wait_for(2)
-        await fast.wait_for(2)
-        slow.default = PlannedResponse(200, delay=3.0)
-        for n in range(20):
-            await publish_event(js, "order.paid", {"n": n})
-        started = asyncio.get_running_loop().time()
-        await wait_for_posts(fast, 20, timeout=10)
-        fast_done = asyncio.get_running_loop().time() - started
-        # The slow endpoint holds at most its two slots; the fast one is not queued behind it.
-        assert fast_done < 3.0
-        assert len(non_test(slow.requests)) <= 2
+        async with running_worker(settings):
+            consumer = await make_consumer(delivering.engine, "write")
+            await subscribe(delivering.client, consumer.headers, slow.url, ["order.paid"])
+            await subscribe(delivering.client, consumer.headers, fast.url, ["order.paid"])
+            await slow.wait_for(2)
+            await fast.wait_for(2)
+            slow.default = PlannedResponse(200, delay=3.0)
+            for n in range(20):
+                await delivering.publish("order.paid", {"n": n})
+            started = asyncio.get_running_loop().time()
+            await wait_for_posts(fast, 20, timeout=10)
+            fast_done = asyncio.get_running_loop().time() - started
+            # The slow endpoint holds at most its two slots; the fast one is not queued
+            # behind it.
+            assert fast_done < 3.0
+            assert len(non_test(slow.requests)) <= 2
     finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
         await slow.stop()
         await fast.stop()
 
 
 async def test_deliveries_held_up_by_a_slow_endpoint_are_stored_and_sent_by_the_claim_loop(
-    fast_settings: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    fast_settings: Settings, delivering: Delivering
 ) -> None:
-    from webhook_hub.worker import run as run_worker
-
     # One slot, and a short queue: most of the burst waits too long and is set aside.
     settings = fast_settings.model_copy(
         update={"per_subscription_concurrency": 1, "dispatch_queue_seconds": 0.2}
     )
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
-    http_receiver.default = PlannedResponse(200, delay=0.3)
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(settings, stop))
-    try:
+    consumer = await make_consumer(delivering.engine, "write")
+    created = await subscribe(
+        delivering.client, consumer.headers, delivering.receiver.url, ["order.paid"]
+    )
+    delivering.receiver.default = PlannedResponse(200, delay=0.3)
+    async with running_worker(settings):
         for n in range(6):
-            await publish_event(js, "order.paid", {"n": n})
-        posts = await wait_for_posts(http_receiver, 6, timeout=20)
+            await delivering.publish("order.paid", {"n": n})
+        posts = await delivering.posts(6, timeout=20)
         await asyncio.sleep(0.5)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
     numbers = sorted(verified(created["secret"], post)["data"]["n"] for post in posts)
     assert numbers == list(range(6))  # each once
-    deliveries = await deliveries_of(
-        client, consumer.headers, created["id"], "event_type=order.paid"
-    )
+    deliveries = await delivering.deliveries(consumer, created["id"], "event_type=order.paid")
     assert {d["status"] for d in deliveries} == {"succeeded"}
-    async with db_engine.connect() as conn:
+    async with delivering.engine.connect() as conn:
         set_aside = await conn.scalar(
             text(
                 "SELECT count(*) FROM deliveries WHERE subscription_id = :id"
@@ -578,14 +472,9 @@ async def test_deliveries_held_up_by_a_slow_endpoint_are_stored_and_sent_by_the_
 
 
 async def test_events_still_being_worked_on_are_not_handed_to_another_worker(
-    fast_settings: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    js: JetStreamContext,
+    fast_settings: Settings, delivering: Delivering
 ) -> None:
     from webhook_hub.dispatch.loop import DISPATCH_CONSUMER
-    from webhook_hub.worker import run as run_worker
 
     # One event is answered slowly (three ack waits of 2 s: the notices, every 0.5 s, leave
     # room for a loaded machine's stalls), the next waits for its slot; with that
@@ -600,30 +489,25 @@ async def test_events_still_being_worked_on_are_not_handed_to_another_worker(
             "dispatch_queue_seconds": 30.0,
         }
     )
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url, ["order.paid"])
-    await http_receiver.wait_for(1)
-    http_receiver.default = PlannedResponse(200, delay=6.0)
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(settings, stop))
-    try:
+    consumer = await make_consumer(delivering.engine, "write")
+    created = await subscribe(
+        delivering.client, consumer.headers, delivering.receiver.url, ["order.paid"]
+    )
+    await delivering.receiver.wait_for(1)
+    delivering.receiver.default = PlannedResponse(200, delay=6.0)
+    async with running_worker(settings):
         await asyncio.sleep(1.0)
         for n in range(2):
-            await publish_event(js, "order.paid", {"n": n})
-        await wait_for_posts(http_receiver, 1)
-        http_receiver.default = PlannedResponse(200)
-        other_worker = await js.pull_subscribe_bind(DISPATCH_CONSUMER, stream="EVENTS")
+            await delivering.publish("order.paid", {"n": n})
+        await delivering.posts(1)
+        delivering.receiver.default = PlannedResponse(200)
+        other_worker = await delivering.js.pull_subscribe_bind(DISPATCH_CONSUMER, stream="EVENTS")
         with pytest.raises(TimeoutError):
             await other_worker.fetch(1, timeout=6.5)
         await other_worker.unsubscribe()
-        posts = await wait_for_posts(http_receiver, 2)
+        posts = await delivering.posts(2)
         await asyncio.sleep(0.5)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
     assert sorted(verified(created["secret"], p)["data"]["n"] for p in posts) == [0, 1]
-    assert len(non_test(http_receiver.requests)) == 2
-    deliveries = await deliveries_of(
-        client, consumer.headers, created["id"], "event_type=order.paid"
-    )
+    assert len(delivering.non_test()) == 2
+    deliveries = await delivering.deliveries(consumer, created["id"], "event_type=order.paid")
     assert [d["status"] for d in deliveries] == ["succeeded", "succeeded"]

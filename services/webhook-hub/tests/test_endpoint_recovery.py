@@ -27,7 +27,7 @@ from webhook_hub.models import Subscription
 from webhook_hub.settings import Settings
 
 from tests.recording_factories import first_attempt, make_subscription, rows_of
-from tests.scripted_server import Reply, answer, start_scripted
+from tests.scripted_server import Reply, ScriptedServer, answer, start_scripted
 from tests.test_engine_recording import engine_of, plain_sender
 
 FAILURES = 3
@@ -117,6 +117,32 @@ async def own_engine(own_database: Settings) -> AsyncIterator[AsyncEngine]:
         await db_engine.dispose()
 
 
+async def breaker_opened_by_500s(
+    db_engine: AsyncEngine, service_settings: Settings, subscription: Subscription
+) -> tuple[ScriptedServer, list[DeliveryJob]]:
+    """Ten deliveries offered, one attempt at a time, to an endpoint answering 500: the third
+    failure opens the breaker, whose first probe is far beyond the test; their outcomes
+    flushed. The endpoint (its requests) and the jobs."""
+    server, listener = await start_scripted(lambda _: Reply(answer(500)))
+    settings = breaker_settings(service_settings, probe=600.0, per_subscription=1)
+    jobs = jobs_to(subscription, f"http://127.0.0.1:{server.port}/hook", 10)
+    sender = plain_sender()
+    engine = engine_of(db_engine, settings, sender)
+    try:
+        now = time.monotonic()
+        for job in jobs:
+            engine.offer(job, now)
+        while len(server.requests) < FAILURES:
+            await asyncio.wait_for(server.received.wait(), 10)
+            server.received.clear()
+        await asyncio.sleep(0.3)  # the third answer is read
+        await engine.flush()
+    finally:
+        await sender.close()
+        listener.close()
+    return server, jobs
+
+
 async def new_subscription(db_engine: AsyncEngine, url: str) -> Subscription:
     async with AsyncSession(db_engine, expire_on_commit=False) as session, session.begin():
         subscription = await make_subscription(session)
@@ -157,25 +183,7 @@ async def test_a_receiver_that_comes_back_gets_its_backlog_at_the_next_probe_not
 async def test_held_deliveries_are_not_attempted_while_the_breaker_is_open(
     db_engine: AsyncEngine, service_settings: Settings, committed_subscription: Subscription
 ) -> None:
-    # One attempt at a time, answered 500: the third failure opens the breaker; the first
-    # probe is far beyond the test.
-    server, listener = await start_scripted(lambda _: Reply(answer(500)))
-    settings = breaker_settings(service_settings, probe=600.0, per_subscription=1)
-    jobs = jobs_to(committed_subscription, f"http://127.0.0.1:{server.port}/hook", 10)
-    sender = plain_sender()
-    engine = engine_of(db_engine, settings, sender)
-    try:
-        now = time.monotonic()
-        for job in jobs:
-            engine.offer(job, now)
-        while len(server.requests) < FAILURES:
-            await asyncio.wait_for(server.received.wait(), 10)
-            server.received.clear()
-        await asyncio.sleep(0.3)  # the third answer is read
-        await engine.flush()
-    finally:
-        await sender.close()
-        listener.close()
+    server, jobs = await breaker_opened_by_500s(db_engine, service_settings, committed_subscription)
     assert len(server.requests) == FAILURES
     async with AsyncSession(db_engine) as session:
         rows = await rows_of(session, committed_subscription.id)
@@ -188,23 +196,7 @@ async def test_held_deliveries_are_not_attempted_while_the_breaker_is_open(
 async def test_held_deliveries_do_not_count_as_failures(
     db_engine: AsyncEngine, service_settings: Settings, committed_subscription: Subscription
 ) -> None:
-    server, listener = await start_scripted(lambda _: Reply(answer(500)))
-    settings = breaker_settings(service_settings, probe=600.0, per_subscription=1)
-    jobs = jobs_to(committed_subscription, f"http://127.0.0.1:{server.port}/hook", 10)
-    sender = plain_sender()
-    engine = engine_of(db_engine, settings, sender)
-    try:
-        now = time.monotonic()
-        for job in jobs:
-            engine.offer(job, now)
-        while len(server.requests) < FAILURES:
-            await asyncio.wait_for(server.received.wait(), 10)
-            server.received.clear()
-        await asyncio.sleep(0.3)
-        await engine.flush()
-    finally:
-        await sender.close()
-        listener.close()
+    await breaker_opened_by_500s(db_engine, service_settings, committed_subscription)
     failures = await scalar(
         db_engine,
         "SELECT failure_count FROM subscriptions WHERE id = :id",

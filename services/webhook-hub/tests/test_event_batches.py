@@ -30,6 +30,23 @@ async def schema_type(client: httpx.AsyncClient, producer: Consumer) -> str:
     return name
 
 
+async def producer_and_type(client: httpx.AsyncClient, engine: AsyncEngine) -> tuple[Consumer, str]:
+    """A new admin consumer and a `schema_type` of its own."""
+    producer = await make_consumer(engine, "admin")
+    return producer, await schema_type(client, producer)
+
+
+async def single_with_key(
+    client: httpx.AsyncClient, producer: Consumer, kind: str, key: str
+) -> httpx.Response:
+    """One event of `kind` through the single form, under the idempotency key `key`."""
+    return await client.post(
+        "/webhooks/events",
+        json={"type": kind, "data": {"total": 1}},
+        headers={**producer.headers, "Idempotency-Key": key},
+    )
+
+
 async def batch(
     client: httpx.AsyncClient, producer: Consumer, events: list[Any]
 ) -> list[dict[str, Any]]:
@@ -48,8 +65,7 @@ async def outbox_count(engine: AsyncEngine) -> int:
 async def test_each_event_is_accepted_with_its_own_id_and_recorded_in_order(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     results = await batch(
         client, producer, [{"type": kind, "data": {"total": n}} for n in range(3)]
     )
@@ -73,8 +89,7 @@ async def test_each_event_is_accepted_with_its_own_id_and_recorded_in_order(
 async def test_the_answer_counts_accepted_duplicate_and_refused_events(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     events = [
         {"type": kind, "data": {"total": 1}, "idempotency_key": "k"},
         {"type": kind, "data": {"total": 1}, "idempotency_key": "k"},
@@ -88,8 +103,7 @@ async def test_the_answer_counts_accepted_duplicate_and_refused_events(
 async def test_an_event_breaking_its_schema_is_refused_alone_with_the_single_forms_error(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     bad = {"type": kind, "data": {"total": "x"}}
     before = await outbox_count(db_engine)
     results = await batch(
@@ -107,8 +121,7 @@ async def test_an_event_breaking_its_schema_is_refused_alone_with_the_single_for
 async def test_a_malformed_event_is_refused_alone_as_the_single_form_refuses_its_body(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     malformed: list[Any] = [
         {"type": "NoDot", "data": {}},
         {"type": kind},
@@ -126,8 +139,7 @@ async def test_a_malformed_event_is_refused_alone_as_the_single_form_refuses_its
 async def test_an_event_that_is_not_an_object_is_refused_alone(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     results = await batch(client, producer, [5, "x", None, {"type": kind, "data": {"total": 1}}])
     assert [r["result"] for r in results] == ["refused"] * 3 + ["accepted"]
     assert {r["code"] for r in results[:3]} == {"validation_error"}
@@ -136,8 +148,7 @@ async def test_an_event_that_is_not_an_object_is_refused_alone(
 async def test_an_idempotency_key_over_200_characters_is_refused_alone(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     results = await batch(
         client,
         producer,
@@ -152,8 +163,7 @@ async def test_an_idempotency_key_over_200_characters_is_refused_alone(
 async def test_a_key_repeated_in_a_batch_answers_the_first_events_id_and_records_it_once(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     results = await batch(
         client,
         producer,
@@ -172,13 +182,8 @@ async def test_a_key_repeated_in_a_batch_answers_the_first_events_id_and_records
 async def test_a_key_of_the_single_form_is_a_duplicate_in_a_batch(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
-    single = await client.post(
-        "/webhooks/events",
-        json={"type": kind, "data": {"total": 1}},
-        headers={**producer.headers, "Idempotency-Key": "inv-9"},
-    )
+    producer, kind = await producer_and_type(client, db_engine)
+    single = await single_with_key(client, producer, kind, "inv-9")
     (result,) = await batch(
         client, producer, [{"type": kind, "data": {"total": 1}, "idempotency_key": "inv-9"}]
     )
@@ -188,16 +193,11 @@ async def test_a_key_of_the_single_form_is_a_duplicate_in_a_batch(
 async def test_a_key_of_a_batch_is_replayed_by_the_single_form(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     (result,) = await batch(
         client, producer, [{"type": kind, "data": {"total": 1}, "idempotency_key": "inv-10"}]
     )
-    single = await client.post(
-        "/webhooks/events",
-        json={"type": kind, "data": {"total": 1}},
-        headers={**producer.headers, "Idempotency-Key": "inv-10"},
-    )
+    single = await single_with_key(client, producer, kind, "inv-10")
     assert single.status_code == 202
     assert single.json()["id"] == result["id"]
     assert single.headers["idempotent-replayed"] == "true"
@@ -206,8 +206,7 @@ async def test_a_key_of_a_batch_is_replayed_by_the_single_form(
 async def test_a_refused_event_does_not_use_its_key_up(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     results = await batch(
         client,
         producer,
@@ -223,8 +222,7 @@ async def test_a_refused_event_does_not_use_its_key_up(
 async def test_a_key_older_than_the_window_starts_a_new_event_in_a_batch(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     event = {"type": kind, "data": {"total": 1}, "idempotency_key": "aged"}
     (first,) = await batch(client, producer, [event])
     async with db_engine.begin() as conn:
@@ -326,8 +324,7 @@ async def test_batches_need_the_admin_level(
 async def test_500_events_are_accepted_and_501_refuse_the_whole_batch(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     event = {"type": kind, "data": {"total": 1}}
     results = await batch(client, producer, [event] * 500)
     assert {r["result"] for r in results} == {"accepted"}
@@ -358,8 +355,7 @@ async def test_a_number_no_float_holds_refuses_the_whole_batch(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     """The input guard reads the whole body before any event is parsed (see the README)."""
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     before = await outbox_count(db_engine)
     response = await client.post(
         BATCH,
@@ -378,8 +374,7 @@ async def test_events_are_checked_against_the_types_schema_as_changed_since_the_
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     """Validators are cached by the schema's text: a changed schema is never checked stale."""
-    producer = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, producer)
+    producer, kind = await producer_and_type(client, db_engine)
     event = {"type": kind, "data": {"total": 1}}
     assert (
         await client.post("/webhooks/events", json=event, headers=producer.headers)

@@ -31,12 +31,23 @@ def invoice_type(name: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+async def post_type(
+    client: httpx.AsyncClient, caller: Consumer, body: dict[str, Any]
+) -> httpx.Response:
+    """`POST /webhooks/event-types`, its answer as it is."""
+    return await client.post("/webhooks/event-types", json=body, headers=caller.headers)
+
+
 async def register(client: httpx.AsyncClient, owner: Consumer, name: str, **extra: Any) -> str:
-    response = await client.post(
-        "/webhooks/event-types", json=invoice_type(name, **extra), headers=owner.headers
-    )
+    response = await post_type(client, owner, invoice_type(name, **extra))
     assert response.status_code == 201, response.text
     return name
+
+
+async def owner_and_type(client: httpx.AsyncClient, engine: AsyncEngine) -> tuple[Consumer, str]:
+    """A new admin consumer and the invoice type it registered (under a unique name)."""
+    alice = await make_consumer(engine)
+    return alice, await register(client, alice, unique("invoice.paid"))
 
 
 async def events_of_type(engine: AsyncEngine, event_type: str) -> int:
@@ -75,8 +86,7 @@ async def subscribe_to(client: httpx.AsyncClient, owner: Consumer, name: str) ->
 async def test_a_type_is_registered_with_its_schema_and_example(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine)
-    name = await register(client, alice, unique("invoice.paid"))
+    alice, name = await owner_and_type(client, db_engine)
     listed = await client.get("/webhooks/event-types", headers=alice.headers)
     mine = next(t for t in listed.json()["data"] if t["name"] == name)
     assert mine["schema"] == INVOICE_SCHEMA
@@ -88,15 +98,15 @@ async def test_a_type_may_be_registered_with_example_and_json_schema_as_the_word
 ) -> None:
     alice = await make_consumer(db_engine)
     name = unique("invoice.paid")
-    response = await client.post(
-        "/webhooks/event-types",
-        json={
+    response = await post_type(
+        client,
+        alice,
+        {
             "name": name,
             "description": "An invoice was paid",
             "json_schema": INVOICE_SCHEMA,
             "example": {"id": "inv_2", "total": 3},
         },
-        headers=alice.headers,
     )
     assert response.status_code == 201
     assert response.json()["schema"] == INVOICE_SCHEMA
@@ -110,10 +120,10 @@ async def test_a_schema_that_is_not_a_json_schema_is_422_naming_where(
 ) -> None:
     alice = await make_consumer(db_engine)
     name = unique("invoice.paid")
-    response = await client.post(
-        "/webhooks/event-types",
-        json=invoice_type(name, schema={"type": "object", "properties": {"total": {"type": 5}}}),
-        headers=alice.headers,
+    response = await post_type(
+        client,
+        alice,
+        invoice_type(name, schema={"type": "object", "properties": {"total": {"type": 5}}}),
     )
     assert response.status_code == 422
     assert response.json()["code"] == "invalid_schema"
@@ -126,10 +136,10 @@ async def test_a_schema_of_an_unknown_draft_is_422(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     alice = await make_consumer(db_engine)
-    response = await client.post(
-        "/webhooks/event-types",
-        json=invoice_type(unique("invoice.paid"), schema={"$schema": "https://example.com/x"}),
-        headers=alice.headers,
+    response = await post_type(
+        client,
+        alice,
+        invoice_type(unique("invoice.paid"), schema={"$schema": "https://example.com/x"}),
     )
     assert response.status_code == 422
     assert response.json()["code"] == "invalid_schema"
@@ -139,10 +149,10 @@ async def test_an_example_that_breaks_the_schema_is_422_naming_the_path(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     alice = await make_consumer(db_engine)
-    response = await client.post(
-        "/webhooks/event-types",
-        json=invoice_type(unique("invoice.paid"), example_payload={"id": "i", "total": "x"}),
-        headers=alice.headers,
+    response = await post_type(
+        client,
+        alice,
+        invoice_type(unique("invoice.paid"), example_payload={"id": "i", "total": "x"}),
     )
     assert response.status_code == 422
     assert response.json()["code"] == "example_payload_invalid"
@@ -154,11 +164,7 @@ async def test_a_remote_ref_is_never_fetched(
 ) -> None:
     alice = await make_consumer(db_engine)
     schema = {"$ref": f"{http_receiver.url}/schema.json"}
-    response = await client.post(
-        "/webhooks/event-types",
-        json=invoice_type(unique("invoice.paid"), schema=schema),
-        headers=alice.headers,
-    )
+    response = await post_type(client, alice, invoice_type(unique("invoice.paid"), schema=schema))
     assert response.status_code == 422
     assert response.json()["code"] == "invalid_schema"
     assert http_receiver.requests == []
@@ -179,8 +185,7 @@ async def test_a_type_without_a_schema_accepts_any_data(
 async def test_an_event_matching_the_schema_is_accepted(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine)
-    name = await register(client, alice, unique("invoice.paid"))
+    alice, name = await owner_and_type(client, db_engine)
     response = await submit(client, alice, name, {"id": "inv_2", "total": 3})
     assert response.status_code == 202
     assert await events_of_type(db_engine, name) == 1
@@ -189,8 +194,7 @@ async def test_an_event_matching_the_schema_is_accepted(
 async def test_an_event_breaking_the_schema_is_422_naming_the_path_and_stores_nothing(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine)
-    name = await register(client, alice, unique("invoice.paid"))
+    alice, name = await owner_and_type(client, db_engine)
     response = await client.post(
         "/webhooks/events",
         json={"type": name, "data": {"id": "inv_2", "total": "x"}},
@@ -214,8 +218,7 @@ async def test_an_event_breaking_the_schema_is_422_naming_the_path_and_stores_no
 async def test_a_missing_required_member_is_named_at_data(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine)
-    name = await register(client, alice, unique("invoice.paid"))
+    alice, name = await owner_and_type(client, db_engine)
     response = await submit(client, alice, name, {"id": "inv_3"})
     assert response.status_code == 422
     assert response.json()["errors"] == ["data: 'total' is a required property"]
@@ -248,8 +251,7 @@ async def test_an_operators_event_of_an_unregistered_type_is_accepted_unchecked(
 async def test_the_owner_changes_description_schema_and_example(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine)
-    name = await register(client, alice, unique("invoice.paid"))
+    alice, name = await owner_and_type(client, db_engine)
     schema = {"type": "object", "properties": {"total": {"type": "integer"}}}
     response = await patch_type(
         client,
@@ -267,8 +269,7 @@ async def test_the_owner_changes_description_schema_and_example(
 async def test_a_new_schema_the_stored_example_breaks_is_422(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine)
-    name = await register(client, alice, unique("invoice.paid"))
+    alice, name = await owner_and_type(client, db_engine)
     response = await patch_type(
         client, alice, name, {"schema": {"type": "object", "required": ["currency"]}}
     )
@@ -279,8 +280,7 @@ async def test_a_new_schema_the_stored_example_breaks_is_422(
 async def test_a_patched_schema_that_is_not_a_schema_is_422(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine)
-    name = await register(client, alice, unique("invoice.paid"))
+    alice, name = await owner_and_type(client, db_engine)
     response = await patch_type(client, alice, name, {"schema": {"type": "nope"}})
     assert response.status_code == 422
     assert response.json()["code"] == "invalid_schema"
@@ -318,8 +318,7 @@ async def test_an_unknown_type_is_404_to_patch(
 async def test_patching_needs_the_admin_level(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine)
-    name = await register(client, alice, unique("invoice.paid"))
+    alice, name = await owner_and_type(client, db_engine)
     writer = await make_consumer(db_engine, "write", owner=alice.owner)
     response = await patch_type(client, writer, name, {"is_active": False})
     assert response.status_code == 403
@@ -351,8 +350,7 @@ async def test_an_operator_changes_only_is_active_of_a_services_type(
 async def test_a_deactivated_type_can_no_longer_be_subscribed_to(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine)
-    name = await register(client, alice, unique("invoice.paid"))
+    alice, name = await owner_and_type(client, db_engine)
     deactivated = await patch_type(client, alice, name, {"is_active": False})
     assert deactivated.json()["is_active"] is False
     response = await subscribe_to(client, alice, name)
@@ -364,8 +362,7 @@ async def test_a_deactivated_type_can_no_longer_be_subscribed_to(
 async def test_events_of_a_deactivated_type_are_refused_and_nothing_is_stored(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine)
-    name = await register(client, alice, unique("invoice.paid"))
+    alice, name = await owner_and_type(client, db_engine)
     await patch_type(client, alice, name, {"is_active": False})
     response = await submit(client, alice, name, {"id": "inv_1", "total": 1})
     assert response.status_code == 422
@@ -385,8 +382,7 @@ async def test_an_operators_event_of_a_deactivated_type_is_refused_too(
 async def test_a_reactivated_type_can_be_subscribed_to_again(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine)
-    name = await register(client, alice, unique("invoice.paid"))
+    alice, name = await owner_and_type(client, db_engine)
     for active in (False, True):
         await patch_type(client, alice, name, {"is_active": active})
     assert (await subscribe_to(client, alice, name)).status_code == 201

@@ -84,31 +84,18 @@ async def test_a_transform_sends_its_result_as_data_signed_as_sent_and_stored_as
         transform='{"order": event.data.order_id, "skus": event.data.items.map(i, i.sku), '
         '"event": event.id}',
     )
-    event = await publish_event(
-        delivering.js,
+    event = await delivering.publish(
         "order.paid",
         {"order_id": "o-7", "items": [{"sku": "a"}, {"sku": "b"}], "pii": "x"},
     )
-    [post] = await wait_for_posts(delivering.receiver, 1)
+    [post] = await delivering.posts(1)
     body = Webhook(created["secret"]).verify(post.body, post.headers)
     assert body["type"] == "order.paid"
     assert body["data"] == {"order": "o-7", "skus": ["a", "b"], "event": str(event.id)}
     # The delivery log (and the portal's "request as sent") holds what was sent.
-    deadline = asyncio.get_running_loop().time() + 10
-    while True:
-        listed = await delivering.client.get(
-            f"/webhooks/subscriptions/{created['id']}/deliveries?event_type=order.paid",
-            headers=consumer.headers,
-        )
-        if listed.json()["data"]:
-            break
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.2)
-    [delivery] = listed.json()["data"]
-    detail = await delivering.client.get(
-        f"/webhooks/deliveries/{delivery['id']}", headers=consumer.headers
-    )
-    assert detail.json()["payload"] == body["data"]
+    [delivery] = await delivering.recorded(consumer, created["id"], "event_type=order.paid", 1)
+    detail = await delivering.detail(consumer, delivery["id"])
+    assert detail["payload"] == body["data"]
 
 
 async def test_expressions_that_do_not_compile_are_refused_at_save_with_field_and_position(
@@ -243,7 +230,7 @@ async def test_a_transformed_delivery_is_retried_and_shown_as_sent_with_its_sign
         ["order.paid"], transform='{"order": event.data.order_id}'
     )
     delivering.receiver.respond_with(500)  # so a retry is sent too, from the stored delivery
-    await publish_event(delivering.js, "order.paid", {"order_id": "o-9", "card": "4242"})
+    await delivering.publish("order.paid", {"order_id": "o-9", "card": "4242"})
     delivery = await settled(
         delivering.client, consumer.headers, created["id"], "event_type=order.paid"
     )

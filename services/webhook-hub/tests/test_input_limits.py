@@ -16,7 +16,7 @@ from webhook_hub.delivery_engine.jobs import DeliveryJob
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.settings import Settings
 
-from tests.factories import make_consumer, subscription_body
+from tests.factories import create_subscription, make_consumer, subscription_body
 
 
 @pytest.mark.parametrize(
@@ -37,9 +37,7 @@ async def test_endpoint_url_must_be_absolute_http_within_2048_characters(
     client: httpx.AsyncClient, db_engine: AsyncEngine, url: str
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions", json=subscription_body(url), headers=consumer.headers
-    )
+    response = await create_subscription(client, consumer.headers, url)
     assert response.status_code == 422
     assert response.json()["code"] == "validation_error"
 
@@ -49,11 +47,7 @@ async def test_a_patched_endpoint_url_with_an_impossible_port_is_422_naming_the_
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver, url: str
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url),
-        headers=consumer.headers,
-    )
+    created = await create_subscription(client, consumer.headers, http_receiver.url)
     assert created.status_code == 201, created.text
     response = await client.patch(
         f"/webhooks/subscriptions/{created.json()['id']}",
@@ -95,10 +89,8 @@ async def test_body_over_256_kib_is_413(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, description="x" * (300 * 1024)),
-        headers=consumer.headers,
+    response = await create_subscription(
+        client, consumer.headers, http_receiver.url, description="x" * (300 * 1024)
     )
     assert response.status_code == 413
     assert response.json()["code"] == "payload_too_large"
@@ -125,10 +117,8 @@ async def test_unknown_fields_are_refused(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, secret="my-own-secret"),
-        headers=consumer.headers,
+    response = await create_subscription(
+        client, consumer.headers, http_receiver.url, secret="my-own-secret"
     )
     assert response.status_code == 422
 
@@ -171,9 +161,7 @@ async def test_production_refuses_loopback_endpoints(
     production_client: httpx.AsyncClient, db_engine: AsyncEngine, url: str
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await production_client.post(
-        "/webhooks/subscriptions", json=subscription_body(url), headers=consumer.headers
-    )
+    response = await create_subscription(production_client, consumer.headers, url)
     assert response.status_code == 422
     assert response.json()["code"] == "endpoint_not_allowed"
 
@@ -209,11 +197,7 @@ async def test_allowed_networks_let_development_endpoints_through(
     )
     consumer = await make_consumer(db_engine, "write")
     async with serve_app(create_app(settings)) as http:
-        response = await http.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url),
-            headers=consumer.headers,
-        )
+        response = await create_subscription(http, consumer.headers, http_receiver.url)
     assert response.status_code == 201
 
 

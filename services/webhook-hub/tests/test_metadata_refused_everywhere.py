@@ -16,7 +16,7 @@ from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.probe import EndpointProber
 
-from tests.factories import make_consumer, subscription_body
+from tests.factories import create_subscription, make_consumer
 from tests.job_factories import make_job
 
 # Literals only: nothing is sent anywhere by these tests.
@@ -41,9 +41,7 @@ async def test_a_metadata_or_link_local_endpoint_is_422_outside_production(
     client: httpx.AsyncClient, db_engine: AsyncEngine, url: str
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions", json=subscription_body(url), headers=consumer.headers
-    )
+    response = await create_subscription(client, consumer.headers, url)
     assert response.status_code == 422, response.text
     assert response.json()["code"] == "endpoint_not_allowed"
 
@@ -52,11 +50,7 @@ async def test_a_metadata_endpoint_is_422_at_patch_outside_production(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url),
-        headers=consumer.headers,
-    )
+    created = await create_subscription(client, consumer.headers, http_receiver.url)
     assert created.status_code == 201, created.text  # loopback stays allowed in development
     response = await client.patch(
         f"/webhooks/subscriptions/{created.json()['id']}",

@@ -8,6 +8,7 @@ import asyncio
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -34,13 +35,35 @@ async def receiver() -> AsyncIterator[KeyedReceiver]:
     await server.stop()
 
 
-async def ordered_subscription(
-    client: httpx.AsyncClient, db_engine: AsyncEngine, url: str, ordering: dict[str, Any]
-) -> dict[str, Any]:
-    _, created = await consumer_subscribed(
-        client, db_engine, url, ["order.created"], ordering=ordering, timeout_seconds=2
-    )
-    return created
+@dataclass
+class Ordered:
+    """The hub's API and JetStream, for ordered subscriptions of the keyed `receiver`."""
+
+    client: httpx.AsyncClient
+    engine: AsyncEngine
+    js: JetStreamContext
+    receiver: KeyedReceiver
+
+    async def subscription(self, ordering: dict[str, Any]) -> dict[str, Any]:
+        _, created = await consumer_subscribed(
+            self.client,
+            self.engine,
+            self.receiver.url,
+            ["order.created"],
+            ordering=ordering,
+            timeout_seconds=2,
+        )
+        return created
+
+    async def publish(self, key: str, n: int) -> None:
+        await publish_event(self.js, "order.created", {"key": key, "n": n})
+
+
+@pytest.fixture
+def ordered(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, js: JetStreamContext, receiver: KeyedReceiver
+) -> Ordered:
+    return Ordered(client, db_engine, js, receiver)
 
 
 async def ordered_rows(
@@ -64,16 +87,14 @@ async def ordered_rows(
 
 async def test_a_failing_event_holds_the_events_behind_it_until_it_succeeds(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
+    ordered: Ordered,
     receiver: KeyedReceiver,
 ) -> None:
-    created = await ordered_subscription(client, db_engine, receiver.url, {})
+    created = await ordered.subscription({})
     assert created["ordering"] == {"key": None}
     receiver.decide = lambda _key, n, before: 500 if n == 2 and before < 3 else 200
     for n in range(8):
-        await publish_event(js, "order.created", {"key": "all", "n": n})
+        await ordered.publish("all", n)
 
     await receiver.wait_until(lambda: len(set(receiver.delivered("all"))) == 8)
 
@@ -85,12 +106,10 @@ async def test_a_failing_event_holds_the_events_behind_it_until_it_succeeds(
 
 async def test_a_failing_key_holds_only_its_own_events_while_other_keys_flow(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
+    ordered: Ordered,
     receiver: KeyedReceiver,
 ) -> None:
-    await ordered_subscription(client, db_engine, receiver.url, ORDER_BY_KEY)
+    await ordered.subscription(ORDER_BY_KEY)
 
     # Key A's first event is refused until every event of key B has arrived, then accepted.
     def b_done() -> bool:
@@ -101,8 +120,8 @@ async def test_a_failing_key_holds_only_its_own_events_while_other_keys_flow(
 
     receiver.decide = decide
     for n in range(5):
-        await publish_event(js, "order.created", {"key": "A", "n": n})
-        await publish_event(js, "order.created", {"key": "B", "n": n})
+        await ordered.publish("A", n)
+        await ordered.publish("B", n)
 
     await receiver.wait_until(lambda: len(set(receiver.delivered("A"))) == 5)
 
@@ -118,18 +137,16 @@ async def test_a_failing_key_holds_only_its_own_events_while_other_keys_flow(
 
 async def test_a_delivery_held_behind_another_names_it_and_how_long(
     worker: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
+    ordered: Ordered,
     receiver: KeyedReceiver,
 ) -> None:
-    created = await ordered_subscription(client, db_engine, receiver.url, {"key": None})
+    created = await ordered.subscription({"key": None})
     receiver.decide = lambda _key, n, before: 500 if n == 0 and before < 2 else 200
     for n in range(3):
-        await publish_event(js, "order.created", {"key": "held", "n": n})
+        await ordered.publish("held", n)
     await receiver.wait_until(lambda: len(set(receiver.delivered("held"))) == 3)
 
-    rows = await ordered_rows(db_engine, created["id"], until=lambda rows: len(rows) == 3)
+    rows = await ordered_rows(ordered.engine, created["id"], until=lambda rows: len(rows) == 3)
     assert [row.status for row in rows] == ["succeeded"] * 3
     head, *behind = rows
     assert head.held_by is None
@@ -150,12 +167,10 @@ def start_worker(settings: Settings) -> subprocess.Popen[bytes]:
 
 async def test_two_worker_processes_keep_each_keys_order(
     service_settings: Settings,
-    client: httpx.AsyncClient,
-    db_engine: AsyncEngine,
-    js: JetStreamContext,
+    ordered: Ordered,
     receiver: KeyedReceiver,
 ) -> None:
-    created = await ordered_subscription(client, db_engine, receiver.url, ORDER_BY_KEY)
+    created = await ordered.subscription(ORDER_BY_KEY)
     # Every tenth event of each key fails once: its key waits, the others go on.
     receiver.decide = lambda _key, n, before: 500 if n % 10 == 3 and before == 0 else 200
     receiver.delay = 0.002
@@ -164,12 +179,12 @@ async def test_two_worker_processes_keep_each_keys_order(
     try:
         for n in range(PER_KEY):
             for key in keys:
-                await publish_event(js, "order.created", {"key": key, "n": n})
+                await ordered.publish(key, n)
         await receiver.wait_until(
             lambda: all(len(set(receiver.delivered(key))) == PER_KEY for key in keys), 120
         )
         rows = await ordered_rows(
-            db_engine, created["id"], until=lambda rows: len(rows) == KEYS * PER_KEY
+            ordered.engine, created["id"], until=lambda rows: len(rows) == KEYS * PER_KEY
         )
     finally:
         for worker in workers:

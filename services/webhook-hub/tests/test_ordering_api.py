@@ -7,14 +7,13 @@ import httpx
 from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import create_subscription, make_consumer, subscribe
+from tests.factories import consumer_subscribed, create_subscription, make_consumer, subscribe
 
 
 async def test_ordering_is_created_read_changed_and_removed(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    plain = await subscribe(client, consumer.headers, http_receiver.url)
+    consumer, plain = await consumer_subscribed(client, db_engine, http_receiver.url)
     assert plain["ordering"] is None
     created = await subscribe(client, consumer.headers, http_receiver.url, ordering={})
     assert created["ordering"] == {"key": None}

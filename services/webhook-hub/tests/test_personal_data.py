@@ -13,7 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.cli import cli
 from webhook_hub.settings import Settings
 
-from tests.factories import make_consumer, publish_event, subscribe, subscription_body
+from tests.factories import (
+    consumer_subscribed,
+    create_subscription,
+    make_consumer,
+    publish_event,
+    subscribe,
+)
 
 PERSONAL = "inquiry.created"
 
@@ -40,10 +46,8 @@ async def test_subscribing_to_personal_data_without_approval_is_403(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body("http://127.0.0.1:9/x", ["order.paid", PERSONAL]),
-        headers=consumer.headers,
+    response = await create_subscription(
+        client, consumer.headers, "http://127.0.0.1:9/x", ["order.paid", PERSONAL]
     )
     assert response.status_code == 403
     body = response.json()
@@ -55,8 +59,9 @@ async def test_subscribing_to_personal_data_without_approval_is_403(
 async def test_adding_personal_data_by_patch_without_approval_is_403(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, "http://127.0.0.1:9/x", ["order.paid"])
+    consumer, created = await consumer_subscribed(
+        client, db_engine, "http://127.0.0.1:9/x", ["order.paid"]
+    )
     response = await client.patch(
         f"/webhooks/subscriptions/{created['id']}",
         json={"events": [PERSONAL]},

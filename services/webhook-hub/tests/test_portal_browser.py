@@ -19,18 +19,17 @@ import httpx
 import pytest
 from servicekit.embedded.network import free_port
 from servicekit.testing import HttpReceiver
-from servicekit.testing.browser import BrowserPage, screenshots
+from servicekit.testing.browser import screenshots
 from servicekit.web.pages.csrf import CSRF_HEADER
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
 
 from tests.factories import (
-    assert_clean,
+    PortalInBrowser,
     link_for,
     make_consumer,
     only_test_delivery_settled,
-    open_portal,
     set_deliveries,
     subscribe,
 )
@@ -77,23 +76,25 @@ async def hub(hub_processes: str) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def test_a_portal_link_opens_the_consumers_view_once(
-    browser_page: BrowserPage, hub: httpx.AsyncClient, db_engine: AsyncEngine, screenshot_dir: Path
+    portal: PortalInBrowser,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     link = await link_for(hub, consumer)
     await page.goto(link)
     await page.get_by_text(consumer.owner).first.wait_for()
-    await assert_clean(browser_page, "portal-link", screenshot_dir)
+    await portal.assert_clean("portal-link")
     await page.get_by_role("button", name="Continue to the webhooks portal").click()
     await page.get_by_role("heading", name="Endpoints").wait_for()
     assert await page.locator(".who").get_by_text(consumer.owner).is_visible()
-    await assert_clean(browser_page, "portal-endpoints-empty", screenshot_dir)
+    await portal.assert_clean("portal-endpoints-empty")
     response = await page.goto(link)
     assert response is not None
     assert response.status == 410
     await page.get_by_text("already used").wait_for()
-    await assert_clean(browser_page, "portal-link-used", screenshot_dir)
+    await portal.assert_clean("portal-link-used")
     expired = await link_for(hub, consumer)
     async with db_engine.begin() as connection:
         await connection.execute(
@@ -107,16 +108,18 @@ async def test_a_portal_link_opens_the_consumers_view_once(
     assert response is not None
     assert response.status == 410
     await page.get_by_text("expired").first.wait_for()
-    await assert_clean(browser_page, "portal-link-expired", screenshot_dir)
+    await portal.assert_clean("portal-link-expired")
 
 
 async def test_the_login_page_signs_in_with_an_api_key(
-    browser_page: BrowserPage, hub: httpx.AsyncClient, db_engine: AsyncEngine, screenshot_dir: Path
+    portal: PortalInBrowser,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "read")
     await page.goto(f"{hub.base_url}/portal/endpoints")
-    await assert_clean(browser_page, "portal-login", screenshot_dir)
+    await portal.assert_clean("portal-login")
     await page.get_by_label("API key").fill(consumer.key)
     await page.get_by_role("button", name="Sign in").click()
     await page.get_by_role("heading", name="Endpoints").wait_for()
@@ -124,16 +127,15 @@ async def test_the_login_page_signs_in_with_an_api_key(
 
 
 async def test_keyboard_only_creation_shows_the_probe_result_and_the_secret(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
-    await open_portal(browser_page, hub, await make_consumer(db_engine, "write"))
+    page = portal.page
+    await portal.open(await make_consumer(db_engine, "write"))
     await page.goto(f"{hub.base_url}/portal/endpoints/new")
-    await assert_clean(browser_page, "portal-new-endpoint", screenshot_dir)
+    await portal.assert_clean("portal-new-endpoint")
     await page.get_by_label("Endpoint URL").focus()
     await page.keyboard.type(http_receiver.url)
     await page.keyboard.press("Tab")  # the catalog link in the picker's hint
@@ -149,14 +151,16 @@ async def test_keyboard_only_creation_shows_the_probe_result_and_the_secret(
     await page.get_by_text("answered our check with HTTP 200").wait_for()
     secret = await page.get_by_label("Signing secret").input_value()
     assert len(secret) == 32
-    await assert_clean(browser_page, "portal-created", screenshot_dir)
+    await portal.assert_clean("portal-created")
 
 
 async def test_field_errors_are_shown_at_the_fields_in_the_browser(
-    browser_page: BrowserPage, hub: httpx.AsyncClient, db_engine: AsyncEngine, screenshot_dir: Path
+    portal: PortalInBrowser,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
 ) -> None:
-    page = browser_page.page
-    await open_portal(browser_page, hub, await make_consumer(db_engine, "write"))
+    page = portal.page
+    await portal.open(await make_consumer(db_engine, "write"))
     await page.goto(f"{hub.base_url}/portal/endpoints/new")
     # (The timeout moved to the endpoint's "Retries and timeout" editor: the URL is the
     # field checked here.)
@@ -164,23 +168,20 @@ async def test_field_errors_are_shown_at_the_fields_in_the_browser(
     await page.get_by_role("button", name="Create endpoint").click()
     await page.get_by_text("Pick at least one event type.").wait_for()
     assert await page.get_by_label("Endpoint URL").get_attribute("aria-invalid") == "true"
-    await assert_clean(browser_page, "portal-new-endpoint-errors", screenshot_dir)
+    await portal.assert_clean("portal-new-endpoint-errors")
 
 
 async def test_a_delivery_appears_in_the_open_log_and_is_retried_from_its_page(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     created = await subscribe(hub, consumer.headers, http_receiver.url, description="Live")
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
-    rows = page.locator("#deliveries tr", has=page.locator("a"))
-    await rows.first.wait_for()
+    await portal.open_endpoint(consumer, created["id"])
+    rows = await portal.log_rows()
     count = await rows.count()
     sent = await hub.post(f"/webhooks/subscriptions/{created['id']}/test", headers=consumer.headers)
     assert sent.status_code == 202
@@ -190,7 +191,7 @@ async def test_a_delivery_appears_in_the_open_log_and_is_retried_from_its_page(
         await asyncio.sleep(0.1)
     assert await rows.count() == count + 1
     await page.locator("#deliveries").get_by_text("succeeded").first.wait_for()
-    await assert_clean(browser_page, "portal-endpoint", screenshot_dir)
+    await portal.assert_clean("portal-endpoint")
 
     await rows.first.get_by_role("link").click()
     await page.locator("#attempts tr").first.wait_for()
@@ -208,22 +209,20 @@ async def test_a_delivery_appears_in_the_open_log_and_is_retried_from_its_page(
             break
         await asyncio.sleep(0.1)
     assert await page.locator("#attempts tr").count() >= 2
-    await assert_clean(browser_page, "portal-delivery", screenshot_dir)
+    await portal.assert_clean("portal-delivery")
 
 
 async def test_rotating_shows_the_new_secret_with_a_copy_button(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     consumer = await make_consumer(db_engine, "write")
     created = await subscribe(hub, consumer.headers, http_receiver.url)
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    await portal.open_endpoint(consumer, created["id"])
     page.on("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
     await page.get_by_role("button", name="Rotate secret").click()
     await page.get_by_role("heading", name="New signing secret").wait_for()
@@ -233,25 +232,25 @@ async def test_rotating_shows_the_new_secret_with_a_copy_button(
     await page.get_by_role("button", name="Copy secret").click()
     await page.get_by_text("Copied to the clipboard.").wait_for()
     assert await page.evaluate("navigator.clipboard.readText()") == secret
-    await assert_clean(browser_page, "portal-rotated", screenshot_dir)
+    await portal.assert_clean("portal-rotated")
 
 
 async def test_a_read_session_has_no_working_write_control(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     writer = await make_consumer(db_engine, "write")
     created = await subscribe(hub, writer.headers, http_receiver.url)
-    await open_portal(browser_page, hub, await make_consumer(db_engine, "read", owner=writer.owner))
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    await portal.open_endpoint(
+        await make_consumer(db_engine, "read", owner=writer.owner), created["id"]
+    )
     assert await page.locator("main form[method=post] button").count() == 0
     assert await page.get_by_role("link", name="Add an endpoint").count() == 0
     await page.get_by_text("You have read access").wait_for()
-    await assert_clean(browser_page, "portal-endpoint-read", screenshot_dir)
+    await portal.assert_clean("portal-endpoint-read")
     # The session's real CSRF token (htmx's header on <body>): the refusal is the level's.
     hx_headers = await page.locator("body").get_attribute("hx-headers")
     token = json.loads(hx_headers or "{}")[CSRF_HEADER]
@@ -266,13 +265,12 @@ async def test_a_read_session_has_no_working_write_control(
 
 
 async def test_another_consumers_ids_are_404_and_a_post_without_csrf_is_refused(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     owner_b = await make_consumer(db_engine, "write")
     theirs = await subscribe(hub, owner_b.headers, http_receiver.url)
     deliveries = await hub.get(
@@ -281,44 +279,44 @@ async def test_another_consumers_ids_are_404_and_a_post_without_csrf_is_refused(
     their_delivery = deliveries.json()["data"][0]["id"]
     owner_a = await make_consumer(db_engine, "write")
     mine = await subscribe(hub, owner_a.headers, http_receiver.url)
-    await open_portal(browser_page, hub, owner_a)
+    await portal.open(owner_a)
     for path in (f"/portal/endpoints/{theirs['id']}", f"/portal/deliveries/{their_delivery}"):
         response = await page.goto(f"{hub.base_url}{path}")
         assert response is not None
         assert response.status == 404
-    await assert_clean(browser_page, "portal-not-found", screenshot_dir)
+    await portal.assert_clean("portal-not-found")
     without_token = await page.request.post(f"{hub.base_url}/portal/endpoints/{mine['id']}/test")
     assert without_token.status == 403
 
 
 async def test_the_event_catalog_is_accessible(
-    browser_page: BrowserPage, hub: httpx.AsyncClient, db_engine: AsyncEngine, screenshot_dir: Path
+    portal: PortalInBrowser,
+    hub: httpx.AsyncClient,
+    db_engine: AsyncEngine,
 ) -> None:
-    page = browser_page.page
-    await open_portal(browser_page, hub, await make_consumer(db_engine, "write"))
+    page = portal.page
+    await portal.open(await make_consumer(db_engine, "write"))
     await page.get_by_role("link", name="Event catalog").click()
     await page.locator("#type-order\\.paid").wait_for()
-    await assert_clean(browser_page, "portal-event-types", screenshot_dir)
+    await portal.assert_clean("portal-event-types")
 
 
 async def test_editing_through_the_form_shows_the_error_at_the_field_then_saves(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     created = await subscribe(hub, consumer.headers, http_receiver.url)
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    await portal.open_endpoint(consumer, created["id"])
     await page.get_by_role("link", name="Edit endpoint").click()
     await page.get_by_role("heading", name="Edit endpoint").wait_for()
     await page.get_by_role("checkbox", name="order.paid").uncheck()
     await page.get_by_role("button", name="Save changes").click()
     await page.get_by_text("Pick at least one event type.").wait_for()
-    await assert_clean(browser_page, "portal-edit-errors", screenshot_dir)
+    await portal.assert_clean("portal-edit-errors")
     await page.get_by_role("checkbox", name="order.created").check()
     await page.get_by_label("Header 1 name").fill("X-Team")
     await page.get_by_label("Header 1 value").fill("warehouse")
@@ -330,18 +328,17 @@ async def test_editing_through_the_form_shows_the_error_at_the_field_then_saves(
 
 
 async def test_recover_failed_since_a_picked_moment_redelivers(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     created = await subscribe(hub, consumer.headers, http_receiver.url)
     await only_test_delivery_settled(db_engine, created["id"])
     await set_deliveries(db_engine, created["id"], [("failed", timedelta(hours=1))])
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    await portal.open_endpoint(consumer, created["id"])
     received = len([r for r in http_receiver.requests if r.method == "POST"])
     since = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
     await page.get_by_label("Created since (UTC)").fill(since)
@@ -355,13 +352,12 @@ async def test_recover_failed_since_a_picked_moment_redelivers(
 
 
 async def test_the_endpoint_page_draws_its_charts_in_light_and_dark(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     created = await subscribe(hub, consumer.headers, http_receiver.url, description="Orders")
     await subscribe(hub, consumer.headers, f"{http_receiver.url}/audit", ["*"])
@@ -380,30 +376,31 @@ async def test_the_endpoint_page_draws_its_charts_in_light_and_dark(
             ),
             {"sid": created["id"]},
         )
-    await open_portal(browser_page, hub, consumer)
+    await portal.open(consumer)
     await page.locator("td[data-label='Last 24 h']").first.wait_for()
-    await assert_clean(browser_page, "portal-endpoints", screenshot_dir)
+    await portal.assert_clean("portal-endpoints")
     await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
     for chart in ("chart-hourly", "chart-daily", "chart-latency"):
         await page.locator(f"#{chart} canvas").wait_for()
     assert await page.locator(".chart canvas").count() == 3
-    await assert_clean(browser_page, "portal-endpoint-charts", screenshot_dir)
+    await portal.assert_clean("portal-endpoint-charts")
     await page.emulate_media(color_scheme="dark")
     await page.locator("#chart-hourly canvas").wait_for()
-    await assert_clean(browser_page, "portal-endpoint-charts-dark", screenshot_dir)
+    await portal.assert_clean("portal-endpoint-charts-dark")
     await page.emulate_media(color_scheme="light")
 
 
 async def test_the_api_docs_render_offline_from_the_running_service(
-    browser_page: BrowserPage, hub: httpx.AsyncClient, screenshot_dir: Path
+    portal: PortalInBrowser,
+    hub: httpx.AsyncClient,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     await page.goto(f"{hub.base_url}/docs")
     await page.locator(".swagger-ui .information-container").wait_for()
     await page.get_by_text("webhook-hub").first.wait_for()
     await page.goto(f"{hub.base_url}/redoc")
     await page.locator(".api-content h1", has_text="webhook-hub").wait_for()
-    await screenshots(page, screenshot_dir, "hub-redoc")
-    assert browser_page.blocked_requests == []
+    await screenshots(page, portal.screenshot_dir, "hub-redoc")
+    assert portal.watched.blocked_requests == []
     # ReDoc hard-codes its footer logo from its CDN: the CSP stops it before any request.
-    assert [v for v in browser_page.csp_violations if "redoc.ly" not in v] == []
+    assert [v for v in portal.watched.csp_violations if "redoc.ly" not in v] == []

@@ -8,12 +8,10 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import timedelta
-from pathlib import Path
 
 import httpx
 from servicekit.db.engine import create_session_factory
 from servicekit.testing import HttpReceiver
-from servicekit.testing.browser import BrowserPage
 from servicekit.testing.receiver import ReceivedRequest
 from servicekit.web.pages.csrf import CSRF_HEADER
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -26,14 +24,14 @@ from webhook_hub.subscriptions.service import example_choices
 
 from tests.factories import (
     Consumer,
+    PortalInBrowser,
     make_consumer,
     only_test_delivery_settled,
-    open_portal,
     registered_type,
     subscribe,
 )
 from tests.test_portal_browser import hub, hub_processes
-from tests.test_portal_walkthrough import add_deliveries, both_schemes
+from tests.test_portal_walkthrough import add_deliveries
 
 __all__ = ["hub", "hub_processes"]  # the fixtures, shared with test_portal_browser
 
@@ -149,13 +147,12 @@ async def test_a_payload_search_page_reads_at_most_its_scan_limit_and_next_searc
 
 
 async def test_the_log_search_finds_a_delivery_by_its_event_id(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     sid = await orders_endpoint(hub, db_engine, consumer, http_receiver)
     event_id = uuid.uuid4()
@@ -164,65 +161,54 @@ async def test_the_log_search_finds_a_delivery_by_its_event_id(
         sid,
         {"status": "failed", "age": HOUR * 2, "event_id": event_id, "payload": '{"order_id": 7}'},
     )
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{sid}")
+    await portal.open_endpoint(consumer, sid)
     await page.get_by_label("Search").fill(str(event_id))
-    await page.get_by_role("button", name="Filter").click()
-    await page.wait_for_url(f"**q={event_id}**")
-    rows = page.locator("#deliveries tr", has=page.locator("a"))
-    await rows.first.wait_for()
+    rows = await portal.filtered_rows(f"**q={event_id}**")
     assert await rows.count() == 1
     await rows.first.locator("a").first.click()
     await page.locator("#event-data", has_text='"order_id": 7').wait_for()
     await page.go_back()
-    await both_schemes(browser_page, "portal-search-event-id", screenshot_dir)
+    await portal.both_schemes("portal-search-event-id")
 
 
 async def test_the_log_search_finds_deliveries_by_a_value_in_their_payload(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     sid = await orders_endpoint(hub, db_engine, consumer, http_receiver)
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{sid}")
+    await portal.open_endpoint(consumer, sid)
     await page.get_by_label("Search").fill("C-3@EXAMPLE")
-    await page.get_by_role("button", name="Filter").click()
-    await page.wait_for_url("**q=C-3%40EXAMPLE**")
-    rows = page.locator("#deliveries tr", has=page.locator("a"))
-    await rows.first.wait_for()
+    rows = await portal.filtered_rows("**q=C-3%40EXAMPLE**")
     assert await rows.count() == 1
     assert await page.get_by_label("Search").input_value() == "C-3@EXAMPLE"
     await page.get_by_text("A payload search reads up to 10,000 deliveries a page").wait_for()
     await rows.first.locator("a").first.click()
     await page.locator("#event-data", has_text='"order_id": 1043').wait_for()
     await page.go_back()
-    await both_schemes(browser_page, "portal-search-payload", screenshot_dir)
+    await portal.both_schemes("portal-search-payload")
 
 
 # -- Previous page, in the browser ---------------------------------------------------------------
 
 
 async def test_previous_page_goes_back_through_the_log_to_the_first_page(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     sid = await orders_endpoint(hub, db_engine, consumer, http_receiver)
     minute = timedelta(minutes=1)
     await add_deliveries(
         db_engine, sid, *[{"status": "succeeded", "age": minute * n} for n in range(1, 110)]
     )
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{sid}")
+    await portal.open_endpoint(consumer, sid)
     first_row = page.locator("#deliveries tr a").first
     seen = [await first_row.get_attribute("href")]
     pages = page.get_by_role("navigation", name="Delivery log pages")
@@ -234,7 +220,7 @@ async def test_previous_page_goes_back_through_the_log_to_the_first_page(
     await pages.get_by_role("link", name="Previous page").click()
     await page.wait_for_load_state()
     assert await first_row.get_attribute("href") == seen[1]
-    await both_schemes(browser_page, "portal-previous-page", screenshot_dir)
+    await portal.both_schemes("portal-previous-page")
     await pages.get_by_role("link", name="Previous page").click()
     await page.wait_for_load_state()
     assert await first_row.get_attribute("href") == seen[0]
@@ -255,17 +241,16 @@ def test_the_catalog_search_wants_every_word_in_the_name_or_description() -> Non
 
 
 async def test_the_event_catalog_searches_names_and_descriptions_without_script(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "admin")
     settled = await registered_type(
         hub, consumer, "invoice.settled", "An invoice was settled by bank transfer", {"id": 1}
     )
-    await open_portal(browser_page, hub, consumer)
+    await portal.open(consumer)
     await page.get_by_role("link", name="Event catalog").click()
     await page.get_by_label("Search event types").fill("BANK transfer")
     await page.get_by_role("button", name="Search").click()
@@ -274,7 +259,7 @@ async def test_the_event_catalog_searches_names_and_descriptions_without_script(
     assert await sections.count() == 1
     await page.get_by_role("heading", name=settled).wait_for()
     await page.get_by_role("status").get_by_text("1 of").wait_for()
-    await both_schemes(browser_page, "portal-catalog-search", screenshot_dir)
+    await portal.both_schemes("portal-catalog-search")
     await page.get_by_label("Search event types").fill("run.")
     await page.get_by_role("button", name="Search").click()
     await page.wait_for_url("**q=run.")
@@ -319,22 +304,20 @@ def test_examples_are_offered_of_the_active_types_the_endpoint_receives() -> Non
 
 
 async def test_send_an_example_delivers_the_chosen_types_example_payload(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     created = await subscribe(
         hub, consumer.headers, f"{http_receiver.url}/orders", ["order.paid", "run.completed"]
     )
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    await portal.open_endpoint(consumer, created["id"])
     picker = page.get_by_label("Example to send")
     assert await picker.locator("option").all_inner_texts() == ["order.paid", "run.completed"]
-    await both_schemes(browser_page, "portal-send-example", screenshot_dir)
+    await portal.both_schemes("portal-send-example")
     await picker.select_option("run.completed")
     await page.get_by_role("button", name="Send an example").click()
     await page.get_by_text("An example run.completed event is on its way").wait_for()
@@ -345,16 +328,17 @@ async def test_send_an_example_delivers_the_chosen_types_example_payload(
 
 
 async def test_a_read_session_is_offered_no_example_and_its_post_is_refused(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     writer = await make_consumer(db_engine, "write")
     created = await subscribe(hub, writer.headers, http_receiver.url, ["order.paid"])
-    await open_portal(browser_page, hub, await make_consumer(db_engine, "read", owner=writer.owner))
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    await portal.open_endpoint(
+        await make_consumer(db_engine, "read", owner=writer.owner), created["id"]
+    )
     assert await page.get_by_label("Example to send").count() == 0
     token = json.loads(await page.locator("body").get_attribute("hx-headers") or "{}")[CSRF_HEADER]
     refused = await page.request.post(

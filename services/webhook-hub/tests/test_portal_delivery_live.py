@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
 from aiohttp import web
-from servicekit.testing.browser import BrowserPage
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import make_consumer, open_portal, subscribe
+from tests.factories import PortalInBrowser, make_consumer, subscribe
 from tests.test_portal_browser import hub, hub_processes
-from tests.test_portal_walkthrough import both_schemes
 
 __all__ = ["hub", "hub_processes"]  # the fixtures, shared with test_portal_browser
 
@@ -73,13 +70,12 @@ async def fail_then_hold() -> AsyncIterator[FailThenHoldReceiver]:
 
 
 async def test_a_deliverys_page_shows_the_retrys_attempt_as_it_is_made_without_a_reload(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     fail_then_hold: FailThenHoldReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     # The creation's test event is the delivery followed: its first attempt gets 500, its
     # retry is held at the receiver while the page is open.
@@ -91,7 +87,7 @@ async def test_a_deliverys_page_shows_the_retrys_attempt_as_it_is_made_without_a
         delivery_id = await connection.scalar(
             text("SELECT id FROM deliveries WHERE subscription_id = :sid"), {"sid": created["id"]}
         )
-    await open_portal(browser_page, hub, consumer)
+    await portal.open(consumer)
     await page.goto(f"{hub.base_url}/portal/deliveries/{delivery_id}")
     await page.evaluate("window.sameDocument = true")
     # The failed attempt, as the page loaded or as soon as the worker has recorded it.
@@ -107,4 +103,4 @@ async def test_a_deliverys_page_shows_the_retrys_attempt_as_it_is_made_without_a
     assert await attempts.nth(1).get_by_text("HTTP 200").is_visible()
     assert await page.get_by_text("Attempt 2,").is_visible()  # its request as sent, too
     assert await page.evaluate("window.sameDocument === true")  # no reload
-    await both_schemes(browser_page, "portal-delivery-live", screenshot_dir)
+    await portal.both_schemes("portal-delivery-live")

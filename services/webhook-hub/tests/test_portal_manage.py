@@ -28,6 +28,7 @@ from tests.factories import (
     only_test_delivery_settled,
     set_deliveries,
     signed_in,
+    signed_in_as_new,
     subscribe,
     subscription_body,
 )
@@ -170,8 +171,7 @@ async def test_a_reserved_header_is_refused_at_the_headers_field(
 async def test_a_header_value_without_a_name_is_refused(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    token = await signed_in(client, consumer)
+    _, token = await signed_in_as_new(client, db_engine)
     response = await client.post(
         "/portal/endpoints",
         data=edit_form(token, http_receiver.url, header_name=[""], header_value=["orphan"]),
@@ -195,8 +195,7 @@ async def test_creating_without_an_event_type_asks_to_pick_one(
 async def test_creating_keeps_custom_headers(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    token = await signed_in(client, consumer)
+    consumer, token = await signed_in_as_new(client, db_engine)
     response = await client.post(
         "/portal/endpoints",
         data=edit_form(

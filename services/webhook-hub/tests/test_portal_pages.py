@@ -13,7 +13,7 @@ from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
 
-from tests.factories import make_consumer, signed_in, subscribe
+from tests.factories import make_consumer, signed_in, signed_in_as_new, subscribe
 
 
 async def test_the_endpoint_list_shows_status_failures_and_disabled_reason(
@@ -37,8 +37,7 @@ async def test_the_endpoint_list_shows_status_failures_and_disabled_reason(
 async def test_creating_shows_the_apis_validation_errors_at_their_fields(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    token = await signed_in(client, consumer)
+    _, token = await signed_in_as_new(client, db_engine)
     response = await client.post(
         "/portal/endpoints",
         data={
@@ -57,8 +56,7 @@ async def test_creating_shows_the_apis_validation_errors_at_their_fields(
 async def test_an_unknown_event_type_is_told_at_the_event_picker(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    token = await signed_in(client, consumer)
+    _, token = await signed_in_as_new(client, db_engine)
     response = await client.post(
         "/portal/endpoints",
         data={"endpoint_url": http_receiver.url, "events": "order.piad", "csrf_token": token},
@@ -70,8 +68,7 @@ async def test_an_unknown_event_type_is_told_at_the_event_picker(
 async def test_creating_shows_the_secret_once_and_the_probe_result(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    token = await signed_in(client, consumer)
+    consumer, token = await signed_in_as_new(client, db_engine)
     response = await client.post(
         "/portal/endpoints",
         data={"endpoint_url": http_receiver.url, "events": "order.paid", "csrf_token": token},

@@ -10,7 +10,13 @@ import httpx
 from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import make_consumer, signed_in, signed_in_with_endpoint, subscribe
+from tests.factories import (
+    make_consumer,
+    signed_in,
+    signed_in_as_new,
+    signed_in_with_endpoint,
+    subscribe,
+)
 
 DEFAULTS = "/webhooks/consumers/me/defaults"
 
@@ -137,8 +143,7 @@ async def test_another_owners_endpoint_editor_is_404(
 ) -> None:
     owner = await make_consumer(db_engine, "write")
     theirs = await subscribe(client, owner.headers, http_receiver.url, retry_schedule=["1m"])
-    stranger = await make_consumer(db_engine, "write")
-    token = await signed_in(client, stranger)
+    _, token = await signed_in_as_new(client, db_engine)
     url = f"/portal/endpoints/{theirs['id']}/retries"
     assert (await client.get(url)).status_code == 404
     assert (await client.post(url, data=retry_form(token, "1s"))).status_code == 404
@@ -183,8 +188,7 @@ async def test_the_defaults_page_saves_the_owners_defaults_which_endpoints_then_
 async def test_the_defaults_page_tells_a_bad_wait_at_its_row(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    token = await signed_in(client, consumer)
+    consumer, token = await signed_in_as_new(client, db_engine)
     response = await client.post("/portal/defaults", data=retry_form(token, "1m", "0s"))
     assert response.status_code == 422
     assert field_errors(response.text) == {"wait-2": "A wait must be longer than 0s"}

@@ -17,9 +17,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.factories import (
-    assert_clean,
+    PortalInBrowser,
+    both_schemes,
     make_consumer,
-    open_portal,
     registered_type,
     subscribe,
 )
@@ -50,19 +50,16 @@ async def delivered_test_event(engine: AsyncEngine, subscription_id: str) -> uui
 
 async def both_schemes_saved(watched: BrowserPage, name: str) -> None:
     """axe-clean at 1280 and 390 px in light, then in dark; each saved for the README."""
-    await assert_clean(watched, name, DOCS_SCREENSHOTS)
-    await watched.page.emulate_media(color_scheme="dark")
-    await assert_clean(watched, f"{name}-dark", DOCS_SCREENSHOTS)
-    await watched.page.emulate_media(color_scheme="light")
+    await both_schemes(watched, name, DOCS_SCREENSHOTS)
 
 
 async def test_the_portals_main_pages_in_light_and_dark_at_1280_and_390_px(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "admin")
     paid = await registered_type(
         hub,
@@ -94,22 +91,22 @@ async def test_the_portals_main_pages_in_light_and_dark_at_1280_and_390_px(
         {"status": "pending", "age": minute * 5, "event_type": paid, "attempts": 2, "code": 503},
     )
 
-    await open_portal(browser_page, hub, consumer)
+    await portal.open(consumer)
     await page.get_by_role("link", name="Orders").first.wait_for()
-    await both_schemes_saved(browser_page, "portal-endpoints")
+    await both_schemes_saved(portal.watched, "portal-endpoints")
 
     await page.goto(f"{hub.base_url}/portal/endpoints/{sid}")
     await page.locator("#chart-hourly canvas").wait_for()
-    await both_schemes_saved(browser_page, "portal-endpoint")
+    await both_schemes_saved(portal.watched, "portal-endpoint")
 
     await page.goto(f"{hub.base_url}/portal/deliveries/{delivery_id}")
     await page.locator("#attempts").get_by_text("HTTP 200").wait_for()
-    await both_schemes_saved(browser_page, "portal-delivery")
+    await both_schemes_saved(portal.watched, "portal-delivery")
 
     await page.goto(f"{hub.base_url}/portal/event-types?q={paid}")
     await page.get_by_role("heading", name=paid).wait_for()
-    await both_schemes_saved(browser_page, "portal-catalog")
+    await both_schemes_saved(portal.watched, "portal-catalog")
 
     await page.goto(f"{hub.base_url}/portal/endpoints/new")
     await page.get_by_role("heading", name="Add an endpoint").wait_for()
-    await both_schemes_saved(browser_page, "portal-endpoint-form")
+    await both_schemes_saved(portal.watched, "portal-endpoint-form")

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
 
-from tests.factories import Consumer, csrf_in, make_consumer, signed_in, subscribe
+from tests.factories import Consumer, csrf_in, make_consumer, signed_in, signed_in_as_new, subscribe
 from tests.test_portal_links import new_link, open_link
 
 SESSION_COOKIE = "webhook-hub-session"
@@ -46,8 +46,7 @@ def sent_to_sign_in(response: httpx.Response) -> bool:
 async def test_after_signing_out_the_old_cookie_no_longer_opens_pages(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    token = await signed_in(client, consumer)
+    _, token = await signed_in_as_new(client, db_engine)
     old_cookie = client.cookies[SESSION_COOKIE]
     assert (await client.post("/portal/logout", data={"csrf_token": token})).status_code == 303
     client.cookies.set(SESSION_COOKIE, old_cookie)  # kept by whoever copied it

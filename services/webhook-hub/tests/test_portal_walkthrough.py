@@ -7,23 +7,20 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
 from servicekit.embedded.network import free_port
 from servicekit.testing import HttpReceiver
-from servicekit.testing.browser import BrowserPage
 from servicekit.testing.receiver import PlannedResponse
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.factories import (
     Consumer,
-    assert_clean,
+    PortalInBrowser,
     make_consumer,
     only_test_delivery_settled,
-    open_portal,
     subscribe,
 )
 from tests.test_portal_browser import hub, hub_processes
@@ -188,48 +185,33 @@ async def statuses(engine: AsyncEngine, subscription_id: str) -> list[tuple[str,
         return [(str(status), bool(due)) for status, due in rows]
 
 
-async def both_schemes(watched: BrowserPage, name: str, screenshot_dir: Path) -> None:
-    """axe-clean at 1280 and 390 px in light and dark, screenshotted in both."""
-    await assert_clean(watched, name, screenshot_dir)
-    await watched.page.emulate_media(color_scheme="dark")
-    await assert_clean(watched, f"{name}-dark", screenshot_dir)
-    await watched.page.emulate_media(color_scheme="light")
-
-
 async def test_the_log_filters_by_event_type_alone_with_status_left_at_any(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     sid = await filter_scenario(hub, db_engine, consumer, http_receiver)
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{sid}")
+    await portal.open_endpoint(consumer, sid)
     await page.get_by_label("Event type").select_option("order.created")
-    await page.get_by_role("button", name="Filter").click()
-    await page.wait_for_url("**status=&event_type=order.created**")
-    rows = page.locator("#deliveries tr", has=page.locator("a"))
-    await rows.first.wait_for()
+    rows = await portal.filtered_rows("**status=&event_type=order.created**")
     assert await rows.count() == 2
     assert await page.locator("#deliveries").get_by_text("order.paid").count() == 0
     await page.locator("#chart-hourly canvas").wait_for()
-    await both_schemes(browser_page, "portal-filter-after", screenshot_dir)
+    await portal.both_schemes("portal-filter-after")
 
 
 async def test_a_down_receivers_deliveries_read_as_retrying_and_recover_and_retry_take_them(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     sid = await down_receiver_scenario(hub, db_engine, consumer)
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{sid}")
+    await portal.open_endpoint(consumer, sid)
     log = page.locator("#deliveries")
     await log.get_by_text("retrying").first.wait_for()
     assert await log.locator(".badge-warning", has_text="retrying").count() == 3
@@ -237,7 +219,7 @@ async def test_a_down_receivers_deliveries_read_as_retrying_and_recover_and_retr
     # The four, and the creation's test event, which failed the same way.
     assert await log.get_by_text("Connection refused by the receiver").count() == 5
     assert await log.get_by_text("Errno 111").count() == 0
-    await both_schemes(browser_page, "portal-retrying-after", screenshot_dir)
+    await portal.both_schemes("portal-retrying-after")
 
     since = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
     await page.get_by_label("Created since (UTC)").fill(since)
@@ -264,16 +246,15 @@ async def test_a_down_receivers_deliveries_read_as_retrying_and_recover_and_retr
 
 
 async def test_endpoint_health_figures_agree_and_a_403_probe_is_not_green(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     earlier, never = await health_scenario(hub, db_engine, consumer, http_receiver)
-    await open_portal(browser_page, hub, consumer)
+    await portal.open(consumer)
     row = page.locator("tr", has=page.locator(f"a[href='/portal/endpoints/{earlier}']"))
     await row.wait_for()
     assert await row.locator("td[data-label='Failed attempts in a row']").text_content() == "4"
@@ -284,7 +265,7 @@ async def test_endpoint_health_figures_agree_and_a_403_probe_is_not_green(
         "0 delivered, 2 pending (none finished)"
     )
     assert await other.locator("td[data-label='Last success']").text_content() == "never"
-    await both_schemes(browser_page, "portal-health-after", screenshot_dir)
+    await portal.both_schemes("portal-health-after")
 
     http_receiver.default = PlannedResponse(403)
     await page.goto(f"{hub.base_url}/portal/endpoints/new")
@@ -295,23 +276,21 @@ async def test_endpoint_health_figures_agree_and_a_403_probe_is_not_green(
     await probe.get_by_text("answered with 403").wait_for()
     assert await probe.locator(".badge-ok").count() == 0
     assert await probe.locator(".badge-warning").count() == 1
-    await both_schemes(browser_page, "portal-probe-after", screenshot_dir)
+    await portal.both_schemes("portal-probe-after")
 
 
 async def test_a_deliverys_payload_headers_and_body_each_have_a_copy_button(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     consumer = await make_consumer(db_engine, "write")
     created = await subscribe(hub, consumer.headers, http_receiver.url)
     await settle_test_delivery(db_engine, created["id"])
-    await open_portal(browser_page, hub, consumer)
-    await page.goto(f"{hub.base_url}/portal/endpoints/{created['id']}")
+    await portal.open_endpoint(consumer, created["id"])
     await page.locator("#deliveries a").first.click()
     await page.locator("#attempts tr").first.wait_for()
     # The click's navigation: its scripts (the copy buttons' handler) run by "load", which a
@@ -330,20 +309,19 @@ async def test_a_deliverys_payload_headers_and_body_each_have_a_copy_button(
         assert copied == await page.locator(source).text_content()
         await page.evaluate("document.getElementById('flashes').replaceChildren()")
     assert await page.locator("#flashes").get_attribute("aria-live") == "polite"
-    await assert_clean(browser_page, "portal-delivery-copy", screenshot_dir)
+    await portal.assert_clean("portal-delivery-copy")
 
 
 async def test_names_outweigh_descriptions_and_the_snippet_is_whole_on_a_phone(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     sid = await filter_scenario(hub, db_engine, consumer, http_receiver)
-    await open_portal(browser_page, hub, consumer)
+    await portal.open(consumer)
     await page.goto(f"{hub.base_url}/portal/endpoints/new")
     label = page.locator("fieldset.choices label", has_text="subscription.disabled")
     weights = await label.evaluate(
@@ -363,20 +341,19 @@ async def test_names_outweigh_descriptions_and_the_snippet_is_whole_on_a_phone(
     assert heading
     await page.locator("#chart-hourly canvas").wait_for()
     await page.set_viewport_size({"width": 1280, "height": 900})
-    await both_schemes(browser_page, "portal-visual-after", screenshot_dir)
+    await portal.both_schemes("portal-visual-after")
 
 
 async def test_a_long_endpoint_url_stays_inside_its_card_on_a_phone(
-    browser_page: BrowserPage,
+    portal: PortalInBrowser,
     hub: httpx.AsyncClient,
     db_engine: AsyncEngine,
     http_receiver: HttpReceiver,
-    screenshot_dir: Path,
 ) -> None:
-    page = browser_page.page
+    page = portal.page
     consumer = await make_consumer(db_engine, "write")
     await subscribe(hub, consumer.headers, f"{http_receiver.url}/{'warehouse-orders-' * 6}hook")
-    await open_portal(browser_page, hub, consumer)
+    await portal.open(consumer)
     await page.set_viewport_size({"width": 390, "height": 900})
     await page.goto(f"{hub.base_url}/portal/endpoints")
     link = page.locator("table.data td a").first
@@ -386,4 +363,4 @@ async def test_a_long_endpoint_url_stays_inside_its_card_on_a_phone(
     )
     assert inside
     await page.set_viewport_size({"width": 1280, "height": 900})
-    await both_schemes(browser_page, "portal-long-url", screenshot_dir)
+    await portal.both_schemes("portal-long-url")

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import signal
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -36,7 +34,7 @@ from tests.factories import (
     make_consumer,
     nats_create_request,
     publish_event,
-    subscription_body,
+    stop_processes,
 )
 from tests.test_worker_crash import start_worker
 
@@ -109,10 +107,8 @@ async def test_a_subscription_keeps_its_rate_limit_and_burst(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, rate_limit_per_second=20, rate_limit_burst=40),
-        headers=consumer.headers,
+    created = await create_subscription(
+        client, consumer.headers, http_receiver.url, rate_limit_per_second=20, rate_limit_burst=40
     )
     assert created.status_code == 201
     got = (
@@ -127,11 +123,7 @@ async def test_a_subscription_without_a_limit_is_unlimited(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    created = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url),
-        headers=consumer.headers,
-    )
+    created = await create_subscription(client, consumer.headers, http_receiver.url)
     assert created.json()["rate_limit_per_second"] is None
     assert created.json()["rate_limit_burst"] is None
 
@@ -315,13 +307,7 @@ async def test_two_worker_processes_share_one_limit_and_every_held_delivery_arri
                 break
             await asyncio.sleep(0.1)
     finally:
-        for worker in workers:
-            worker.send_signal(signal.SIGTERM)
-        for worker in workers:
-            try:
-                worker.wait(20)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+        stop_processes(*workers)
     seen = arrivals(created["secret"], http_receiver.requests)
     assert sorted(seen) == list(range(EVENTS))
     assert all(len(times) == 1 for times in seen.values()), "each held delivery is sent once"
@@ -363,7 +349,7 @@ async def test_a_limited_subscriptions_receiver_asking_to_retry_after_is_still_o
 ) -> None:
     _, created = await delivering.subscribed(["order.created"], rate_limit_per_second=50)
     delivering.receiver.respond_with(PlannedResponse(429, headers={"Retry-After": "2"}))
-    await publish_event(delivering.js, "order.created", {"n": 1})
+    await delivering.publish("order.created", {"n": 1})
     for _ in range(300):
         if len(arrivals(created["secret"], delivering.receiver.requests).get(1, [])) >= 2:
             break

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
 from webhook_hub.subscriptions.retry_settings import format_duration
 
-from tests.factories import make_consumer, subscribe, subscription_body
+from tests.factories import consumer_subscribed, create_subscription, make_consumer, subscribe
 
 DEFAULTS = "/webhooks/consumers/me/defaults"
 
@@ -50,8 +50,7 @@ async def test_a_subscription_that_sets_nothing_reads_the_services_values_in_eff
     http_receiver: HttpReceiver,
     service_settings: Settings,
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
+    _, created = await consumer_subscribed(client, db_engine, http_receiver.url)
     # Today's readers keep reading a number: the spec's default of 10.
     assert created["timeout_seconds"] == 10
     assert created["retry_schedule"] is None
@@ -113,10 +112,8 @@ async def test_a_bad_schedule_is_a_422_naming_the_field_and_the_entry(
     says: str,
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, retry_schedule=schedule),
-        headers=consumer.headers,
+    response = await create_subscription(
+        client, consumer.headers, http_receiver.url, retry_schedule=schedule
     )
     assert response.status_code == 422
     [detail] = response.json()["details"]
@@ -173,8 +170,7 @@ async def test_an_owner_without_defaults_reads_the_services(
 async def test_owner_defaults_apply_to_the_subscriptions_that_set_nothing(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    following = await subscribe(client, consumer.headers, http_receiver.url)
+    consumer, following = await consumer_subscribed(client, db_engine, http_receiver.url)
     own = await subscribe(
         client, consumer.headers, http_receiver.url, retry_schedule=["5s"], timeout_seconds=3
     )

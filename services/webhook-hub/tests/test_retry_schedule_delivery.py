@@ -23,7 +23,6 @@ from tests.factories import (
     Consumer,
     Delivering,
     make_consumer,
-    publish_event,
     running_worker,
     subscribe,
 )
@@ -96,7 +95,7 @@ async def test_the_subscriptions_schedule_is_used_when_it_sets_one(
         DEFAULTS, json={"retry_schedule": ["2s", "3h"]}, headers=consumer.headers
     )
     sub_id = await failing_subscription(delivering, consumer, retry_schedule=["1s", "1h"])
-    await publish_event(delivering.js, "order.paid", {"id": 1})
+    await delivering.publish("order.paid", {"id": 1})
     row = await delivery_after(delivering.engine, sub_id, 2)
     [second] = await retried_at(delivering.engine, row.id)
     assert second - row.created_at >= timedelta(seconds=1)
@@ -112,7 +111,7 @@ async def test_the_owners_default_is_used_when_the_subscription_sets_none(
         DEFAULTS, json={"retry_schedule": ["1s", "3h"]}, headers=consumer.headers
     )
     sub_id = await failing_subscription(delivering, consumer)
-    await publish_event(delivering.js, "order.paid", {"id": 2})
+    await delivering.publish("order.paid", {"id": 2})
     row = await delivery_after(delivering.engine, sub_id, 2)
     [second] = await retried_at(delivering.engine, row.id)
     assert second - row.created_at >= timedelta(seconds=1)
@@ -124,7 +123,7 @@ async def test_the_services_schedule_is_used_when_neither_sets_one(
 ) -> None:
     consumer = await make_consumer(delivering.engine, "write")
     sub_id = await failing_subscription(delivering, consumer)
-    await publish_event(delivering.js, "order.paid", {"id": 3})
+    await delivering.publish("order.paid", {"id": 3})
     row = await delivery_after(delivering.engine, sub_id, 2)
     [second] = await retried_at(delivering.engine, row.id)
     assert second - row.created_at >= timedelta(seconds=SERVICE_SCHEDULE[0])
@@ -138,7 +137,7 @@ async def test_an_owners_new_default_applies_from_the_next_attempt(
     times the wait after the second attempt."""
     consumer = await make_consumer(delivering.engine, "write")
     sub_id = await failing_subscription(delivering, consumer)
-    await publish_event(delivering.js, "order.paid", {"id": 4})
+    await delivering.publish("order.paid", {"id": 4})
     first = await delivery_after(delivering.engine, sub_id, 1)
     assert first.next_attempt_at - first.last_attempt_at == timedelta(seconds=SERVICE_SCHEDULE[0])
     await delivering.client.put(
@@ -153,7 +152,7 @@ async def test_a_schedule_of_one_wait_gives_up_after_two_attempts(
 ) -> None:
     consumer = await make_consumer(delivering.engine, "write")
     sub_id = await failing_subscription(delivering, consumer, retry_schedule=["1s"])
-    await publish_event(delivering.js, "order.paid", {"id": 5})
+    await delivering.publish("order.paid", {"id": 5})
     row = await delivery_after(delivering.engine, sub_id, 2)
     assert (row.status, row.next_attempt_at) == ("failed", None)
 
@@ -165,7 +164,7 @@ async def test_the_owners_default_timeout_cuts_off_a_slow_answer_on_every_attemp
     await delivering.client.put(DEFAULTS, json={"timeout_seconds": 1}, headers=consumer.headers)
     sub_id = await failing_subscription(delivering, consumer, retry_schedule=["1s"])
     delivering.receiver.default = PlannedResponse(200, b"late", delay=3.0)
-    await publish_event(delivering.js, "order.paid", {"id": 6})
+    await delivering.publish("order.paid", {"id": 6})
     row = await delivery_after(delivering.engine, sub_id, 2)
     # The first attempt (from dispatch's read) and the retry (from the claim) alike.
     assert row.first_error == "timed out after 1 s"

@@ -12,17 +12,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
 from webhook_hub.settings import Settings
 
-from tests.factories import make_consumer, subscribe, subscription_body
+from tests.factories import consumer_subscribed, create_subscription, make_consumer, subscribe
 
 
 async def test_create_answers_201_with_the_spec_fields_and_a_32_character_secret(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, ["order.paid", "order.created"]),
-        headers=consumer.headers,
+    response = await create_subscription(
+        client, consumer.headers, http_receiver.url, ["order.paid", "order.created"]
     )
     assert response.status_code == 201
     body = response.json()
@@ -42,11 +40,7 @@ async def test_create_probes_the_endpoint_and_reports_it(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url),
-        headers=consumer.headers,
-    )
+    response = await create_subscription(client, consumer.headers, http_receiver.url)
     assert response.json()["probe"] == {"reachable": True, "status_code": 200, "error": None}
     assert http_receiver.requests[0].method == "HEAD"
 
@@ -55,11 +49,7 @@ async def test_an_unreachable_endpoint_is_still_subscribed(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body("http://127.0.0.1:9/hooks"),
-        headers=consumer.headers,
-    )
+    response = await create_subscription(client, consumer.headers, "http://127.0.0.1:9/hooks")
     assert response.status_code == 201
     assert response.json()["probe"]["reachable"] is False
 
@@ -67,8 +57,7 @@ async def test_an_unreachable_endpoint_is_still_subscribed(
 async def test_create_queues_a_test_delivery(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
+    consumer, created = await consumer_subscribed(client, db_engine, http_receiver.url)
     deliveries = (
         await client.get(
             f"/webhooks/subscriptions/{created['id']}/deliveries", headers=consumer.headers
@@ -82,10 +71,8 @@ async def test_unknown_event_types_are_422_naming_them_and_nothing_is_created(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, ["order.paid", "nope.never", "also.missing"]),
-        headers=consumer.headers,
+    response = await create_subscription(
+        client, consumer.headers, http_receiver.url, ["order.paid", "nope.never", "also.missing"]
     )
     assert response.status_code == 422
     body = response.json()
@@ -99,10 +86,8 @@ async def test_an_inactive_event_type_cannot_be_subscribed(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, ["legacy.retired"]),
-        headers=consumer.headers,
+    response = await create_subscription(
+        client, consumer.headers, http_receiver.url, ["legacy.retired"]
     )
     assert response.status_code == 422
     assert response.json()["invalid_events"] == ["legacy.retired"]
@@ -112,11 +97,7 @@ async def test_the_wildcard_subscribes_to_everything(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/subscriptions",
-        json=subscription_body(http_receiver.url, ["*"]),
-        headers=consumer.headers,
-    )
+    response = await create_subscription(client, consumer.headers, http_receiver.url, ["*"])
     assert response.status_code == 201
     assert response.json()["events"] == ["*"]
 
@@ -124,8 +105,7 @@ async def test_the_wildcard_subscribes_to_everything(
 async def test_details_never_show_the_secret(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
+    consumer, created = await consumer_subscribed(client, db_engine, http_receiver.url)
     details = await client.get(f"/webhooks/subscriptions/{created['id']}", headers=consumer.headers)
     assert details.status_code == 200
     assert "secret" not in details.json()
@@ -141,11 +121,7 @@ async def test_list_pages_with_a_cursor_newest_first(
     consumer = await make_consumer(db_engine, "write")
     ids = []
     for n in range(5):
-        created = await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(f"{http_receiver.url}/{n}"),
-            headers=consumer.headers,
-        )
+        created = await create_subscription(client, consumer.headers, f"{http_receiver.url}/{n}")
         ids.append(created.json()["id"])
     first = (await client.get("/webhooks/subscriptions?limit=2", headers=consumer.headers)).json()
     assert [s["id"] for s in first["data"]] == ids[::-1][:2]
@@ -168,11 +144,7 @@ async def test_list_filters_by_event_type_and_activity(
     consumer = await make_consumer(db_engine, "write")
 
     async def create(events: list[str]) -> str:
-        response = await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url, events),
-            headers=consumer.headers,
-        )
+        response = await create_subscription(client, consumer.headers, http_receiver.url, events)
         return str(response.json()["id"])
 
     paid, created, everything = (
@@ -221,8 +193,7 @@ async def test_patch_changes_the_given_fields_only(
 async def test_patch_validates_events_as_create_does(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
+    consumer, created = await consumer_subscribed(client, db_engine, http_receiver.url)
     response = await client.patch(
         f"/webhooks/subscriptions/{created['id']}",
         json={"events": ["ghost.event"]},
@@ -239,8 +210,7 @@ async def test_patch_validates_events_as_create_does(
 async def test_patch_refuses_timeouts_outside_1_to_30_seconds(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
+    consumer, created = await consumer_subscribed(client, db_engine, http_receiver.url)
     for bad in (0, 31, "ten"):
         response = await client.patch(
             f"/webhooks/subscriptions/{created['id']}",
@@ -253,8 +223,7 @@ async def test_patch_refuses_timeouts_outside_1_to_30_seconds(
 async def test_patch_is_active_true_re_enables_and_resets_failures(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
+    consumer, created = await consumer_subscribed(client, db_engine, http_receiver.url)
     async with db_engine.begin() as conn:
         await conn.execute(
             text(
@@ -277,8 +246,9 @@ async def test_patch_is_active_true_re_enables_and_resets_failures(
 async def test_delete_answers_204_and_the_subscription_is_gone(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "admin")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
+    consumer, created = await consumer_subscribed(
+        client, db_engine, http_receiver.url, level="admin"
+    )
     response = await client.delete(
         f"/webhooks/subscriptions/{created['id']}", headers=consumer.headers
     )
@@ -290,8 +260,7 @@ async def test_delete_answers_204_and_the_subscription_is_gone(
 async def test_delete_needs_the_admin_level(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    writer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, writer.headers, http_receiver.url)
+    writer, created = await consumer_subscribed(client, db_engine, http_receiver.url)
     response = await client.delete(
         f"/webhooks/subscriptions/{created['id']}", headers=writer.headers
     )
@@ -302,9 +271,7 @@ async def test_a_read_key_cannot_create(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
     reader = await make_consumer(db_engine, "read")
-    response = await client.post(
-        "/webhooks/subscriptions", json=subscription_body(http_receiver.url), headers=reader.headers
-    )
+    response = await create_subscription(client, reader.headers, http_receiver.url)
     assert response.status_code == 403
     assert response.json()["code"] == "forbidden"
 
@@ -338,8 +305,7 @@ async def test_another_consumers_subscription_answers_404_everywhere(
 async def test_rotation_returns_the_new_secret_valid_until_and_a_note(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
+    consumer, created = await consumer_subscribed(client, db_engine, http_receiver.url)
     response = await client.post(
         f"/webhooks/subscriptions/{created['id']}/rotate-secret", headers=consumer.headers
     )
@@ -373,8 +339,7 @@ async def test_rotation_needs_write_permission(
 async def test_send_test_queues_another_test_delivery(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer = await make_consumer(db_engine, "write")
-    created = await subscribe(client, consumer.headers, http_receiver.url)
+    consumer, created = await consumer_subscribed(client, db_engine, http_receiver.url)
     response = await client.post(
         f"/webhooks/subscriptions/{created['id']}/test", headers=consumer.headers
     )
@@ -407,11 +372,7 @@ async def test_an_owner_beyond_its_subscription_cap_gets_409_and_nothing_is_crea
     async with serve_app(create_app(capped)) as client:
         for _ in range(2):
             await subscribe(client, consumer.headers, "http://127.0.0.1:9/hooks")
-        response = await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body("http://127.0.0.1:9/hooks"),
-            headers=consumer.headers,
-        )
+        response = await create_subscription(client, consumer.headers, "http://127.0.0.1:9/hooks")
         listed = await client.get("/webhooks/subscriptions", headers=consumer.headers)
     assert response.status_code == 409
     assert response.json()["code"] == "subscription_limit_reached"

@@ -16,7 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from standardwebhooks import Webhook
 from webhook_hub.settings import Settings
 
-from tests.factories import make_consumer, publish_event, subscription_body, worker_process
+from tests.factories import (
+    create_subscription,
+    make_consumer,
+    publish_event,
+    stop_processes,
+    worker_process,
+)
 
 EVENTS = 1000
 
@@ -41,10 +47,8 @@ async def test_a_worker_killed_mid_batch_delivers_every_event_after_restart(
 ) -> None:
     consumer = await make_consumer(db_engine, "write")
     created = (
-        await client.post(
-            "/webhooks/subscriptions",
-            json=subscription_body(http_receiver.url, ["order.created"], timeout_seconds=1),
-            headers=consumer.headers,
+        await create_subscription(
+            client, consumer.headers, http_receiver.url, ["order.created"], timeout_seconds=1
         )
     ).json()
     http_receiver.default = PlannedResponse(200, delay=0.02)
@@ -94,8 +98,4 @@ async def test_a_worker_killed_mid_batch_delivers_every_event_after_restart(
             )
         )
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        stop_processes(worker)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from servicekit.testing.service import ServiceUnderTest
 ErrorText = Callable[[Any], str]
 
 __all__ = [
+    "key_api",
     "test_a_64_mib_header_is_431_and_is_not_read_whole",
     "test_a_body_over_the_limit_is_413_in_the_envelope",
     "test_a_body_that_is_not_utf8_is_refused_in_the_envelope",
@@ -203,203 +205,140 @@ async def test_every_response_carries_hsts_in_production(
 # --- the input guard (servicekit.web.input_guard): the same answers in every service ---------
 
 
-async def _key_count(client: httpx.AsyncClient, api_prefix: str, headers: dict[str, str]) -> int:
-    response = await client.get(f"{api_prefix}/api-keys", headers=headers)
-    assert response.status_code == 200
-    return len(response.json())
+@dataclass
+class KeyApi:
+    """The service's key API (`{api_prefix}/api-keys`) called as an admin, and how the
+    service answers a refusal (its status for a validation error, its error envelope)."""
+
+    client: httpx.AsyncClient
+    prefix: str
+    headers: dict[str, str]
+    error_text: ErrorText
+    validation_status: int
+
+    @property
+    def keys(self) -> str:
+        return f"{self.prefix}/api-keys"
+
+    async def key_count(self) -> int:
+        response = await self.client.get(self.keys, headers=self.headers)
+        assert response.status_code == 200
+        return len(response.json())
+
+    async def post_json(self, content: bytes) -> httpx.Response:
+        """`content` posted to the key API, labelled JSON."""
+        return await self.client.post(
+            self.keys, content=content, headers={**self.headers, "Content-Type": "application/json"}
+        )
+
+    async def assert_refused_and_unchanged(self, content: bytes, says: str) -> None:
+        before = await self.key_count()
+        response = await self.post_json(content)
+        assert response.status_code == self.validation_status, response.text
+        assert says in self.error_text(response.json())
+        assert await self.key_count() == before
 
 
-async def _assert_refused_and_unchanged(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    headers: dict[str, str],
-    content: bytes,
-    error_text: ErrorText,
-    expected_status: int,
-    says: str,
-) -> None:
-    before = await _key_count(client, api_prefix, headers)
-    response = await client.post(
-        f"{api_prefix}/api-keys",
-        content=content,
-        headers={**headers, "Content-Type": "application/json"},
-    )
-    assert response.status_code == expected_status, response.text
-    assert says in error_text(response.json())
-    assert await _key_count(client, api_prefix, headers) == before
-
-
-async def test_a_nul_in_a_json_body_is_refused_and_nothing_changes(
+@pytest.fixture
+def key_api(
     client: httpx.AsyncClient,
     api_prefix: str,
     admin_key_headers: dict[str, str],
     error_text: ErrorText,
     validation_status: int,
-) -> None:
+) -> KeyApi:
+    return KeyApi(client, api_prefix, admin_key_headers, error_text, validation_status)
+
+
+# A body nested far deeper than any parser's stack allows.
+DEEPLY_NESTED = b'{"level": "read", "description": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
+
+
+async def test_a_nul_in_a_json_body_is_refused_and_nothing_changes(key_api: KeyApi) -> None:
     body = b'{"level": "read", "description": "a\\u0000b"}'
-    await _assert_refused_and_unchanged(
-        client, api_prefix, admin_key_headers, body, error_text, validation_status, "NUL"
-    )
+    await key_api.assert_refused_and_unchanged(body, "NUL")
 
 
 async def test_a_lone_surrogate_in_a_json_body_is_refused_and_nothing_changes(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    admin_key_headers: dict[str, str],
-    error_text: ErrorText,
-    validation_status: int,
+    key_api: KeyApi,
 ) -> None:
     body = b'{"level": "read", "description": "a\\ud800b"}'
-    await _assert_refused_and_unchanged(
-        client, api_prefix, admin_key_headers, body, error_text, validation_status, "surrogate"
-    )
+    await key_api.assert_refused_and_unchanged(body, "surrogate")
 
 
-async def test_a_nul_in_a_json_key_is_refused(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    admin_key_headers: dict[str, str],
-    error_text: ErrorText,
-    validation_status: int,
-) -> None:
+async def test_a_nul_in_a_json_key_is_refused(key_api: KeyApi) -> None:
     body = b'{"level": "read", "x\\u0000": 1}'
-    await _assert_refused_and_unchanged(
-        client, api_prefix, admin_key_headers, body, error_text, validation_status, "key"
-    )
+    await key_api.assert_refused_and_unchanged(body, "key")
 
 
 @pytest.mark.parametrize("number", [b"1e400", b"-1e400", b"NaN", b"Infinity"])
 async def test_a_json_number_no_float_holds_is_refused_and_nothing_changes(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    admin_key_headers: dict[str, str],
-    error_text: ErrorText,
-    validation_status: int,
-    number: bytes,
+    key_api: KeyApi, number: bytes
 ) -> None:
     # Read as `inf` or `nan`, such a number reached PostgreSQL's json or a response: a 500.
     body = b'{"level": "read", "description": ' + number + b"}"
-    await _assert_refused_and_unchanged(
-        client,
-        api_prefix,
-        admin_key_headers,
-        body,
-        error_text,
-        validation_status,
-        "body.description is a number outside the range of a 64-bit float",
+    await key_api.assert_refused_and_unchanged(
+        body, "body.description is a number outside the range of a 64-bit float"
     )
 
 
-async def test_deeply_nested_json_is_refused_in_the_envelope(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    admin_key_headers: dict[str, str],
-    error_text: ErrorText,
-    validation_status: int,
-) -> None:
-    body = b'{"level": "read", "description": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
-    await _assert_refused_and_unchanged(
-        client, api_prefix, admin_key_headers, body, error_text, validation_status, "nested"
-    )
+async def test_deeply_nested_json_is_refused_in_the_envelope(key_api: KeyApi) -> None:
+    await key_api.assert_refused_and_unchanged(DEEPLY_NESTED, "nested")
 
 
 @pytest.mark.parametrize("content_type", [None, "text/plain"])
 async def test_deeply_nested_json_under_another_label_is_refused(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    admin_key_headers: dict[str, str],
-    error_text: ErrorText,
-    validation_status: int,
-    content_type: str | None,
+    key_api: KeyApi, content_type: str | None
 ) -> None:
     # Frameworks and hand-written endpoints parse JSON whatever the label says.
-    headers = {**admin_key_headers, **({"Content-Type": content_type} if content_type else {})}
-    body = b'{"level": "read", "description": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
-    response = await client.post(f"{api_prefix}/api-keys", content=body, headers=headers)
-    assert response.status_code == validation_status, response.text
-    assert "nested" in error_text(response.json())
+    headers = {**key_api.headers, **({"Content-Type": content_type} if content_type else {})}
+    response = await key_api.client.post(key_api.keys, content=DEEPLY_NESTED, headers=headers)
+    assert response.status_code == key_api.validation_status, response.text
+    assert "nested" in key_api.error_text(response.json())
 
 
-async def test_a_body_that_is_not_utf8_is_refused_in_the_envelope(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    admin_key_headers: dict[str, str],
-    error_text: ErrorText,
-    validation_status: int,
-) -> None:
+async def test_a_body_that_is_not_utf8_is_refused_in_the_envelope(key_api: KeyApi) -> None:
     body = b'{"level": "read", "description": "caf\xe9"}'
-    await _assert_refused_and_unchanged(
-        client, api_prefix, admin_key_headers, body, error_text, validation_status, "UTF-8"
-    )
+    await key_api.assert_refused_and_unchanged(body, "UTF-8")
 
 
-async def test_a_nul_in_a_query_parameter_is_refused(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    admin_key_headers: dict[str, str],
-    error_text: ErrorText,
-    validation_status: int,
-) -> None:
-    response = await client.get(f"{api_prefix}/api-keys?owner=a%00b", headers=admin_key_headers)
-    assert response.status_code == validation_status
-    assert "NUL" in error_text(response.json())
+async def test_a_nul_in_a_query_parameter_is_refused(key_api: KeyApi) -> None:
+    response = await key_api.client.get(f"{key_api.keys}?owner=a%00b", headers=key_api.headers)
+    assert response.status_code == key_api.validation_status
+    assert "NUL" in key_api.error_text(response.json())
 
 
-async def test_a_nul_in_a_path_parameter_is_refused(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    admin_key_headers: dict[str, str],
-    error_text: ErrorText,
-    validation_status: int,
-) -> None:
-    response = await client.delete(f"{api_prefix}/api-keys/a%00b", headers=admin_key_headers)
-    assert response.status_code == validation_status
-    assert "NUL" in error_text(response.json())
+async def test_a_nul_in_a_path_parameter_is_refused(key_api: KeyApi) -> None:
+    response = await key_api.client.delete(f"{key_api.keys}/a%00b", headers=key_api.headers)
+    assert response.status_code == key_api.validation_status
+    assert "NUL" in key_api.error_text(response.json())
 
 
-async def test_a_nul_in_a_header_value_is_refused(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    admin_key_headers: dict[str, str],
-    error_text: ErrorText,
-    validation_status: int,
-) -> None:
+async def test_a_nul_in_a_header_value_is_refused(key_api: KeyApi) -> None:
     # Real servers may refuse it first; the guard holds for any server that passes it on.
-    headers = {**admin_key_headers, "X-Forwarded-For": "a\x00b"}
-    response = await client.get(f"{api_prefix}/api-keys/me", headers=headers)
-    assert response.status_code == validation_status
-    assert "NUL" in error_text(response.json())
+    headers = {**key_api.headers, "X-Forwarded-For": "a\x00b"}
+    response = await key_api.client.get(f"{key_api.keys}/me", headers=headers)
+    assert response.status_code == key_api.validation_status
+    assert "NUL" in key_api.error_text(response.json())
 
 
-async def test_a_nul_in_a_form_body_is_refused(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    admin_key_headers: dict[str, str],
-    error_text: ErrorText,
-    validation_status: int,
-) -> None:
-    response = await client.post(
-        f"{api_prefix}/api-keys", data={"level": "read\x00"}, headers=admin_key_headers
+async def test_a_nul_in_a_form_body_is_refused(key_api: KeyApi) -> None:
+    response = await key_api.client.post(
+        key_api.keys, data={"level": "read\x00"}, headers=key_api.headers
     )
-    assert response.status_code == validation_status
-    assert "NUL" in error_text(response.json())
+    assert response.status_code == key_api.validation_status
+    assert "NUL" in key_api.error_text(response.json())
 
 
 async def test_a_body_over_the_limit_is_413_in_the_envelope(
-    client: httpx.AsyncClient,
-    api_prefix: str,
-    admin_key_headers: dict[str, str],
-    error_text: ErrorText,
-    service_settings: ServiceSettings,
+    key_api: KeyApi, service_settings: ServiceSettings
 ) -> None:
     padding = "x" * service_settings.max_request_body_bytes
-    response = await client.post(
-        f"{api_prefix}/api-keys",
-        json={"level": "read", "description": padding},
-        headers=admin_key_headers,
+    response = await key_api.client.post(
+        key_api.keys, json={"level": "read", "description": padding}, headers=key_api.headers
     )
     assert response.status_code == 413
-    assert error_text(response.json())
+    assert key_api.error_text(response.json())
 
 
 # --- methods: what OpenAPI says a path has is what it answers -------------------------------
