@@ -6,33 +6,20 @@ webhook-hub's `portal-link` options and defaults."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 from scraper_manager.cli import configure_dashboard_link
 from servicekit.db.admin import database_url_for, drop_database, ensure_database
+from servicekit.testing.console import own_environment, run_console_script
 from webhook_hub.cli import configure_portal_link
-
-SCRIPT = str(Path(sys.executable).parent / "scraper-manager")
 
 
 async def run_script(*args: str, database_url: str) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPER_MANAGER_")}
-    env["SCRAPER_MANAGER_DATABASE_URL"] = database_url
-    command = await asyncio.create_subprocess_exec(
-        SCRIPT,
-        *args,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    return await run_console_script(
+        "scraper-manager", *args, env=own_environment("SCRAPER_MANAGER_", DATABASE_URL=database_url)
     )
-    out, err = await asyncio.wait_for(command.communicate(), 60)
-    assert command.returncode is not None
-    return command.returncode, out.decode(), err.decode()
 
 
 @pytest.mark.parametrize(

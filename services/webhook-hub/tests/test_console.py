@@ -4,26 +4,17 @@ no traceback (servicekit's ServiceCLI; its rules are tested there)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
-from pathlib import Path
 
 import pytest
 from servicekit.db.admin import database_url_for, drop_database, ensure_database
-
-SCRIPT = str(Path(sys.executable).parent / "webhook-hub")
+from servicekit.testing.console import own_environment, run_console_script
 
 
 async def run_script(*args: str, database_url: str) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOK_HUB_")}
-    env["WEBHOOK_HUB_DATABASE_URL"] = database_url
-    command = await asyncio.create_subprocess_exec(
-        SCRIPT, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    return await run_console_script(
+        "webhook-hub", *args, env=own_environment("WEBHOOK_HUB_", DATABASE_URL=database_url)
     )
-    out, err = await asyncio.wait_for(command.communicate(), 60)
-    assert command.returncode is not None
-    return command.returncode, out.decode(), err.decode()
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ import gc
 import socket
 import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import nats
 import uvloop
@@ -29,6 +29,11 @@ from servicekit.web.server import Server, uvicorn_config
 
 if TYPE_CHECKING:  # the worker and admin commands never load the web framework
     from fastapi import FastAPI
+    from sqlmodel.ext.asyncio.session import AsyncSession
+
+    from servicekit.db.models import ApiKey
+
+T = TypeVar("T")
 
 Command = Callable[[Any, argparse.Namespace], int]
 # The long-running commands keep their tracebacks (an operator's logs want them), and
@@ -73,6 +78,19 @@ def shown_url(database_url: str) -> str:
         return make_url(database_url).render_as_string(hide_password=True)
     except Exception:
         return "the configured DATABASE_URL"
+
+
+async def in_transaction(
+    settings: ServiceSettings, work: Callable[[AsyncSession], Awaitable[T]]
+) -> T:
+    """`work` in one transaction on an engine of its own, disposed of after: a command's
+    single unit of work (it commits when `work` returns)."""
+    engine = create_engine(settings)
+    try:
+        async with create_session_factory(engine)() as session, session.begin():
+            return await work(session)
+    finally:
+        await engine.dispose()
 
 
 @dataclass
@@ -281,18 +299,16 @@ class ServiceCLI:
         return 0
 
     async def _create_key(self, settings: ServiceSettings, args: argparse.Namespace) -> int:
-        engine = create_engine(settings)
-        try:
-            async with create_session_factory(engine)() as session, session.begin():
-                record, plaintext = await ApiKeyRepository(session).create(
-                    prefix=settings.api_key_prefix,
-                    owner=args.owner,
-                    level=AccessLevel(args.level),
-                    email=args.email,
-                    description=args.description,
-                )
-        finally:
-            await engine.dispose()
+        async def create(session: AsyncSession) -> tuple[ApiKey, str]:
+            return await ApiKeyRepository(session).create(
+                prefix=settings.api_key_prefix,
+                owner=args.owner,
+                level=AccessLevel(args.level),
+                email=args.email,
+                description=args.description,
+            )
+
+        record, plaintext = await in_transaction(settings, create)
         print(f"created {record.level} key {record.id} for owner {record.owner!r}", file=sys.stderr)
         print(plaintext)
         return 0
@@ -300,20 +316,22 @@ class ServiceCLI:
     async def _change_key(self, settings: ServiceSettings, args: argparse.Namespace) -> int:
         """`api-keys revoke` and `api-keys set-level`: any owner's key (the operator's
         command); the page sessions standing on it end at their next request."""
-        engine = create_engine(settings)
-        try:
-            async with create_session_factory(engine)() as session, session.begin():
-                keys = ApiKeyRepository(session)
-                record = await keys.get_active(args.key_id)
-                if record is None:
-                    print(f"no active key {args.key_id}", file=sys.stderr)
-                    return 1
-                if args.keys_command == "revoke":
-                    await keys.revoke(record)
-                else:
-                    await keys.set_level(record, AccessLevel(args.level))
-        finally:
-            await engine.dispose()
+
+        async def change(session: AsyncSession) -> ApiKey | None:
+            keys = ApiKeyRepository(session)
+            record = await keys.get_active(args.key_id)
+            if record is None:
+                return None
+            if args.keys_command == "revoke":
+                await keys.revoke(record)
+            else:
+                await keys.set_level(record, AccessLevel(args.level))
+            return record
+
+        record = await in_transaction(settings, change)
+        if record is None:
+            print(f"no active key {args.key_id}", file=sys.stderr)
+            return 1
         done = "revoked" if args.keys_command == "revoke" else f"now {record.level}"
         print(f"key {record.id} of owner {record.owner!r} {done}", file=sys.stderr)
         return 0

@@ -3,18 +3,18 @@
 import argparse
 import asyncio
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
-from servicekit.auth.api_keys import ISSUED_OVER_API, AccessLevel
-from servicekit.cli import ExtraCommand, ServiceCLI
-from servicekit.db.engine import create_engine, create_session_factory
-from servicekit.web.pages.links import MAX_LINK_TTL_SECONDS, MIN_LINK_TTL_SECONDS, IssuedLink
+from servicekit.auth.api_keys import AccessLevel
+from servicekit.cli import ExtraCommand, ServiceCLI, in_transaction
+from servicekit.db.engine import create_engine
+from servicekit.link_command import sign_in_link_command
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.app import create_app
 from webhook_hub.consumers.service import ConsumerService
 from webhook_hub.delivery_engine.maintenance import maintain
-from webhook_hub.portal.schemas import DEFAULT_TTL_SECONDS
 from webhook_hub.portal.service import portal_level, portal_links
 from webhook_hub.settings import Settings
 from webhook_hub.worker import run
@@ -35,63 +35,24 @@ def configure_consumers(parser: argparse.ArgumentParser) -> None:
 def run_consumers(settings: Settings, args: argparse.Namespace) -> int:
     approved = not args.revoke
 
-    async def store() -> None:
-        engine = create_engine(settings)
-        try:
-            async with create_session_factory(engine)() as session, session.begin():
-                await ConsumerService(session).set_personal_data_approval(args.owner, approved)
-        finally:
-            await engine.dispose()
+    async def store(session: AsyncSession) -> None:
+        await ConsumerService(session).set_personal_data_approval(args.owner, approved)
 
-    asyncio.run(store())
+    asyncio.run(in_transaction(settings, store))
     state = "approved" if approved else "not approved"
     print(f"owner {args.owner!r} is {state} for personal data", file=sys.stderr)
     return 0
 
 
-def configure_portal_link(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--owner", required=True, help="the consumer the portal shows")
-    parser.add_argument(
-        "--level",
-        choices=[level.value for level in ISSUED_OVER_API],
-        default=AccessLevel.READ.value,
-        help="read sees everything, write changes it, admin also deletes (default: read)",
-    )
-    parser.add_argument(
-        "--ttl-seconds", type=int, default=DEFAULT_TTL_SECONDS, help="60 to 86400, default 3600"
-    )
-
-
-def run_portal_link(settings: Settings, args: argparse.Namespace) -> int:
-    if not MIN_LINK_TTL_SECONDS <= args.ttl_seconds <= MAX_LINK_TTL_SECONDS:
-        print(
-            f"--ttl-seconds must be {MIN_LINK_TTL_SECONDS} to {MAX_LINK_TTL_SECONDS}",
-            file=sys.stderr,
-        )
-        return 2
-
-    async def issue() -> IssuedLink:
-        engine = create_engine(settings)
-        try:
-            async with create_session_factory(engine)() as session, session.begin():
-                return await portal_links(session).issue(
-                    args.owner,
-                    portal_level(AccessLevel(args.level)),
-                    base_url=settings.public_url or f"http://127.0.0.1:{settings.port}",
-                    ttl=timedelta(seconds=args.ttl_seconds),
-                    api_key_id=None,  # the operator's: no key to end with
-                )
-        finally:
-            await engine.dispose()
-
-    issued = asyncio.run(issue())
-    print(
-        f"portal link for {args.owner!r} ({args.level}), usable once until "
-        f"{issued.expires_at.isoformat()}:",
-        file=sys.stderr,
-    )
-    print(issued.url)
-    return 0
+PORTAL_LINK = sign_in_link_command(
+    "portal-link",
+    "print a one-time link into the consumer portal for an owner",
+    pages="portal",
+    owner_help="the consumer the portal shows",
+    links=portal_links,
+    level_of=portal_level,
+)
+configure_portal_link = PORTAL_LINK.configure
 
 
 def prepare_delivery_log(settings: Settings) -> None:
@@ -125,12 +86,7 @@ cli = ServiceCLI(
             configure=configure_consumers,
             run=run_consumers,
         ),
-        ExtraCommand(
-            name="portal-link",
-            help="print a one-time link into the consumer portal for an owner",
-            configure=configure_portal_link,
-            run=run_portal_link,
-        ),
+        PORTAL_LINK,
     ],
 )
 
