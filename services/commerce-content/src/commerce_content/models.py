@@ -179,28 +179,24 @@ class ProductVariant(SQLModel, table=True):
     product: "Product" = Relationship(back_populates="variants")
 
 
-class Page(SQLModel, table=True):
+class _Publication(SQLModel):
+    """The columns of pages and posts: two tables of the same shape (each its own slugs)."""
+
+    id: int = _serial_id()
+    title: str = Field(max_length=300)
+    slug: str = Field(max_length=300, unique=True)
+    description: str = ""
+    body: str = ""
+    published: bool = True
+    created_at: datetime = _tz(default_factory=utcnow)
+
+
+class Page(_Publication, table=True):
     __tablename__ = "pages"
 
-    id: int = _serial_id()
-    title: str = Field(max_length=300)
-    slug: str = Field(max_length=300, unique=True)
-    description: str = ""
-    body: str = ""
-    published: bool = True
-    created_at: datetime = _tz(default_factory=utcnow)
 
-
-class Post(SQLModel, table=True):
+class Post(_Publication, table=True):
     __tablename__ = "posts"
-
-    id: int = _serial_id()
-    title: str = Field(max_length=300)
-    slug: str = Field(max_length=300, unique=True)
-    description: str = ""
-    body: str = ""
-    published: bool = True
-    created_at: datetime = _tz(default_factory=utcnow)
 
 
 class Order(SQLModel, table=True):
