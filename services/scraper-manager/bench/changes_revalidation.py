@@ -28,37 +28,25 @@ import hashlib
 import json
 import logging
 import resource
-import subprocess
 import sys
-import tempfile
 import time
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import structlog
 import uvloop
 from aiohttp import web
-from scraper_manager.cli import MIGRATIONS
+from harness import OWNER, child_figures, new_run, runtime_for, settings_for, site_and_database
 from scraper_manager.models import Run, RunStatus, Scraper
 from scraper_manager.runner import RunExecutor
 from scraper_manager.runs.changes import detect_changes
-from scraper_manager.settings import Settings
 from servicekit.cli import collect_less_often, keep_out_of_collections
-from servicekit.db.admin import database_url_for, ensure_database
 from servicekit.db.engine import create_engine, create_session_factory
-from servicekit.db.migrations import upgrade
-from servicekit.embedded.network import free_port, wait_for_port
-from servicekit.embedded.postgres import EmbeddedPostgres
 from servicekit.net import AddressPolicy, guarded_connector
-from servicekit.runtime import NatsConnection, ServiceRuntime
 from sqlalchemy import text
 
 PAGES = 2000
 ITEMS = 100_000
-OWNER = "bench"
-CHILD_TIMEOUT = 600
 
 
 def serve_site(port: int) -> None:
@@ -83,32 +71,10 @@ def serve_site(port: int) -> None:
     web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 
 
-def settings_for(url: str) -> Settings:
-    return Settings(database_url=url, log_json=False, allowed_networks=["127.0.0.0/8"])
-
-
-async def new_run(runtime: ServiceRuntime, scraper_id: int) -> int:
-    """A run as the worker's claim leaves it: running, started now."""
-    async with runtime.session_factory() as session, session.begin():
-        run = Run(
-            scraper_id=scraper_id,
-            owner=OWNER,
-            status=RunStatus.RUNNING,
-            started_at=datetime.now(UTC),
-            heartbeat_at=datetime.now(UTC),
-            worker_id="bench",
-        )
-        session.add(run)
-        await session.flush()
-        return run.id
-
-
 async def crawls(url: str, start: str) -> list[dict[str, Any]]:
     settings = settings_for(url)
-    engine = create_engine(settings)
-    runtime = ServiceRuntime(
-        settings, engine, create_session_factory(engine), NatsConnection(settings, None)
-    )
+    runtime = runtime_for(settings)
+    engine = runtime.engine
     async with runtime.session_factory() as session, session.begin():
         scraper = Scraper(
             owner=OWNER,
@@ -235,42 +201,18 @@ def main() -> int:
         print(json.dumps(asyncio.run(diff_child(url, int(scraper_id), int(run_id))), default=str))
         return 0
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    port = free_port()
-    site = subprocess.Popen(
-        [sys.executable, __file__, "--site", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    with tempfile.TemporaryDirectory(prefix="changes-bench-") as workdir:
-        postgres = EmbeddedPostgres(Path(workdir) / "pg")
-        postgres.start()
-        try:
-            url = database_url_for(postgres.url, "scraper_manager_bench")
-            ensure_database(url)
-            upgrade(MIGRATIONS, url)
-            wait_for_port("127.0.0.1", port, 30)
-            start = f"http://127.0.0.1:{port}/p/0"
-            if not args.asyncio:
-                keep_out_of_collections()
-                collect_less_often()
-            pairs = [
-                asyncio.run(crawls(url, start)) if args.asyncio else uvloop.run(crawls(url, start))
-                for _ in range(args.repeat)
-            ]
-            if not args.crawl_only:
-                scraper_id, run_id = asyncio.run(seed_changes(url))
-                result = subprocess.run(
-                    [sys.executable, __file__, "--child", url, str(scraper_id), str(run_id)],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                    timeout=CHILD_TIMEOUT,
-                )
-                diff = json.loads(result.stdout.strip().splitlines()[-1])
-        finally:
-            postgres.stop()
-            site.terminate()
-            site.wait(10)
+    with site_and_database(__file__, "changes-bench-") as (url, port):
+        start = f"http://127.0.0.1:{port}/p/0"
+        if not args.asyncio:
+            keep_out_of_collections()
+            collect_less_often()
+        pairs = [
+            asyncio.run(crawls(url, start)) if args.asyncio else uvloop.run(crawls(url, start))
+            for _ in range(args.repeat)
+        ]
+        if not args.crawl_only:
+            scraper_id, run_id = asyncio.run(seed_changes(url))
+            diff = child_figures(__file__, url, str(scraper_id), str(run_id))
     loop = "asyncio" if args.asyncio else "uvloop, as the worker"
     print(
         "\nIncremental crawl of an unchanged 2,000-page site with validators "

@@ -27,38 +27,26 @@ import logging
 import os
 import resource
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import structlog
 from aiohttp import web
-from scraper_manager.cli import MIGRATIONS
+from harness import OWNER, child_figures, new_run, runtime_for, settings_for, site_and_database
 from scraper_manager.models import Run, RunStatus, Scraper
 from scraper_manager.runner import RunExecutor
 from scraper_manager.runs.service import RunService
-from scraper_manager.settings import Settings
-from servicekit.db.admin import database_url_for, ensure_database
 from servicekit.db.engine import create_engine, create_session_factory
-from servicekit.db.migrations import upgrade
-from servicekit.embedded.network import free_port, wait_for_port
-from servicekit.embedded.postgres import EmbeddedPostgres
 from servicekit.net import AddressPolicy, guarded_connector
-from servicekit.runtime import NatsConnection, ServiceRuntime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 PAGES = 2000
 # Rounds of the pair (with, without), after one warm-up pair.
 ROUNDS = 15
-OWNER = "bench"
-CHILD_TIMEOUT = 600
 # The items of the export: three flat fields and a nested one (written as JSON text).
 SEED_ITEMS = text(
     """
@@ -92,31 +80,6 @@ def serve_site(port: int) -> None:
 # -- 1. the crawl through the worker, with and without the run log --------------------------
 
 
-def settings_for(url: str, **update: Any) -> Settings:
-    return Settings(
-        database_url=url,
-        log_json=False,
-        allowed_networks=["127.0.0.0/8"],
-        **update,
-    )
-
-
-async def new_run(runtime: ServiceRuntime, scraper_id: int) -> int:
-    """A run as the worker's claim leaves it: running, started now."""
-    async with runtime.session_factory() as session, session.begin():
-        run = Run(
-            scraper_id=scraper_id,
-            owner=OWNER,
-            status=RunStatus.RUNNING,
-            started_at=datetime.now(UTC),
-            heartbeat_at=datetime.now(UTC),
-            worker_id="bench",
-        )
-        session.add(run)
-        await session.flush()
-        return run.id
-
-
 async def written(engine: AsyncEngine, run_id: int) -> tuple[str, int, int]:
     """The run's status and pages as stored, and how many log lines reached PostgreSQL."""
     async with engine.connect() as connection:
@@ -134,10 +97,8 @@ async def written(engine: AsyncEngine, run_id: int) -> tuple[str, int, int]:
 async def crawl_rounds(url: str, start: str) -> dict[str, Any]:
     with_log = settings_for(url, run_log_max_lines=10_000)
     without_log = settings_for(url, run_log_max_lines=0)
-    engine = create_engine(with_log)
-    runtime = ServiceRuntime(
-        with_log, engine, create_session_factory(engine), NatsConnection(with_log, None)
-    )
+    runtime = runtime_for(with_log)
+    engine = runtime.engine
     async with runtime.session_factory() as session, session.begin():
         scraper = Scraper(
             owner=OWNER,
@@ -244,14 +205,7 @@ async def export_child(mode: str, url: str, scraper_id: int, run_id: int) -> dic
 
 
 def in_child(mode: str, url: str, scraper_id: int, run_id: int) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, __file__, "--child", mode, url, str(scraper_id), str(run_id)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT,
-    )
-    return dict(json.loads(result.stdout.strip().splitlines()[-1]))
+    return child_figures(__file__, mode, url, str(scraper_id), str(run_id))
 
 
 # -- the whole bench ---------------------------------------------------------------------------
@@ -260,34 +214,17 @@ def in_child(mode: str, url: str, scraper_id: int, run_id: int) -> dict[str, Any
 def main() -> int:
     # The worker's info lines ("run started", "run finished") would bury the figures.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    port = free_port()
-    site = subprocess.Popen(
-        [sys.executable, __file__, "--site", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    with tempfile.TemporaryDirectory(prefix="runlog-bench-") as workdir:
-        postgres = EmbeddedPostgres(Path(workdir) / "pg")
-        postgres.start()
-        try:
-            url = database_url_for(postgres.url, "scraper_manager_bench")
-            ensure_database(url)
-            upgrade(MIGRATIONS, url)
-            wait_for_port("127.0.0.1", port, 30)
-            crawl = asyncio.run(crawl_rounds(url, f"http://127.0.0.1:{port}/p/0"))
-            exports: dict[int, dict[str, dict[str, Any]]] = {}
-            baseline: dict[str, Any] = {}
-            for items in (10_000, 100_000):
-                scraper_id, run_id = asyncio.run(seed_export(url, items))
-                if not baseline:
-                    baseline = in_child("baseline", url, scraper_id, run_id)
-                exports[items] = {
-                    mode: in_child(mode, url, scraper_id, run_id) for mode in ("rss", "traced")
-                }
-        finally:
-            postgres.stop()
-            site.terminate()
-            site.wait(10)
+    with site_and_database(__file__, "runlog-bench-") as (url, port):
+        crawl = asyncio.run(crawl_rounds(url, f"http://127.0.0.1:{port}/p/0"))
+        exports: dict[int, dict[str, dict[str, Any]]] = {}
+        baseline: dict[str, Any] = {}
+        for items in (10_000, 100_000):
+            scraper_id, run_id = asyncio.run(seed_export(url, items))
+            if not baseline:
+                baseline = in_child("baseline", url, scraper_id, run_id)
+            exports[items] = {
+                mode: in_child(mode, url, scraper_id, run_id) for mode in ("rss", "traced")
+            }
     report(crawl, baseline, exports)
     return 0
 
