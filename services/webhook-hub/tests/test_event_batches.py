@@ -241,9 +241,8 @@ async def test_a_key_older_than_the_window_starts_a_new_event_in_a_batch(
 async def test_keys_are_scoped_to_their_owner_in_batches(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    one = await make_consumer(db_engine, "admin")
-    two = await make_consumer(db_engine, "admin")
-    kind_one, kind_two = await schema_type(client, one), await schema_type(client, two)
+    one, kind_one = await producer_and_type(client, db_engine)
+    two, kind_two = await producer_and_type(client, db_engine)
     (a,) = await batch(
         client, one, [{"type": kind_one, "data": {"total": 1}, "idempotency_key": "k"}]
     )
@@ -257,10 +256,8 @@ async def test_keys_are_scoped_to_their_owner_in_batches(
 async def test_a_consumers_events_for_another_tenant_or_type_are_refused_alone(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
-    alice = await make_consumer(db_engine, "admin")
-    bob = await make_consumer(db_engine, "admin")
-    kind = await schema_type(client, alice)
-    bobs_kind = await schema_type(client, bob)
+    alice, kind = await producer_and_type(client, db_engine)
+    bob, bobs_kind = await producer_and_type(client, db_engine)
     results = await batch(
         client,
         alice,

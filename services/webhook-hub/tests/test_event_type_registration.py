@@ -12,7 +12,7 @@ from webhook_hub.cli import MIGRATIONS, cli
 from webhook_hub.settings import Settings
 from webhook_hub.worker import run
 
-from tests.factories import make_consumer
+from tests.factories import Consumer, make_consumer
 from tests.factories import unique_type_name as unique
 
 
@@ -25,25 +25,37 @@ def declaration(name: str, **extra: object) -> dict[str, object]:
     }
 
 
+async def register(
+    client: httpx.AsyncClient, who: Consumer, name: str, **extra: object
+) -> httpx.Response:
+    """`who` registers the type `name` (`extra`: other fields of its declaration)."""
+    return await client.post(
+        "/webhooks/event-types", json=declaration(name, **extra), headers=who.headers
+    )
+
+
+async def subscribe(client: httpx.AsyncClient, who: Consumer, name: str) -> httpx.Response:
+    """`who` subscribes an endpoint to the type `name`."""
+    return await client.post(
+        "/webhooks/subscriptions",
+        json={"endpoint_url": "http://127.0.0.1:9/x", "events": [name]},
+        headers=who.headers,
+    )
+
+
 async def test_a_registered_type_is_listed_with_its_owner_and_can_be_subscribed_to(
     client: httpx.AsyncClient, db_engine: AsyncEngine
 ) -> None:
     invoice_settled = unique("invoice.settled")
     alice = await make_consumer(db_engine, "admin")
-    response = await client.post(
-        "/webhooks/event-types", json=declaration(invoice_settled), headers=alice.headers
-    )
+    response = await register(client, alice, invoice_settled)
     assert response.status_code == 201
     assert response.json()["owner"] == alice.owner
     listed = await client.get("/webhooks/event-types", headers=alice.headers)
     mine = next(t for t in listed.json()["data"] if t["name"] == invoice_settled)
     assert mine["owner"] == alice.owner
     assert mine["is_active"] is True
-    subscribed = await client.post(
-        "/webhooks/subscriptions",
-        json={"endpoint_url": "http://127.0.0.1:9/x", "events": [invoice_settled]},
-        headers=alice.headers,
-    )
+    subscribed = await subscribe(client, alice, invoice_settled)
     assert subscribed.status_code == 201
 
 
@@ -61,12 +73,8 @@ async def test_registering_again_updates_the_owners_own_type(
 ) -> None:
     memo_sent = unique("memo.sent")
     alice = await make_consumer(db_engine, "admin")
-    await client.post("/webhooks/event-types", json=declaration(memo_sent), headers=alice.headers)
-    again = await client.post(
-        "/webhooks/event-types",
-        json=declaration(memo_sent, description="changed"),
-        headers=alice.headers,
-    )
+    await register(client, alice, memo_sent)
+    again = await register(client, alice, memo_sent, description="changed")
     assert again.status_code == 200
     assert again.json()["description"] == "changed"
 
@@ -77,11 +85,9 @@ async def test_a_platform_type_or_another_owners_type_cannot_be_taken(
     bill_sent = unique("bill.sent")
     alice = await make_consumer(db_engine, "admin")
     bob = await make_consumer(db_engine, "admin")
-    await client.post("/webhooks/event-types", json=declaration(bill_sent), headers=bob.headers)
+    await register(client, bob, bill_sent)
     for name in ("order.paid", bill_sent, "webhook.test", "subscription.disabled"):
-        response = await client.post(
-            "/webhooks/event-types", json=declaration(name), headers=alice.headers
-        )
+        response = await register(client, alice, name)
         assert response.status_code == 409, name
         assert response.json()["code"] == "event_type_taken"
 
@@ -92,14 +98,10 @@ async def test_other_consumers_types_are_not_listed_or_subscribable(
     secret_plan = unique("secret.plan")
     alice = await make_consumer(db_engine, "admin")
     bob = await make_consumer(db_engine, "admin")
-    await client.post("/webhooks/event-types", json=declaration(secret_plan), headers=bob.headers)
+    await register(client, bob, secret_plan)
     listed = await client.get("/webhooks/event-types", headers=alice.headers)
     assert secret_plan not in {t["name"] for t in listed.json()["data"]}
-    subscribed = await client.post(
-        "/webhooks/subscriptions",
-        json={"endpoint_url": "http://127.0.0.1:9/x", "events": [secret_plan]},
-        headers=alice.headers,
-    )
+    subscribed = await subscribe(client, alice, secret_plan)
     assert subscribed.status_code == 422
 
 
@@ -108,17 +110,13 @@ async def test_registering_needs_the_admin_level(
 ) -> None:
     note_sent = unique("note.sent")
     writer = await make_consumer(db_engine, "write")
-    response = await client.post(
-        "/webhooks/event-types", json=declaration(note_sent), headers=writer.headers
-    )
+    response = await register(client, writer, note_sent)
     assert response.status_code == 403
 
 
 async def test_a_malformed_name_is_422(client: httpx.AsyncClient, db_engine: AsyncEngine) -> None:
     alice = await make_consumer(db_engine, "admin")
-    response = await client.post(
-        "/webhooks/event-types", json=declaration("NoDot"), headers=alice.headers
-    )
+    response = await register(client, alice, "NoDot")
     assert response.status_code == 422
 
 

@@ -191,27 +191,30 @@ async def hour_latency(
     return p50, p95
 
 
-async def test_an_open_hours_latency_is_of_its_latest_deliveries(
-    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
-) -> None:
+async def latency_of_slow_then_fast(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver, hour: datetime
+) -> tuple[float, float]:
+    """A new endpoint's latency chart at `hour` (p50, p95), as its owner sees it, after 100
+    slow attempts early in the hour, then as many fast ones as the sample holds."""
     consumer, sid = await quiet_endpoint(client, db_engine, http_receiver)
-    hour = hours_ago(0)
-    # 100 slow attempts early in the hour, then as many fast ones as the sample holds.
     await first_attempts_in(db_engine, sid, hour, 100, 900)
     await first_attempts_in(db_engine, sid, hour + timedelta(minutes=30), LIVE_SAMPLE, 100)
     await signed_in(client, consumer)
-    assert await hour_latency(client, sid, hour) == (100.0, 100.0)
+    return await hour_latency(client, sid, hour)
+
+
+async def test_an_open_hours_latency_is_of_its_latest_deliveries(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    latency = await latency_of_slow_then_fast(client, db_engine, http_receiver, hours_ago(0))
+    assert latency == (100.0, 100.0)
 
 
 async def test_a_settled_hours_latency_is_of_all_its_deliveries(
     client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
 ) -> None:
-    consumer, sid = await quiet_endpoint(client, db_engine, http_receiver)
-    hour = hours_ago(3)
-    await first_attempts_in(db_engine, sid, hour, 100, 900)
-    await first_attempts_in(db_engine, sid, hour + timedelta(minutes=30), LIVE_SAMPLE, 100)
-    await signed_in(client, consumer)
-    assert await hour_latency(client, sid, hour) == (100.0, 900.0)
+    latency = await latency_of_slow_then_fast(client, db_engine, http_receiver, hours_ago(3))
+    assert latency == (100.0, 900.0)
 
 
 async def test_the_current_hour_is_never_stored(
