@@ -1,13 +1,19 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from scraper_manager.app import create_app
 from scraper_manager.cli import MIGRATIONS
 from scraper_manager.settings import Settings
+from servicekit.testing.browser import BrowserPage
 from servicekit.testing.service import ServiceUnderTest, flat_error_text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.dashboard import DashboardInBrowser
+from tests.processes import serve_and_worker
 
 
 @pytest.fixture(scope="session")
@@ -66,3 +72,23 @@ async def worker(service_settings: Settings) -> AsyncIterator[Settings]:
     yield settings
     stop.set()
     await asyncio.wait_for(task, 30)
+
+
+@pytest.fixture(scope="module")
+def server(service_settings: Settings) -> Iterator[str]:
+    """`scraper-manager serve` and `worker` as processes, once for a module's tests, on the
+    tests' database and NATS, with loopback allowed to the crawler (the local websites) and
+    fast worker loops; their URL."""
+    fast = service_settings.model_copy(
+        update={"run_poll_seconds": 0.2, "heartbeat_seconds": 0.2, "outbox_poll_seconds": 0.2}
+    )
+    with serve_and_worker(fast) as processes:
+        yield processes.url
+
+
+@pytest.fixture
+def dashboard(
+    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+) -> DashboardInBrowser:
+    """The dashboard in a real Chromium against the module's `server` processes."""
+    return DashboardInBrowser(browser_page, server, db_engine, screenshot_dir)

@@ -1,10 +1,15 @@
-"""Helpers of the dashboard's tests: a signed-in client as a browser holds one."""
+"""Helpers of the dashboard's tests: a signed-in client as a browser holds one, and the
+dashboard in a real Chromium (`DashboardInBrowser`, the `dashboard` fixture)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
+from playwright.async_api import Page
+from servicekit.testing.browser import BrowserPage
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.factories import Client, make_client
@@ -45,3 +50,37 @@ async def new_scraper_form(
 ) -> httpx.Response:
     """The dashboard's "New scraper" form sent with `fields`."""
     return await client.post(f"{DASH}/scrapers/new", data={"csrf_token": token, **fields})
+
+
+async def open_link(watched: BrowserPage, server: str, who: Client) -> None:
+    """`who` signed in on `watched` through a dashboard link, on the dashboard's home."""
+    async with httpx.AsyncClient(base_url=server) as api:
+        link = await api.post("/api/v1/dashboard-links", headers=who.headers)
+    await watched.page.goto(link.json()["url"])
+    await watched.page.get_by_role("button", name="Continue to the dashboard").click()
+    await watched.page.wait_for_url(f"{server}/dashboard/")
+
+
+@dataclass
+class DashboardInBrowser:
+    """The dashboard in a real Chromium (`watched`) against `scraper-manager serve` and
+    `worker` as processes (at `url`), over the tests' database (`engine`)."""
+
+    watched: BrowserPage
+    url: str
+    engine: AsyncEngine
+    screenshot_dir: Path
+
+    @property
+    def page(self) -> Page:
+        return self.watched.page
+
+    async def open(self, who: Client) -> None:
+        """Signed in as `who` through a dashboard link, on the dashboard's home."""
+        await open_link(self.watched, self.url, who)
+
+    async def signed_in(self, level: str) -> Client:
+        """A new client of `level`, signed in through a dashboard link."""
+        who = await make_client(self.engine, level)
+        await self.open(who)
+        return who

@@ -27,11 +27,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.dashboard import DASH, new_scraper_form, signed_in_as_new
 from tests.factories import make_client
-from tests.test_crawl_safety import Site
+from tests.test_crawl_safety import Site, public_site
 from tests.test_crawls import BASE, start_crawl, wait_for_status
+
+__all__ = ["public_site"]  # 127.0.0.1, the public internet, as test_crawl_safety serves it
 
 CHROMIUM = "/usr/bin/chromium"
 PUBLIC_ONLY = AddressPolicy.allowing(["127.0.0.1/32"])
+
 INTERNAL_SECRET = "<html><title>internal secret</title><p class='x'>secret</p></html>"
 
 
@@ -40,14 +43,6 @@ async def pool() -> AsyncIterator[BrowserPool]:
     pool = BrowserPool(CHROMIUM, pages=4)
     yield pool
     await pool.close()
-
-
-@pytest.fixture
-async def public_site() -> AsyncIterator[Site]:
-    site = Site("127.0.0.1")
-    await site.start()
-    yield site
-    await site.stop()
 
 
 @pytest.fixture

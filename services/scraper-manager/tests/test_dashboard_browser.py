@@ -11,16 +11,13 @@ import csv
 import io
 import json
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-import pytest
 from openpyxl import load_workbook
 from playwright.async_api import Page
 from scraper_manager.models import Item, LogLevel, Run, RunLogLine
-from scraper_manager.settings import Settings
 from servicekit.db.engine import create_session_factory
 from servicekit.testing.browser import (
     BrowserPage,
@@ -28,30 +25,10 @@ from servicekit.testing.browser import (
     describe_violations,
     screenshots,
 )
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.dashboard import DashboardInBrowser
 from tests.factories import Client, make_client, make_run, make_scraper
-from tests.processes import serve_and_worker
 from tests.website import LocalWebsite
-
-
-@pytest.fixture(scope="module")
-def server(service_settings: Settings) -> Iterator[str]:
-    """Both processes, once for this module's tests, on the tests' database and NATS, with
-    loopback allowed to the crawler (the local websites) and fast worker loops."""
-    fast = service_settings.model_copy(
-        update={"run_poll_seconds": 0.2, "heartbeat_seconds": 0.2, "outbox_poll_seconds": 0.2}
-    )
-    with serve_and_worker(fast) as processes:
-        yield processes.url
-
-
-async def open_link(watched: BrowserPage, server: str, who: Client) -> None:
-    async with httpx.AsyncClient(base_url=server) as api:
-        link = await api.post("/api/v1/dashboard-links", headers=who.headers)
-    await watched.page.goto(link.json()["url"])
-    await watched.page.get_by_role("button", name="Continue to the dashboard").click()
-    await watched.page.wait_for_url(f"{server}/dashboard/")
 
 
 def number(text: str) -> float | None:
@@ -129,22 +106,18 @@ async def assert_accessible(watched: BrowserPage, name: str, screenshot_dir: Pat
 
 
 async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_place(
-    browser_page: BrowserPage,
-    server: str,
-    db_engine: AsyncEngine,
-    screenshot_dir: Path,
+    dashboard: DashboardInBrowser,
 ) -> None:
     # One page in 25 answers 500 (retried, then an error) and holds one of the crawl's four
     # fetchers for the retries' 3.5 s; the others go on, so at 20/s the first batch of items
     # (100) is stored within seconds, and 1,000 pages last long enough to watch.
     site = LocalWebsite(pages=2000, delay=0.05, fail_every=25)
     await site.start()
-    page = browser_page.page
+    page = dashboard.page
     try:
-        who = await make_client(db_engine, "admin")
-        await open_link(browser_page, server, who)
-        await assert_accessible(browser_page, "dashboard-empty", screenshot_dir)
-        await page.goto(f"{server}/dashboard/scrapers/new")
+        await dashboard.signed_in("admin")
+        await assert_accessible(dashboard.watched, "dashboard-empty", dashboard.screenshot_dir)
+        await page.goto(f"{dashboard.url}/dashboard/scrapers/new")
         # Keyboard only: focus moves field to field with Tab, Enter submits.
         await page.get_by_label("Name").focus()
         await page.keyboard.type("Local shop")
@@ -158,7 +131,7 @@ async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_pl
         await error.wait_for()
         assert "not a valid cron expression" in await error.inner_text()
         assert await page.get_by_label("Name").input_value() == "Local shop"
-        await assert_accessible(browser_page, "dashboard-form-error", screenshot_dir)
+        await assert_accessible(dashboard.watched, "dashboard-form-error", dashboard.screenshot_dir)
         # Back to the schedule with Tab, and its bad value cleared with keystrokes.
         await page.get_by_label("Name").focus()
         await page.keyboard.press("Tab")
@@ -177,7 +150,7 @@ async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_pl
         await page.keyboard.press("Tab")
         await page.keyboard.type("1000")
         await page.keyboard.press("Enter")
-        await page.wait_for_url(f"{server}/dashboard/scrapers/*")
+        await page.wait_for_url(f"{dashboard.url}/dashboard/scrapers/*")
         await page.get_by_role("button", name="Run now").click()
         await page.wait_for_url("**/runs/*")
         run_url = page.url
@@ -206,7 +179,7 @@ async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_pl
         assert 0 < rate <= 20 * 1.5, rate  # a 3 s window of 0.2 s samples: some jitter
         await lines_exceed(page, lines_then)  # the retries' and failures' lines
         assert await page.evaluate("window.notReloaded") is True
-        await assert_accessible(browser_page, "dashboard-run-live", screenshot_dir)
+        await assert_accessible(dashboard.watched, "dashboard-run-live", dashboard.screenshot_dir)
         # The least level: warnings and errors only, in the tail drawn and in what streams in.
         assert await page.locator("#log-tail li.log-info").count() >= 1
         await page.get_by_label("Least level").select_option("warning")
@@ -237,21 +210,19 @@ async def test_a_keyboard_made_scraper_runs_live_filters_its_log_and_stops_in_pl
         assert "run ended" in await page.locator("#log-tail").inner_text()
         assert await page.evaluate("window.notReloaded") is True
         assert page.url.endswith("?level=warning&q=")
-        await assert_accessible(browser_page, "dashboard-run-stopped", screenshot_dir)
+        await assert_accessible(
+            dashboard.watched, "dashboard-run-stopped", dashboard.screenshot_dir
+        )
     finally:
         await site.stop()
 
 
 async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_download(
-    browser_page: BrowserPage,
-    server: str,
-    db_engine: AsyncEngine,
-    website: LocalWebsite,
-    screenshot_dir: Path,
+    dashboard: DashboardInBrowser, website: LocalWebsite
 ) -> None:
-    page = browser_page.page
-    who = await make_client(db_engine, "write")
-    async with httpx.AsyncClient(base_url=server) as api:
+    page = dashboard.page
+    who = await make_client(dashboard.engine, "write")
+    async with httpx.AsyncClient(base_url=dashboard.url) as api:
         made = await api.post(
             "/api/v1/scrapers",
             json={
@@ -274,8 +245,8 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
             ).json()["run_id"]
             if pages < 4:
                 await run_ends(api, who, scraper_id, run_id)
-    await open_link(browser_page, server, who)
-    await page.goto(f"{server}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
+    await dashboard.open(who)
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
     await page.locator("#run-status", has_text="completed").wait_for(timeout=20_000)
     # Drawn with the page, or brought by the stream's end event if the run was still going.
     await page.locator("#results tbody tr").nth(3).wait_for()
@@ -302,20 +273,20 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
     assert [dict(zip(header, row, strict=True)) for row in rows[1:]] == [
         {c: item.get(c) for c in header} for item in items
     ]
-    await assert_accessible(browser_page, "dashboard-run-done", screenshot_dir)
-    await page.goto(f"{server}/dashboard/scrapers/{scraper_id}")
+    await assert_accessible(dashboard.watched, "dashboard-run-done", dashboard.screenshot_dir)
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/{scraper_id}")
     assert await page.locator(".run-chart polyline").count() == 2
-    await assert_accessible(browser_page, "dashboard-scraper", screenshot_dir)
+    await assert_accessible(dashboard.watched, "dashboard-scraper", dashboard.screenshot_dir)
     await page.get_by_role("link", name="Edit", exact=True).click()
-    await page.wait_for_url(f"{server}/dashboard/scrapers/{scraper_id}/edit")
+    await page.wait_for_url(f"{dashboard.url}/dashboard/scrapers/{scraper_id}/edit")
     assert await page.get_by_label("Max pages").input_value() == "4"
-    await assert_accessible(browser_page, "dashboard-edit", screenshot_dir)
-    await page.goto(f"{server}/dashboard/scrapers/{scraper_id}")
+    await assert_accessible(dashboard.watched, "dashboard-edit", dashboard.screenshot_dir)
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/{scraper_id}")
     # The chart's lines take the text's colour: readable in the dark scheme too.
     await page.emulate_media(color_scheme="dark")
-    await assert_accessible(browser_page, "dashboard-scraper-dark", screenshot_dir)
+    await assert_accessible(dashboard.watched, "dashboard-scraper-dark", dashboard.screenshot_dir)
     await page.emulate_media(color_scheme="light")
-    async with httpx.AsyncClient(base_url=server) as api:
+    async with httpx.AsyncClient(base_url=dashboard.url) as api:
         scheduled = await api.post(
             "/api/v1/scrapers",
             json={
@@ -327,77 +298,77 @@ async def test_a_finished_run_shows_its_items_and_its_xlsx_holds_the_json_downlo
             headers=who.headers,
         )
         assert scheduled.status_code == 201, scheduled.text
-    await page.goto(f"{server}/dashboard/")
+    await page.goto(f"{dashboard.url}/dashboard/")
     assert await page.get_by_text("every weekday at 07:30").count() == 1
     assert await page.locator("svg.sparkline").count() == 1
-    await assert_accessible(browser_page, "dashboard-scrapers", screenshot_dir)
-    await page.goto(f"{server}/dashboard/webhooks")
+    await assert_accessible(dashboard.watched, "dashboard-scrapers", dashboard.screenshot_dir)
+    await page.goto(f"{dashboard.url}/dashboard/webhooks")
     await page.get_by_role("button", name="Add webhook").wait_for()
-    await assert_accessible(browser_page, "dashboard-webhooks", screenshot_dir)
+    await assert_accessible(dashboard.watched, "dashboard-webhooks", dashboard.screenshot_dir)
 
 
 async def test_a_dashboard_link_asks_before_signing_in_and_works_once(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+    dashboard: DashboardInBrowser,
 ) -> None:
-    page = browser_page.page
-    who = await make_client(db_engine, "write")
-    async with httpx.AsyncClient(base_url=server) as api:
+    page = dashboard.page
+    who = await make_client(dashboard.engine, "write")
+    async with httpx.AsyncClient(base_url=dashboard.url) as api:
         link = str((await api.post("/api/v1/dashboard-links", headers=who.headers)).json()["url"])
     await page.goto(link)
     await page.get_by_text(who.owner).first.wait_for()
-    await assert_accessible(browser_page, "dashboard-link", screenshot_dir)
+    await assert_accessible(dashboard.watched, "dashboard-link", dashboard.screenshot_dir)
     await page.get_by_role("button", name="Continue to the dashboard").click()
-    await page.wait_for_url(f"{server}/dashboard/")
+    await page.wait_for_url(f"{dashboard.url}/dashboard/")
     answer = await page.goto(link)
     assert answer is not None
     assert answer.status == 410
     await page.get_by_text("This dashboard link was already used").wait_for()
-    await assert_accessible(browser_page, "dashboard-link-used", screenshot_dir)
+    await assert_accessible(dashboard.watched, "dashboard-link-used", dashboard.screenshot_dir)
 
 
 async def test_the_login_page_refuses_a_wrong_key_at_the_field_and_signs_in_with_a_key(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+    dashboard: DashboardInBrowser,
 ) -> None:
-    page = browser_page.page
-    reader = await make_client(db_engine, "read")
-    await page.goto(f"{server}/dashboard/webhooks")
-    await page.wait_for_url(f"{server}/dashboard/login?next=/dashboard/webhooks")
-    await assert_accessible(browser_page, "dashboard-login", screenshot_dir)
+    page = dashboard.page
+    reader = await make_client(dashboard.engine, "read")
+    await page.goto(f"{dashboard.url}/dashboard/webhooks")
+    await page.wait_for_url(f"{dashboard.url}/dashboard/login?next=/dashboard/webhooks")
+    await assert_accessible(dashboard.watched, "dashboard-login", dashboard.screenshot_dir)
     await page.get_by_label("API key").fill("smk_not_a_key")
     await page.get_by_role("button", name="Sign in").click()
     await page.get_by_text("That key is not valid.").wait_for()
-    await assert_accessible(browser_page, "dashboard-login-refused", screenshot_dir)
+    await assert_accessible(dashboard.watched, "dashboard-login-refused", dashboard.screenshot_dir)
     await page.get_by_label("API key").fill(reader.headers["Authorization"].removeprefix("Bearer "))
     await page.get_by_role("button", name="Sign in").click()
-    await page.wait_for_url(f"{server}/dashboard/webhooks")
+    await page.wait_for_url(f"{dashboard.url}/dashboard/webhooks")
     assert await page.locator(".who .badge").inner_text() == "read"
 
 
 async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+    dashboard: DashboardInBrowser,
 ) -> None:
-    page = browser_page.page
-    reader = await make_client(db_engine, "read")
-    mine = await make_scraper(db_engine, reader.owner)
-    theirs = await make_run(db_engine, await make_scraper(db_engine, "someone-else"))
-    await open_link(browser_page, server, reader)
-    await page.goto(f"{server}/dashboard/scrapers/{mine.id}")
+    page = dashboard.page
+    reader = await make_client(dashboard.engine, "read")
+    mine = await make_scraper(dashboard.engine, reader.owner)
+    theirs = await make_run(dashboard.engine, await make_scraper(dashboard.engine, "someone-else"))
+    await dashboard.open(reader)
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/{mine.id}")
     assert await page.get_by_role("button").filter(has_text="Run now").count() == 0
     assert await page.get_by_role("button").filter(has_text="Delete").count() == 0
     # Nor does a post forged with the page's own CSRF token work: refused for the level (not
     # as a bad form), and nothing changed.
     token = await page.locator('input[name="csrf_token"]').first.input_value()
-    mine_url = f"{server}/dashboard/scrapers/{mine.id}"
+    mine_url = f"{dashboard.url}/dashboard/scrapers/{mine.id}"
     for action, fields in (("run", {}), ("edit", {"name": "renamed", "url": mine.url})):
         forged = await page.request.post(
             f"{mine_url}/{action}", form={"csrf_token": token, **fields}
         )
         assert forged.status == 403, action
         assert "This needs a write session" in await forged.text(), action
-    async with httpx.AsyncClient(base_url=server, headers=reader.headers) as api:
+    async with httpx.AsyncClient(base_url=dashboard.url, headers=reader.headers) as api:
         assert (await api.get(f"/api/v1/scrapers/{mine.id}")).json()["name"] == mine.name
         assert (await api.get(f"/api/v1/scrapers/{mine.id}/runs")).json()["data"] == []
-    base = f"{server}/dashboard/scrapers/{theirs.scraper_id}"
+    base = f"{dashboard.url}/dashboard/scrapers/{theirs.scraper_id}"
     run = f"{base}/runs/{theirs.id}"
     downloads = [f"{run}/results.{fmt}" for fmt in ("json", "jsonl", "csv", "xlsx")]
     for path in (base, run, f"{run}/log.txt", *downloads):
@@ -406,22 +377,20 @@ async def test_a_read_session_has_no_write_control_and_another_owner_gets_404(
         assert answer.status == 404, path
     await page.goto(base)
     await page.get_by_role("heading", name="Not found").wait_for()
-    await assert_accessible(browser_page, "dashboard-not-found", screenshot_dir)
+    await assert_accessible(dashboard.watched, "dashboard-not-found", dashboard.screenshot_dir)
 
 
-async def test_the_api_docs_render_offline(
-    browser_page: BrowserPage, server: str, screenshot_dir: Path
-) -> None:
-    page = browser_page.page
-    await page.goto(f"{server}/docs")
+async def test_the_api_docs_render_offline(dashboard: DashboardInBrowser) -> None:
+    page = dashboard.page
+    await page.goto(f"{dashboard.url}/docs")
     await page.locator(".swagger-ui .information-container").wait_for()
     await page.get_by_text("scraper-manager").first.wait_for()
-    await page.goto(f"{server}/redoc")
+    await page.goto(f"{dashboard.url}/redoc")
     await page.locator(".api-content h1", has_text="scraper-manager").wait_for()
-    await screenshots(page, screenshot_dir, "scrapers-redoc")
-    assert browser_page.blocked_requests == []
+    await screenshots(page, dashboard.screenshot_dir, "scrapers-redoc")
+    assert dashboard.watched.blocked_requests == []
     # ReDoc hard-codes its footer logo from its CDN: the CSP stops it before any request.
-    assert [v for v in browser_page.csp_violations if "redoc.ly" not in v] == []
+    assert [v for v in dashboard.watched.csp_violations if "redoc.ly" not in v] == []
 
 
 # -- issue 35: what to scrape, live items, copy buttons, a run's items on a phone ----------------
@@ -436,16 +405,11 @@ async def light_and_dark(watched: BrowserPage, name: str, screenshot_dir: Path) 
 
 
 async def test_the_form_says_what_to_scrape_refuses_a_bad_field_at_it_and_the_run_uses_it(
-    browser_page: BrowserPage,
-    server: str,
-    db_engine: AsyncEngine,
-    website: LocalWebsite,
-    screenshot_dir: Path,
+    dashboard: DashboardInBrowser, website: LocalWebsite
 ) -> None:
-    page = browser_page.page
-    who = await make_client(db_engine, "write")
-    await open_link(browser_page, server, who)
-    await page.goto(f"{server}/dashboard/scrapers/new")
+    page = dashboard.page
+    await dashboard.signed_in("write")
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/new")
     await page.get_by_label("Name").fill("Headings")
     await page.get_by_label("Start URL").fill(f"{website.url}/page/0")
     await page.get_by_label("Max pages").fill("3")
@@ -464,14 +428,16 @@ async def test_the_form_says_what_to_scrape_refuses_a_bad_field_at_it_and_the_ru
     assert await page.get_by_label("Fields").get_attribute("aria-invalid") == "true"
     assert await page.get_by_label("Item selector (optional)").input_value() == "body"
     assert not await page.get_by_label("Obey robots.txt").is_checked()
-    await light_and_dark(browser_page, "dashboard-form-what-to-scrape", screenshot_dir)
+    await light_and_dark(
+        dashboard.watched, "dashboard-form-what-to-scrape", dashboard.screenshot_dir
+    )
     await page.get_by_label("Fields").fill("heading: h1::text\ntitle: title::text")
     await page.get_by_role("button", name="Create scraper").click()
-    await page.wait_for_url(f"{server}/dashboard/scrapers/*")
+    await page.wait_for_url(f"{dashboard.url}/dashboard/scrapers/*")
     facts = await page.locator("dl.facts").inner_text()
     for shown in ("each body", "heading: h1::text", "title: title::text", "ignored", "2 at a time"):
         assert shown in facts, facts
-    await light_and_dark(browser_page, "dashboard-scraper-config", screenshot_dir)
+    await light_and_dark(dashboard.watched, "dashboard-scraper-config", dashboard.screenshot_dir)
     await page.get_by_role("button", name="Run now").click()
     await page.wait_for_url("**/runs/*")
     await page.locator("#run-status", has_text="completed").wait_for(timeout=20_000)
@@ -484,26 +450,26 @@ async def test_the_form_says_what_to_scrape_refuses_a_bad_field_at_it_and_the_ru
 
 
 async def test_the_live_run_page_counts_the_items_stored_while_the_run_runs(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine
+    dashboard: DashboardInBrowser,
 ) -> None:
     # One item a page at 10 pages a second: a batch (100) would take 10 s.
     site = LocalWebsite(pages=400)
     await site.start()
-    page = browser_page.page
+    page = dashboard.page
     try:
-        who = await make_client(db_engine, "write")
-        async with httpx.AsyncClient(base_url=server) as api:
+        who = await make_client(dashboard.engine, "write")
+        async with httpx.AsyncClient(base_url=dashboard.url) as api:
             made = await api.post(
                 "/api/v1/scrapers",
                 json={"name": "slow", "url": f"{site.url}/page/0", "rate_limit": 10},
                 headers=who.headers,
             )
             scraper_id = made.json()["id"]
-            await open_link(browser_page, server, who)
+            await dashboard.open(who)
             run_id = (
                 await api.post(f"/api/v1/scrapers/{scraper_id}/run", headers=who.headers)
             ).json()["run_id"]
-            await page.goto(f"{server}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
+            await page.goto(f"{dashboard.url}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
             await figure_reaches(page, "#run-items", 1, timeout=8)
             assert await page.locator("#run-status").inner_text() == "running"
             assert await figure(page, "#run-pages") < 100
@@ -514,32 +480,32 @@ async def test_the_live_run_page_counts_the_items_stored_while_the_run_runs(
 
 
 async def test_a_copy_button_copies_the_id_and_says_so_in_the_status_region(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine
+    dashboard: DashboardInBrowser,
 ) -> None:
-    page = browser_page.page
-    who = await make_client(db_engine, "write")
-    scraper = await make_scraper(db_engine, who.owner)
-    await open_link(browser_page, server, who)
+    page = dashboard.page
+    who = await make_client(dashboard.engine, "write")
+    scraper = await make_scraper(dashboard.engine, who.owner)
+    await dashboard.open(who)
     await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
-    await page.goto(f"{server}/dashboard/scrapers/{scraper.id}")
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/{scraper.id}")
     await page.get_by_role("button", name="Copy the scraper's id").click()
     # Said in the page's role=status region, which screen readers announce.
     region = page.locator('#flashes[role="status"][aria-live="polite"]')
     await region.get_by_text("Copied to the clipboard.").wait_for()
     assert await page.evaluate("navigator.clipboard.readText()") == str(scraper.id)
-    assert browser_page.csp_violations == []
-    assert browser_page.page_errors == []
+    assert dashboard.watched.csp_violations == []
+    assert dashboard.watched.page_errors == []
 
 
 async def test_a_runs_fifty_items_stay_a_short_page_on_a_phone_and_each_opens_in_full(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+    dashboard: DashboardInBrowser,
 ) -> None:
-    page = browser_page.page
-    who = await make_client(db_engine, "read")
-    scraper = await make_scraper(db_engine, who.owner)
-    run = await make_run(db_engine, scraper, items=0)
+    page = dashboard.page
+    who = await make_client(dashboard.engine, "read")
+    scraper = await make_scraper(dashboard.engine, who.owner)
+    run = await make_run(dashboard.engine, scraper, items=0)
     long_text = "A long description of the product, " * 20
-    async with create_session_factory(db_engine)() as session, session.begin():
+    async with create_session_factory(dashboard.engine)() as session, session.begin():
         session.add_all(
             Item(
                 run_id=run.id,
@@ -554,9 +520,9 @@ async def test_a_runs_fifty_items_stay_a_short_page_on_a_phone_and_each_opens_in
             )
             for n in range(60)
         )
-    await open_link(browser_page, server, who)
+    await dashboard.open(who)
     await page.set_viewport_size({"width": 390, "height": 900})
-    await page.goto(f"{server}/dashboard/scrapers/{scraper.id}/runs/{run.id}")
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/{scraper.id}/runs/{run.id}")
     assert await page.locator("#results tbody tr").count() == 50
     # The items themselves, not the page (whose other sections grow with other features):
     # each a short card, where one took about 200 px and 50 of them a 10,000 px page before.
@@ -564,7 +530,7 @@ async def test_a_runs_fifty_items_stay_a_short_page_on_a_phone_and_each_opens_in
     assert height < 50 * 80, height
     width = await page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, width
-    await light_and_dark(browser_page, "dashboard-run-items", screenshot_dir)
+    await light_and_dark(dashboard.watched, "dashboard-run-items", dashboard.screenshot_dir)
     await page.set_viewport_size({"width": 390, "height": 900})
     await page.locator("#results tbody tr").nth(7).get_by_role("link").click()
     await page.wait_for_url("**/items/*")
@@ -572,27 +538,29 @@ async def test_a_runs_fifty_items_stay_a_short_page_on_a_phone_and_each_opens_in
     assert "Product 7" in facts
     assert long_text.strip() in facts  # in full, not cut
     assert '"one"' in facts
-    await light_and_dark(browser_page, "dashboard-item", screenshot_dir)
+    await light_and_dark(dashboard.watched, "dashboard-item", dashboard.screenshot_dir)
 
 
 async def test_the_scrapers_list_is_searched_and_each_row_runs_and_stops_its_scraper(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+    dashboard: DashboardInBrowser,
 ) -> None:
     # A slow site: the run is still going when it is stopped from its row.
     site = LocalWebsite(pages=400, delay=0.2)
     await site.start()
-    page = browser_page.page
+    page = dashboard.page
     try:
-        who = await make_client(db_engine, "write")
+        who = await make_client(dashboard.engine, "write")
         for name in ("Shoes", "Shirts", "News"):
-            await make_scraper(db_engine, who.owner, name=name, url=f"{site.url}/page/0")
-        await open_link(browser_page, server, who)
+            await make_scraper(dashboard.engine, who.owner, name=name, url=f"{site.url}/page/0")
+        await dashboard.open(who)
         await page.get_by_label("Name or URL contains").fill("sh")
         await page.get_by_role("button", name="Filter").click()
         await page.wait_for_url("**/dashboard/?q=sh*")
         rows = page.locator("table.data tbody tr")
         assert await rows.count() == 2
-        await light_and_dark(browser_page, "dashboard-scrapers-search", screenshot_dir)
+        await light_and_dark(
+            dashboard.watched, "dashboard-scrapers-search", dashboard.screenshot_dir
+        )
         await page.get_by_role("button", name="Run now: Shoes").click()
         await page.wait_for_url("**/runs/*")
         await page.go_back()
@@ -605,13 +573,13 @@ async def test_the_scrapers_list_is_searched_and_each_row_runs_and_stops_its_scr
 
 
 async def test_a_runs_items_are_browsed_and_searched_its_log_searched_and_its_answers_counted(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+    dashboard: DashboardInBrowser,
 ) -> None:
-    page = browser_page.page
-    who = await make_client(db_engine, "read")
-    scraper = await make_scraper(db_engine, who.owner)
-    run = await make_run(db_engine, scraper, items=70)
-    async with create_session_factory(db_engine)() as session, session.begin():
+    page = dashboard.page
+    who = await make_client(dashboard.engine, "read")
+    scraper = await make_scraper(dashboard.engine, who.owner)
+    run = await make_run(dashboard.engine, scraper, items=70)
+    async with create_session_factory(dashboard.engine)() as session, session.begin():
         stored = await session.get(Run, run.id)
         assert stored is not None
         stored.status_counts = {"200": 68, "404": 1, "503": 2, "robots_denied": 1}
@@ -624,15 +592,15 @@ async def test_a_runs_items_are_browsed_and_searched_its_log_searched_and_its_an
                 (LogLevel.INFO, "run ended"),
             )
         )
-    await open_link(browser_page, server, who)
-    await page.goto(f"{server}/dashboard/scrapers/{scraper.id}/runs/{run.id}")
+    await dashboard.open(who)
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/{scraper.id}/runs/{run.id}")
     codes = page.get_by_role("table", name="Answers by status code")
     assert await codes.locator("tbody tr").count() == 4
     await page.get_by_label("Contains").fill("RETRY")
     await page.get_by_role("button", name="Filter").click()
     await page.wait_for_url("**/runs/*?*q=RETRY*")
     assert await page.locator("#log-tail li").count() == 1
-    await light_and_dark(browser_page, "dashboard-run-searched", screenshot_dir)
+    await light_and_dark(dashboard.watched, "dashboard-run-searched", dashboard.screenshot_dir)
     await page.get_by_role("link", name="browse and search every item").click()
     await page.wait_for_url("**/items")
     assert await page.locator("#items tbody tr").count() == 50
@@ -643,4 +611,4 @@ async def test_a_runs_items_are_browsed_and_searched_its_log_searched_and_its_an
     await page.wait_for_url("**/items?q=page-6")
     # page-6 and page-60 to page-69.
     assert await page.locator("#items tbody tr").count() == 11
-    await light_and_dark(browser_page, "dashboard-items", screenshot_dir)
+    await light_and_dark(dashboard.watched, "dashboard-items", dashboard.screenshot_dir)

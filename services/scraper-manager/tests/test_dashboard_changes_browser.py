@@ -11,26 +11,23 @@ import io
 from pathlib import Path
 
 import httpx
-from servicekit.testing.browser import BrowserPage
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.catalog import Catalog
+from tests.dashboard import DashboardInBrowser
 from tests.factories import make_client
 from tests.test_changes import SHOP
-from tests.test_dashboard_browser import assert_accessible, open_link, run_ends, server
-
-__all__ = ["server"]  # the module's processes, as the dashboard's browser tests start them
+from tests.test_dashboard_browser import assert_accessible, run_ends
 
 
 async def test_a_runs_changes_show_as_a_diff_with_a_filter_and_a_download(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+    dashboard: DashboardInBrowser,
 ) -> None:
-    page = browser_page.page
+    page = dashboard.page
     shop = Catalog(pages={0: {"A": "1.00", "B": "2.00"}, 1: {"C": "3.00"}})
     await shop.start()
     try:
-        who = await make_client(db_engine, "write")
-        async with httpx.AsyncClient(base_url=server) as api:
+        who = await make_client(dashboard.engine, "write")
+        async with httpx.AsyncClient(base_url=dashboard.url) as api:
             made = await api.post(
                 "/api/v1/scrapers",
                 json={"name": "shop", "url": shop.url, **SHOP},
@@ -45,8 +42,8 @@ async def test_a_runs_changes_show_as_a_diff_with_a_filter_and_a_download(
                 shop.pages[0] = {"A": "1.50", "D": "4.00"}
     finally:
         await shop.stop()
-    await open_link(browser_page, server, who)
-    await page.goto(f"{server}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
+    await dashboard.open(who)
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/{scraper_id}/runs/{run_id}")
     await page.locator("#run-status", has_text="completed").wait_for(timeout=20_000)
     counts = await page.locator("#changes-counts").inner_text()
     assert "1 added, 1 removed, 1 changed" in " ".join(counts.split())
@@ -60,7 +57,7 @@ async def test_a_runs_changes_show_as_a_diff_with_a_filter_and_a_download(
     assert sorted(added) == sorted([shop.url, "D", "4.00"])
     # /shop/1 did not change: answered 304, its item reused.
     assert (await page.locator("#run-not-modified").inner_text()).strip() == "1"
-    await assert_accessible(browser_page, "dashboard-run-changes", screenshot_dir)
+    await assert_accessible(dashboard.watched, "dashboard-run-changes", dashboard.screenshot_dir)
     async with page.expect_download() as download:
         await page.get_by_role("link", name="Changes as CSV").click()
     text = await asyncio.to_thread(Path(await (await download.value).path()).read_text)
@@ -68,4 +65,6 @@ async def test_a_runs_changes_show_as_a_diff_with_a_filter_and_a_download(
     await page.get_by_role("link", name="changed", exact=True).click()
     await page.wait_for_url("**kind=changed**")
     assert await rows.count() == 1
-    await assert_accessible(browser_page, "dashboard-run-changes-changed", screenshot_dir)
+    await assert_accessible(
+        dashboard.watched, "dashboard-run-changes-changed", dashboard.screenshot_dir
+    )

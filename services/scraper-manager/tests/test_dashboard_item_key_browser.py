@@ -5,24 +5,16 @@ scraper's page and in the edit form; axe-core at 1280 and 390 px, screenshots.""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from servicekit.testing.browser import BrowserPage
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from tests.factories import make_client
-from tests.test_dashboard_browser import assert_accessible, open_link, server
-
-__all__ = ["server"]  # the module's processes, as the dashboard's browser tests start them
+from tests.dashboard import DashboardInBrowser
+from tests.test_dashboard_browser import assert_accessible
 
 
 async def test_the_form_takes_an_item_key_and_revalidation_and_refuses_a_key_at_its_field(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+    dashboard: DashboardInBrowser,
 ) -> None:
-    page = browser_page.page
-    who = await make_client(db_engine, "write")
-    await open_link(browser_page, server, who)
-    await page.goto(f"{server}/dashboard/scrapers/new")
+    page = dashboard.page
+    await dashboard.signed_in("write")
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/new")
     assert await page.get_by_label("Revalidate pages").is_checked()  # the API's default
     await page.get_by_label("Name").fill("Keyed")
     await page.get_by_label("Start URL").fill("http://127.0.0.1:9/shop")
@@ -35,14 +27,18 @@ async def test_the_form_takes_an_item_key_and_revalidation_and_refuses_a_key_at_
     assert "not one of the scraper's fields (url, sku, price)" in await error.inner_text()
     assert await page.get_by_label("Item key (optional)").get_attribute("aria-invalid") == "true"
     assert not await page.get_by_label("Revalidate pages").is_checked()  # what was chosen stays
-    await assert_accessible(browser_page, "dashboard-form-item-key-refused", screenshot_dir)
+    await assert_accessible(
+        dashboard.watched, "dashboard-form-item-key-refused", dashboard.screenshot_dir
+    )
     await page.get_by_label("Item key (optional)").fill("sku")
     await page.get_by_role("button", name="Create scraper").click()
-    await page.wait_for_url(f"{server}/dashboard/scrapers/*")
+    await page.wait_for_url(f"{dashboard.url}/dashboard/scrapers/*")
     facts = " ".join((await page.locator("dl.facts").inner_text()).split())
     assert "Item key sku: each completed run is compared with the last" in facts, facts
     assert "off: every page fetched whole" in facts, facts
-    await assert_accessible(browser_page, "dashboard-scraper-item-key", screenshot_dir)
+    await assert_accessible(
+        dashboard.watched, "dashboard-scraper-item-key", dashboard.screenshot_dir
+    )
     await page.get_by_role("link", name="Edit").click()
     await page.wait_for_url("**/edit")
     assert await page.get_by_label("Item key (optional)").input_value() == "sku"
@@ -51,7 +47,7 @@ async def test_the_form_takes_an_item_key_and_revalidation_and_refuses_a_key_at_
     await page.get_by_label("Item key (optional)").fill("")
     await page.get_by_label("Revalidate pages").check()
     await page.get_by_role("button", name="Save").click()
-    await page.wait_for_url(f"{server}/dashboard/scrapers/*")
+    await page.wait_for_url(f"{dashboard.url}/dashboard/scrapers/*")
     facts = " ".join((await page.locator("dl.facts").inner_text()).split())
     assert "none: runs are not compared" in facts, facts
     assert "pages revalidated" in facts, facts

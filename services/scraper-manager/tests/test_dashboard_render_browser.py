@@ -5,38 +5,31 @@ screenshots."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import httpx
-from servicekit.testing.browser import BrowserPage
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import make_client
-from tests.test_dashboard_browser import light_and_dark, open_link, server
-
-__all__ = ["server"]  # the module's processes, as the dashboard's browser tests start them
+from tests.dashboard import DashboardInBrowser
+from tests.test_dashboard_browser import light_and_dark
 
 
 async def test_browser_rendering_picked_in_the_new_scraper_form_is_saved_and_shown(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+    dashboard: DashboardInBrowser,
 ) -> None:
-    page = browser_page.page
-    who = await make_client(db_engine, "write")
-    await open_link(browser_page, server, who)
-    await page.goto(f"{server}/dashboard/scrapers/new")
+    page = dashboard.page
+    who = await dashboard.signed_in("write")
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/new")
     rendering = page.get_by_label("Rendering")
     assert await rendering.input_value() == "http"  # the API's default
     await page.get_by_label("Name").fill("Built by scripts")
     await page.get_by_label("Start URL").fill("http://127.0.0.1:9/app")
     await rendering.select_option("browser")
-    await light_and_dark(browser_page, "dashboard-form-render", screenshot_dir)
+    await light_and_dark(dashboard.watched, "dashboard-form-render", dashboard.screenshot_dir)
     await page.get_by_role("button", name="Create scraper").click()
-    await page.wait_for_url(f"{server}/dashboard/scrapers/*")
+    await page.wait_for_url(f"{dashboard.url}/dashboard/scrapers/*")
     shown = " ".join((await page.locator("#config-render").inner_text()).split())
     assert shown == "browser (headless Chromium runs the page's scripts)"
-    await light_and_dark(browser_page, "dashboard-scraper-render", screenshot_dir)
+    await light_and_dark(dashboard.watched, "dashboard-scraper-render", dashboard.screenshot_dir)
     scraper_id = page.url.rstrip("/").rsplit("/", 1)[1]
-    async with httpx.AsyncClient(base_url=server) as api:
+    async with httpx.AsyncClient(base_url=dashboard.url) as api:
         saved = await api.get(f"/api/v1/scrapers/{scraper_id}", headers=who.headers)
     assert saved.json()["render"] == "browser"
     await page.get_by_role("link", name="Edit").click()

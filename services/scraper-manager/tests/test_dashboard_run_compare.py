@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from scraper_manager.dashboard.run_compare import compare_runs, default_pair, run_changes
 from scraper_manager.models import Run, RunStatus
-from servicekit.testing.browser import BrowserPage
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.dashboard import DashboardInBrowser
 from tests.factories import make_client, make_run, make_scraper
-from tests.test_dashboard_browser import light_and_dark, open_link, server
-
-__all__ = ["server"]  # the module's processes, as the dashboard's browser tests start them
+from tests.test_dashboard_browser import light_and_dark
 
 START = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -112,15 +109,15 @@ async def _shape(
 
 
 async def test_two_runs_are_compared_side_by_side_from_the_scrapers_page(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine, screenshot_dir: Path
+    dashboard: DashboardInBrowser,
 ) -> None:
-    page = browser_page.page
-    who = await make_client(db_engine, "read")
-    scraper = await make_scraper(db_engine, who.owner, item_key="sku")
-    first = await make_run(db_engine, scraper, items=3)
-    second = await make_run(db_engine, scraper, items=5)
+    page = dashboard.page
+    who = await make_client(dashboard.engine, "read")
+    scraper = await make_scraper(dashboard.engine, who.owner, item_key="sku")
+    first = await make_run(dashboard.engine, scraper, items=3)
+    second = await make_run(dashboard.engine, scraper, items=5)
     await _shape(
-        db_engine,
+        dashboard.engine,
         first.id,
         pages_fetched=12,
         status_counts={"200": 11, "404": 1},
@@ -128,7 +125,7 @@ async def test_two_runs_are_compared_side_by_side_from_the_scrapers_page(
         finished_at=START + timedelta(seconds=30),
     )
     await _shape(
-        db_engine,
+        dashboard.engine,
         second.id,
         pages_fetched=15,
         status_counts={"200": 12, "500": 3},
@@ -136,8 +133,8 @@ async def test_two_runs_are_compared_side_by_side_from_the_scrapers_page(
         finished_at=START + timedelta(hours=1, seconds=24),
         changes={"compared_run_id": first.id, "added": 2, "changed": 1, "removed": 0},
     )
-    await open_link(browser_page, server, who)
-    await page.goto(f"{server}/dashboard/scrapers/{scraper.id}")
+    await dashboard.open(who)
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/{scraper.id}")
     await page.get_by_role("link", name="Compare two runs").click()
     figures = page.locator("#compare-figures")
     await figures.wait_for()
@@ -163,7 +160,7 @@ async def test_two_runs_are_compared_side_by_side_from_the_scrapers_page(
         == 1
     )
     assert await changes.get_by_text(f"Run #{first.number}: not compared").count() == 1
-    await light_and_dark(browser_page, "dashboard-compare", screenshot_dir)
+    await light_and_dark(dashboard.watched, "dashboard-compare", dashboard.screenshot_dir)
     # The pair picked in the form is the pair shown.
     await page.get_by_label("Run", exact=True).select_option(str(second.id))
     await page.get_by_label("Compared with").select_option(str(first.id))

@@ -16,13 +16,10 @@ from servicekit.testing.browser import (
     screenshots,
 )
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.dashboard import DashboardInBrowser
 from tests.factories import make_client, make_run, make_scraper
-from tests.test_dashboard_browser import open_link, server
 from tests.test_dashboard_run_compare import _shape
-
-__all__ = ["server"]  # the module's processes, as the dashboard's browser tests start them
 
 DOCS_SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 
@@ -45,12 +42,12 @@ async def both_schemes_saved(watched: BrowserPage, name: str) -> None:
 
 
 async def test_the_dashboards_main_pages_in_light_and_dark_at_1280_and_390_px(
-    browser_page: BrowserPage, server: str, db_engine: AsyncEngine
+    dashboard: DashboardInBrowser,
 ) -> None:
-    page = browser_page.page
-    who = await make_client(db_engine, "admin")
+    page = dashboard.page
+    who = await make_client(dashboard.engine, "admin")
     scraper = await make_scraper(
-        db_engine,
+        dashboard.engine,
         who.owner,
         name="Catalog",
         url="http://127.0.0.1:9/catalog",
@@ -60,10 +57,10 @@ async def test_the_dashboards_main_pages_in_light_and_dark_at_1280_and_390_px(
         item_key="name",
     )
     start = datetime.now(UTC) - timedelta(hours=3)
-    earlier = await make_run(db_engine, scraper, items=8)
-    latest = await make_run(db_engine, scraper, items=12)
+    earlier = await make_run(dashboard.engine, scraper, items=8)
+    latest = await make_run(dashboard.engine, scraper, items=12)
     await _shape(
-        db_engine,
+        dashboard.engine,
         earlier.id,
         pages_fetched=10,
         status_counts={"200": 9, "404": 1},
@@ -71,14 +68,14 @@ async def test_the_dashboards_main_pages_in_light_and_dark_at_1280_and_390_px(
         finished_at=start + timedelta(seconds=41),
     )
     await _shape(
-        db_engine,
+        dashboard.engine,
         latest.id,
         pages_fetched=14,
         status_counts={"200": 12, "301": 1, "500": 1},
         started_at=start + timedelta(hours=2),
         finished_at=start + timedelta(hours=2, seconds=37),
     )
-    async with db_engine.begin() as connection:
+    async with dashboard.engine.begin() as connection:
         # Items as the scraper's selectors would make them.
         await connection.execute(
             text(
@@ -91,27 +88,27 @@ async def test_the_dashboards_main_pages_in_light_and_dark_at_1280_and_390_px(
         item_id = await connection.scalar(
             text("SELECT min(id) FROM items WHERE run_id = :run"), {"run": latest.id}
         )
-    base = f"{server}/dashboard"
-    await open_link(browser_page, server, who)
+    base = f"{dashboard.url}/dashboard"
+    await dashboard.open(who)
     await page.get_by_role("link", name="Catalog").first.wait_for()
-    await both_schemes_saved(browser_page, "scrapers")
+    await both_schemes_saved(dashboard.watched, "scrapers")
 
     await page.goto(f"{base}/scrapers/{scraper.id}")
     await page.locator("#config-fields").wait_for()
-    await both_schemes_saved(browser_page, "scraper")
+    await both_schemes_saved(dashboard.watched, "scraper")
 
     await page.goto(f"{base}/scrapers/{scraper.id}/runs/{latest.id}")
     await page.get_by_role("heading", name=f"Run #{latest.number}").first.wait_for()
-    await both_schemes_saved(browser_page, "run")
+    await both_schemes_saved(dashboard.watched, "run")
 
     await page.goto(f"{base}/scrapers/{scraper.id}/runs/{latest.id}/items")
     await page.locator("table").first.wait_for()
-    await both_schemes_saved(browser_page, "items")
+    await both_schemes_saved(dashboard.watched, "items")
 
     await page.goto(f"{base}/scrapers/{scraper.id}/runs/{latest.id}/items/{item_id}")
     await page.locator("#item-url").wait_for()
-    await both_schemes_saved(browser_page, "item")
+    await both_schemes_saved(dashboard.watched, "item")
 
     await page.goto(f"{base}/scrapers/new")
     await page.get_by_label("Name").wait_for()
-    await both_schemes_saved(browser_page, "form")
+    await both_schemes_saved(dashboard.watched, "form")

@@ -6,7 +6,6 @@ at 1280 and 390 px in light and dark; the rules under it as pure code and over s
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from scraper_manager.dashboard.selector_preview import (
     NoStartPage,
@@ -16,14 +15,11 @@ from scraper_manager.dashboard.selector_preview import (
 )
 from scraper_manager.models import Scraper
 from scraper_manager.settings import Settings
-from servicekit.testing.browser import BrowserPage
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.dashboard import DashboardInBrowser
 from tests.factories import make_client, make_scraper
-from tests.test_dashboard_browser import light_and_dark, open_link, server
+from tests.test_dashboard_browser import light_and_dark
 from tests.website import LocalWebsite
-
-__all__ = ["server"]  # the module's processes, as the dashboard's browser tests start them
 
 PRODUCTS = (
     b"<html><head><title>Shop</title></head><body>"
@@ -90,17 +86,13 @@ async def test_a_start_page_robots_txt_forbids_is_not_fetched(
 
 
 async def test_the_selector_editor_shows_what_the_selectors_extract_as_they_are_typed(
-    browser_page: BrowserPage,
-    server: str,
-    db_engine: AsyncEngine,
-    website: LocalWebsite,
-    screenshot_dir: Path,
+    dashboard: DashboardInBrowser, website: LocalWebsite
 ) -> None:
-    page = browser_page.page
-    who = await make_client(db_engine, "write")
-    scraper = await make_scraper(db_engine, who.owner, url=f"{website.url}/page/0")
-    await open_link(browser_page, server, who)
-    await page.goto(f"{server}/dashboard/scrapers/{scraper.id}")
+    page = dashboard.page
+    who = await make_client(dashboard.engine, "write")
+    scraper = await make_scraper(dashboard.engine, who.owner, url=f"{website.url}/page/0")
+    await dashboard.open(who)
+    await page.goto(f"{dashboard.url}/dashboard/scrapers/{scraper.id}")
     await page.get_by_role("link", name="Try selectors").click()
     preview = page.locator("#selector-preview")
     # No selectors yet: the run's default item, the page's title.
@@ -114,7 +106,7 @@ async def test_the_selector_editor_shows_what_the_selectors_extract_as_they_are_
         "1.99",
         f"{website.url}/page/0",
     ]
-    await light_and_dark(browser_page, "dashboard-selectors", screenshot_dir)
+    await light_and_dark(dashboard.watched, "dashboard-selectors", dashboard.screenshot_dir)
     await page.get_by_label("Item selector (optional)").fill("div[")
     await preview.get_by_text("Not a CSS or XPath selector").wait_for()
     # Typed many times, fetched once: the kept page is read again.

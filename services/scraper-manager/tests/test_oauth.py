@@ -29,6 +29,22 @@ def register_client(settings: Settings, owner: str, level: str) -> tuple[str, st
     return lines[0].split(": ", 1)[1], lines[-1]
 
 
+async def token_answer(
+    client: httpx.AsyncClient, client_id: str, secret: str, **form: str
+) -> httpx.Response:
+    """The token endpoint's answer to a client-credentials grant in the form (RFC 6749 4.4),
+    with `form`'s fields (`scope`) added."""
+    return await client.post(
+        TOKEN_URL,
+        data={
+            "grant_type": "client_credentials",
+            "client_id": client_id,
+            "client_secret": secret,
+            **form,
+        },
+    )
+
+
 def test_oauth_clients_are_never_registered_at_operator_level(service_settings: Settings) -> None:
     with pytest.raises(subprocess.CalledProcessError) as refused:
         register_client(service_settings, "acme", "operator")
@@ -65,15 +81,7 @@ async def test_credentials_in_the_form_and_a_narrower_scope(
     client: httpx.AsyncClient, service_settings: Settings
 ) -> None:
     client_id, secret = register_client(service_settings, "corp-b", "admin")
-    response = await client.post(
-        TOKEN_URL,
-        data={
-            "grant_type": "client_credentials",
-            "client_id": client_id,
-            "client_secret": secret,
-            "scope": "read",
-        },
-    )
+    response = await token_answer(client, client_id, secret, scope="read")
     assert response.status_code == 200
     assert response.json()["scope"] == "read"
     assert response.headers["cache-control"] == "no-store"
@@ -103,24 +111,9 @@ async def test_a_wrong_secret_or_a_wider_scope_is_refused(
     client: httpx.AsyncClient, service_settings: Settings
 ) -> None:
     client_id, secret = register_client(service_settings, "corp-c", "read")
-    wrong = await client.post(
-        TOKEN_URL,
-        data={
-            "grant_type": "client_credentials",
-            "client_id": client_id,
-            "client_secret": secret + "x",
-        },
-    )
+    wrong = await token_answer(client, client_id, secret + "x")
     assert wrong.status_code == 401
-    wider = await client.post(
-        TOKEN_URL,
-        data={
-            "grant_type": "client_credentials",
-            "client_id": client_id,
-            "client_secret": secret,
-            "scope": "admin",
-        },
-    )
+    wider = await token_answer(client, client_id, secret, scope="admin")
     assert wider.status_code == 400
     assert wider.json()["error"] == "invalid_scope"
 
@@ -197,10 +190,7 @@ async def test_an_oauth_token_gets_no_dashboard_link_it_could_outlive(
     client: httpx.AsyncClient, service_settings: Settings
 ) -> None:
     client_id, secret = register_client(service_settings, "corp-c", "write")
-    token = await client.post(
-        TOKEN_URL,
-        data={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret},
-    )
+    token = await token_answer(client, client_id, secret)
     headers = {"Authorization": f"Bearer {token.json()['access_token']}"}
     response = await client.post("/api/v1/dashboard-links", headers=headers)
     assert response.status_code == 403

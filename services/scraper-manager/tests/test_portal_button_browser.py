@@ -9,16 +9,15 @@ import asyncio
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 from scraper_manager.settings import Settings
 from servicekit.embedded.network import free_port
 from servicekit.testing import HttpReceiver
-from servicekit.testing.browser import BrowserPage, axe_violations, describe_violations, screenshots
-from sqlalchemy.ext.asyncio import AsyncEngine
+from servicekit.testing.browser import axe_violations, describe_violations, screenshots
 
+from tests.dashboard import DashboardInBrowser
 from tests.factories import Client, make_client
 from tests.hub import webhook_hub_worker
 from tests.processes import serve_and_worker
@@ -52,32 +51,19 @@ async def registered_webhook(server: str, who: Client, url: str) -> None:
     assert answer.status_code == 201, answer.text
 
 
-async def signed_in_to_dashboard(watched: BrowserPage, server: str, who: Client) -> None:
-    async with httpx.AsyncClient(base_url=server) as api:
-        link = await api.post("/api/v1/dashboard-links", headers=who.headers)
-    await watched.page.goto(link.json()["url"])
-    await watched.page.get_by_role("button", name="Continue to the dashboard").click()
-    await watched.page.wait_for_url(f"{server}/dashboard/")
-
-
 async def test_a_dashboard_user_opens_the_hub_portal_for_their_webhooks_with_one_button(
-    browser_page: BrowserPage,
-    server: str,
-    hub_url: str,
-    db_engine: AsyncEngine,
-    http_receiver: HttpReceiver,
-    screenshot_dir: Path,
+    dashboard: DashboardInBrowser, hub_url: str, http_receiver: HttpReceiver
 ) -> None:
-    who = await make_client(db_engine, "write")
-    await registered_webhook(server, who, http_receiver.url)
-    page = browser_page.page
-    await signed_in_to_dashboard(browser_page, server, who)
-    await page.goto(f"{server}/dashboard/webhooks")
+    who = await make_client(dashboard.engine, "write")
+    await registered_webhook(dashboard.url, who, http_receiver.url)
+    page = dashboard.page
+    await dashboard.open(who)
+    await page.goto(f"{dashboard.url}/dashboard/webhooks")
     for width in (1280, 390):
         await page.set_viewport_size({"width": width, "height": 900})
         violations = await axe_violations(page)
         assert not violations, f"webhooks page at {width}px:\n{describe_violations(violations)}"
-    await screenshots(page, screenshot_dir, "dashboard-webhooks-portal-button")
+    await screenshots(page, dashboard.screenshot_dir, "dashboard-webhooks-portal-button")
     await page.set_viewport_size({"width": 1280, "height": 900})
 
     await page.get_by_role("button", name="Open the delivery portal").click()
@@ -89,7 +75,7 @@ async def test_a_dashboard_user_opens_the_hub_portal_for_their_webhooks_with_one
     main = await page.inner_text("main")
     assert http_receiver.url in main
     assert "API key" not in main  # signed in: no key sign-in form
-    await screenshots(page, screenshot_dir, "hub-portal-from-dashboard")
-    assert browser_page.blocked_requests == []
-    assert browser_page.csp_violations == []
-    assert browser_page.page_errors == []
+    await screenshots(page, dashboard.screenshot_dir, "hub-portal-from-dashboard")
+    assert dashboard.watched.blocked_requests == []
+    assert dashboard.watched.csp_violations == []
+    assert dashboard.watched.page_errors == []
