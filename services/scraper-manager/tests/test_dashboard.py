@@ -3,15 +3,12 @@ levels, owner isolation, downloads. (In a browser: test_dashboard_browser.py.)""
 
 from __future__ import annotations
 
-import asyncio
 import html
 import io
 import os
 import re
-import sys
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import httpx
 import pytest
@@ -28,6 +25,7 @@ from scraper_manager.settings import Settings
 from servicekit.auth import AccessLevel
 from servicekit.db.engine import create_session_factory
 from servicekit.testing import serve_app
+from servicekit.testing.console import run_console_script
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -620,8 +618,8 @@ async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
         "SCRAPER_MANAGER_PUBLIC_URL": "https://scrapers.example",
         "SCRAPER_MANAGER_LOG_LEVEL": "WARNING",
     }
-    command = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "scraper-manager"),
+    code, out, err = await run_console_script(
+        "scraper-manager",
         "dashboard-link",
         "--owner",
         owner,
@@ -630,15 +628,12 @@ async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
         "--ttl-seconds",
         "600",
         env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(command.communicate(), 60)
-    assert command.returncode == 0, err.decode()
+    assert code == 0, err
     # The link alone on stdout (`LINK=$(...)` holds it); what it is on stderr, as
     # webhook-hub's `portal-link` prints them.
-    [url] = out.decode().splitlines()
-    said = err.decode().strip().splitlines()[-1]
+    [url] = out.splitlines()
+    said = err.strip().splitlines()[-1]
     assert said.startswith(f"dashboard link for {owner!r} ({level}), usable once until ")
     expires = datetime.fromisoformat(said.rsplit(" ", 1)[1].removesuffix(":"))
     assert timedelta(seconds=590) < expires - datetime.now(UTC) <= timedelta(seconds=600)
@@ -655,19 +650,11 @@ async def test_the_dashboard_link_command_prints_a_link_that_signs_in_once(
 
 
 async def test_the_dashboard_link_command_refuses_the_operator_level() -> None:
-    command = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "scraper-manager"),
-        "dashboard-link",
-        "--owner",
-        "someone",
-        "--level",
-        "operator",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    code, _, err = await run_console_script(
+        "scraper-manager", "dashboard-link", "--owner", "someone", "--level", "operator"
     )
-    _, err = await asyncio.wait_for(command.communicate(), 60)
-    assert command.returncode == 2
-    assert "invalid choice: 'operator'" in err.decode()
+    assert code == 2
+    assert "invalid choice: 'operator'" in err
 
 
 # -- schedules in words ---------------------------------------------------------------------------
