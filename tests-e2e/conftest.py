@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,7 +160,6 @@ def stack(
 ) -> Iterator[Stack]:
     postgres, nats = servers
     work = tmp_path_factory.mktemp("stack")
-    ready = work / "ready.json"
     env = {
         key: value
         for key, value in os.environ.items()
@@ -177,34 +177,7 @@ def stack(
         }
     )
     env.pop("SMTP_URL", None)  # the stack's own SMTP sink
-    log = (work / "stack.log").open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "deploy" / "local" / "stack.py"),
-            "--ephemeral",
-            "--free-ports",
-            "--ready-file",
-            str(ready),
-            "--workers",
-            "2",
-            "--supervise",
-            "--worker-probes",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-    )
-    try:
-        deadline = time.monotonic() + STACK_START_SECONDS
-        while not ready.exists():
-            if process.poll() is not None:
-                raise RuntimeError(f"the stack exited; see {work / 'stack.log'}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the stack was not ready in time; see {work / 'stack.log'}")
-            time.sleep(0.5)
-        summary: dict[str, Any] = json.loads(ready.read_text())
+    with local_stack([], env, work / "stack.log", STACK_START_SECONDS) as (pid, summary):
         services = {
             name: ServiceInfo(
                 name, info["url"], info["admin_key"], info["database_url"], info["workers"]
@@ -215,12 +188,52 @@ def stack(
         yield Stack(
             services,
             summary["nats_url"],
-            process.pid,
+            pid,
             postgres,
             nats,
             summary,
             work / "stack.log",
         )
+
+
+@contextmanager
+def local_stack(
+    options: list[str], env: dict[str, str], log: Path, start_seconds: float
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`deploy/local/stack.py` as `make run` starts it (ephemeral, on free ports, two workers
+    each, supervised, with worker probes) and `options`, its output in `log` and its ready
+    file beside it; once ready, its pid and what the ready file says. Stopped as an operator
+    stops it (SIGTERM; killed after 60 s)."""
+    ready = log.parent / "ready.json"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "deploy" / "local" / "stack.py"),
+                "--ephemeral",
+                "--free-ports",
+                "--ready-file",
+                str(ready),
+                "--workers",
+                "2",
+                "--supervise",
+                "--worker-probes",
+                *options,
+            ],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    try:
+        deadline = time.monotonic() + start_seconds
+        while not ready.exists():
+            if process.poll() is not None:
+                raise RuntimeError(f"the stack exited; see {log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the stack was not ready in time; see {log}")
+            time.sleep(0.3)
+        yield process.pid, json.loads(ready.read_text())
     finally:
         process.send_signal(signal.SIGTERM)
         try:

@@ -15,20 +15,17 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import nats
 import pytest
-from conftest import ROOT, ServiceInfo
+from conftest import ServiceInfo, local_stack
 from figures import record
 from flows import bearer, register_event_type, subscribe
 from nats.aio.client import Client as NatsClient
@@ -62,7 +59,6 @@ class ClusterStack:
 
 @pytest.fixture
 def cluster_stack(tmp_path: Path) -> Iterator[ClusterStack]:
-    ready = tmp_path / "ready.json"
     env = {
         key: value
         for key, value in os.environ.items()
@@ -77,54 +73,14 @@ def cluster_stack(tmp_path: Path) -> Iterator[ClusterStack]:
         }
     )
     log = tmp_path / "stack.log"
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "deploy" / "local" / "stack.py"),
-                "--ephemeral",
-                "--data-dir",
-                str(tmp_path / "data"),
-                "--free-ports",
-                "--ready-file",
-                str(ready),
-                "--workers",
-                "2",
-                "--supervise",
-                "--worker-probes",
-                "--nats-cluster",
-                "--services",
-                "webhook-hub",
-            ],
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-    try:
-        deadline = time.monotonic() + STACK_START_SECONDS
-        while not ready.exists():
-            if process.poll() is not None:
-                raise RuntimeError(f"the stack exited; see {log}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the stack was not ready in time; see {log}")
-            time.sleep(0.3)
-        summary: dict[str, Any] = json.loads(ready.read_text())
+    options = ["--data-dir", str(tmp_path / "data"), "--nats-cluster", "--services", "webhook-hub"]
+    with local_stack(options, env, log, STACK_START_SECONDS) as (pid, summary):
         info = summary["services"]["webhook-hub"]
         hub = ServiceInfo(
             "webhook-hub", info["url"], info["admin_key"], info["database_url"], info["workers"]
         )
         nodes = {node["name"]: node["pid"] for node in summary["nats_nodes"]}
-        yield ClusterStack(
-            hub, summary["nats_url"], nodes, process.pid, log, tmp_path / "data" / "logs"
-        )
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        yield ClusterStack(hub, summary["nats_url"], nodes, pid, log, tmp_path / "data" / "logs")
 
 
 @pytest.fixture
