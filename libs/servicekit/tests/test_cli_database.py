@@ -4,15 +4,14 @@ traceback; any other error keeps its traceback."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic_settings import SettingsConfigDict
 from servicekit.cli import ServiceCLI, database_problem
-from servicekit.db.admin import database_url_for, drop_database, ensure_database
 from servicekit.settings import ServiceSettings
+from servicekit.testing.console import empty_database
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -61,13 +60,8 @@ def test_an_unreachable_database_is_one_line_naming_it_and_what_to_do_exit_2(
 def test_a_database_without_tables_says_to_migrate_it(
     postgres_server_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = database_url_for(postgres_server_url, f"kit_empty_{os.getpid()}")
-    drop_database(url)
-    ensure_database(url)
-    try:
+    with empty_database(postgres_server_url, "kit_empty") as url:
         code = cli_on(url).main(["api-keys", "create", "--owner", "someone", "--level", "read"])
-    finally:
-        drop_database(url)
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     [line] = err.strip().splitlines()

@@ -6,13 +6,11 @@ webhook-hub's `portal-link` options and defaults."""
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 import pytest
 from scraper_manager.cli import configure_dashboard_link
-from servicekit.db.admin import database_url_for, drop_database, ensure_database
-from servicekit.testing.console import own_environment, run_console_script
+from servicekit.testing.console import empty_database, own_environment, run_console_script
 from webhook_hub.cli import configure_portal_link
 
 
@@ -48,13 +46,8 @@ async def test_an_unreachable_database_is_one_line_naming_it_and_what_to_do_exit
 
 
 async def test_a_database_without_tables_says_to_migrate_it(postgres_server_url: str) -> None:
-    url = database_url_for(postgres_server_url, f"empty_{os.getpid()}")
-    drop_database(url)
-    ensure_database(url)
-    try:
+    with empty_database(postgres_server_url, "empty") as url:
         code, out, err = await run_script("dashboard-link", "--owner", "someone", database_url=url)
-    finally:
-        drop_database(url)
     assert (code, out) == (2, "")
     [line] = err.strip().splitlines()
     assert "has no tables yet: run `scraper-manager migrate`" in line

@@ -4,11 +4,8 @@ no traceback (servicekit's ServiceCLI; its rules are tested there)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from servicekit.db.admin import database_url_for, drop_database, ensure_database
-from servicekit.testing.console import own_environment, run_console_script
+from servicekit.testing.console import empty_database, own_environment, run_console_script
 
 
 async def run_script(*args: str, database_url: str) -> tuple[int, str, str]:
@@ -43,13 +40,8 @@ async def test_an_unreachable_database_is_one_line_naming_it_and_what_to_do_exit
 async def test_portal_link_on_a_database_without_tables_says_to_migrate_it(
     postgres_server_url: str,
 ) -> None:
-    url = database_url_for(postgres_server_url, f"hub_empty_{os.getpid()}")
-    drop_database(url)
-    ensure_database(url)
-    try:
+    with empty_database(postgres_server_url, "hub_empty") as url:
         code, out, err = await run_script("portal-link", "--owner", "someone", database_url=url)
-    finally:
-        drop_database(url)
     assert (code, out) == (2, "")
     [line] = err.strip().splitlines()
     assert "has no tables yet: run `webhook-hub migrate`" in line

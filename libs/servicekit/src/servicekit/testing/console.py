@@ -6,7 +6,11 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from servicekit.db.admin import database_url_for, drop_database, ensure_database
 
 SCRIPT_SECONDS = 60
 
@@ -35,3 +39,16 @@ async def run_console_script(
     out, err = await asyncio.wait_for(process.communicate(), SCRIPT_SECONDS)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
+
+
+@contextmanager
+def empty_database(server_url: str, name: str) -> Iterator[str]:
+    """The URL of a database without tables on the PostgreSQL at `server_url`, named `name`
+    and this process's id; dropped after."""
+    url = database_url_for(server_url, f"{name}_{os.getpid()}")
+    drop_database(url)
+    ensure_database(url)
+    try:
+        yield url
+    finally:
+        drop_database(url)
