@@ -162,8 +162,12 @@ class DefectiveSender(WebhookSender):
         if job.delivery_id in self.raising:
             raise RuntimeError("a defect in the sender")
         if job.delivery_id in self.spoiled:
-            result.status_code = 429
-            result.retry_after = 7  # type: ignore[assignment]  # not text: reading it raises
+            # Made anew, as the sender makes a result: its outcome is worked out when it is.
+            return dataclasses.replace(
+                result,
+                status_code=429,
+                retry_after=7,  # type: ignore[arg-type]  # not text: reading it raises
+            )
         return result
 
 

@@ -34,13 +34,11 @@ from webhook_hub.delivery_engine.breakers import Breakers
 from webhook_hub.delivery_engine.decisions import (
     Admission,
     BreakerRules,
-    Outcome,
     RetryRules,
     attempt_that_raised,
-    outcome_of,
     unrecordable,
 )
-from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, EventTicket
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, EventTicket, Outcome
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.delivery_engine.rate_limit import next_claim_in
 from webhook_hub.delivery_engine.scheduling import (
@@ -138,7 +136,7 @@ def observe(batch: list[AttemptResult]) -> None:
     durations: dict[Outcome, list[float]] = {}
     lags = []
     for result in batch:
-        outcome = outcome_of(result.status_code, result.failure)
+        outcome = result.outcome
         seconds = result.duration_ms / 1000
         if outcome is Outcome.DELIVERED:
             sent = result.job.event_time

@@ -1,4 +1,6 @@
-"""What the engine works on: one delivery to send, and the event message it came from."""
+"""What the engine works on: one delivery to send, the event message it came from, and what
+one attempt of it ended in (its `Outcome`, worked out once where the attempt ends, and its
+`NextStep`, decided once where it is recorded: both carried, never worked out again)."""
 
 from __future__ import annotations
 
@@ -6,13 +8,16 @@ import functools
 import hashlib
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from nats.aio.msg import Msg
 from pydantic_core import to_json
+
+from webhook_hub.delivery_engine.policy import RETRY_AFTER_STATUSES
+from webhook_hub.models import DeliveryStatus
 
 if TYPE_CHECKING:
     from _hashlib import HASH
@@ -172,6 +177,46 @@ class Failure(StrEnum):
     NETWORK = "network"  # no connection, TLS refused, connection reset, ...
 
 
+class Outcome(StrEnum):
+    """An attempt's outcome (also the `outcome` label of the attempt-duration histogram)."""
+
+    DELIVERED = "delivered"  # 2xx
+    GONE = "gone"  # 410: the receiver asks us to stop
+    THROTTLED = "throttled"  # 429 or 503: Retry-After is honoured
+    REJECTED = "rejected"  # any other status
+    TIMED_OUT = "timed_out"
+    REFUSED = "refused"  # the endpoint's address is not allowed (SSRF)
+    UNREACHABLE = "unreachable"  # no answer: connection or TLS error
+
+
+_FAILURE_OUTCOMES = {
+    Failure.TIMEOUT: Outcome.TIMED_OUT,
+    Failure.REFUSED: Outcome.REFUSED,
+    Failure.NETWORK: Outcome.UNREACHABLE,
+}
+
+
+def outcome_of(status_code: int | None, failure: Failure | None) -> Outcome:
+    if status_code is None:
+        return _FAILURE_OUTCOMES[failure or Failure.NETWORK]
+    if 200 <= status_code < 300:
+        return Outcome.DELIVERED
+    if status_code == 410:
+        return Outcome.GONE
+    if status_code in RETRY_AFTER_STATUSES:
+        return Outcome.THROTTLED
+    return Outcome.REJECTED
+
+
+class NextStep(NamedTuple):
+    """A delivery's state after an attempt (`decisions.next_step`). A tuple: made once per
+    recorded attempt, and a frozen dataclass's fields cost a call each to set."""
+
+    status: DeliveryStatus
+    next_attempt_at: datetime | None
+    completed_at: datetime | None
+
+
 @dataclass(slots=True)  # not frozen: one per attempt, and frozen fields cost each a call
 class AttemptResult:
     job: DeliveryJob
@@ -182,6 +227,15 @@ class AttemptResult:
     error: str | None
     retry_after: str | None
     failure: Failure | None = None
+    # What the answer (or its absence) means: worked out here, once, and read by the span,
+    # the metrics, the log lines and the decision of the next step.
+    outcome: Outcome = field(init=False)
+    # The delivery's next step, decided once (`decisions.decided`, when the attempt is
+    # recorded) and read by whatever needs it after: None until then.
+    step: NextStep | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.outcome = outcome_of(self.status_code, self.failure)
 
     @property
     def succeeded(self) -> bool:

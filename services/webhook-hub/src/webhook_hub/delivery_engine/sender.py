@@ -32,7 +32,6 @@ from servicekit.tracing import (
 )
 from servicekit.tracing import tracing_enabled as _tracing_enabled
 
-from webhook_hub.delivery_engine.decisions import outcome_of
 from webhook_hub.delivery_engine.endpoint_policy import EndpointGuard
 from webhook_hub.delivery_engine.http1 import (
     IDLE_SECONDS,
@@ -217,9 +216,7 @@ class WebhookSender:
                     result = await self._attempt(job, None, None)
                 span.finish(
                     status_code=result.status_code,
-                    outcome="succeeded"
-                    if result.succeeded
-                    else outcome_of(result.status_code, result.failure).value,
+                    outcome="succeeded" if result.succeeded else result.outcome.value,
                     error=None if result.failure is None else result.failure.value,
                 )
                 return result

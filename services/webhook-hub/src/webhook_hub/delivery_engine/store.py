@@ -54,14 +54,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.delivery_engine.decisions import (
-    NextStep,
     RetryRules,
     SubscriptionTally,
-    next_step,
+    decided,
     tally,
 )
 from webhook_hub.delivery_engine.disabling import disable_reason, disable_subscription
-from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, NextStep
 from webhook_hub.delivery_engine.outcomes import (
     as_arrays,
     attempt_row,
@@ -864,7 +863,7 @@ class DeliveryWrites:
             settings.retry_jitter,
             settings.retry_after_cap_seconds,
         )
-        steps = {r.job.delivery_id: (r, next_step(r, rules)) for r in ordered}
+        steps = {r.job.delivery_id: (r, decided(r, rules)) for r in ordered}
         # An event's first attempt is written in the row it creates, if its subscription is
         # still there (one deleted since its event was matched took its deliveries with it).
         firsts = [(r, step) for r, step in steps.values() if not r.job.stored]
