@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from structlog.testing import capture_logs
 from webhook_hub.delivery_engine.engine import DeliveryEngine
-from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, StoredDelivery
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.delivery_engine.store import DeliveryStore, DeliveryWrites
 from webhook_hub.models import Subscription
@@ -233,7 +233,7 @@ class UnreadableRowEngine(DeliveryEngine):
 
     unreadable: set[uuid.UUID] = set()
 
-    def _job(self, row: Any, now: datetime) -> DeliveryJob:
+    def _job(self, row: Any, now: datetime) -> StoredDelivery:
         if row.id in self.unreadable:
             raise ValueError("a stored value no job can hold")
         return super()._job(row, now)

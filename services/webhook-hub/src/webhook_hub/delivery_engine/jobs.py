@@ -8,10 +8,10 @@ import functools
 import hashlib
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from nats.aio.msg import Msg
 from pydantic_core import to_json
@@ -109,6 +109,12 @@ def _body_opening(event_type: str) -> bytes:
 # dozen times per attempt.
 @dataclass(eq=False, slots=True)
 class DeliveryJob:
+    """One delivery to attempt. Made as one of two kinds, which the engine treats apart:
+    `FirstAttempt` (no row yet) and `StoredDelivery` (its row exists)."""
+
+    # What the kind says, for reading (`isinstance` decides): its delivery row exists.
+    stored: ClassVar[bool]
+
     delivery_id: uuid.UUID
     subscription_id: uuid.UUID
     event_type: str
@@ -122,8 +128,6 @@ class DeliveryJob:
     headers: dict[str, str]
     timeout_seconds: int
     event_id: uuid.UUID | None = None
-    # False for an event's first attempt: its delivery row is written with the outcome.
-    stored: bool = True
     # The subscription's owner: the worker's slots are shared fairly between owners.
     owner: str = ""
     # The request body: the same bytes for every delivery of an event.
@@ -151,6 +155,8 @@ class DeliveryJob:
     lease_end: float = 0.0
 
     def __post_init__(self) -> None:
+        if type(self) is DeliveryJob:  # neither kind: the store would write it nowhere
+            raise TypeError("a delivery job is made as a FirstAttempt or a StoredDelivery")
         if not self.body:
             self.body = render_body(self.event_type, self.event_time, self.payload_json)
 
@@ -167,6 +173,32 @@ class DeliveryJob:
             "webhook_id": self.message_id,
             "event_type": self.event_type,
         }
+
+    def as_stored(self) -> StoredDelivery:
+        """The same delivery once its row is written (set aside, and kept by this worker)."""
+        return StoredDelivery(*[getattr(self, name) for name in _JOB_FIELDS])
+
+
+@dataclass(eq=False, slots=True)
+class FirstAttempt(DeliveryJob):
+    """An event's delivery straight from dispatch, before any attempt: it has no row yet
+    (the event message stands for it), and its row is written with its first outcome, or as
+    pending when it is set aside. Its attempt continues the dispatch's trace."""
+
+    stored: ClassVar[bool] = False
+
+
+@dataclass(eq=False, slots=True)
+class StoredDelivery(DeliveryJob):
+    """A delivery whose row exists: claimed (a retry, or set aside before its first attempt)
+    or kept by the worker that set it aside. Its attempt is a row of `delivery_attempts` and
+    an update of its row; its trace links to the delivery's; set aside, its lease is
+    released."""
+
+    stored: ClassVar[bool] = True
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(DeliveryJob))
 
 
 class Failure(StrEnum):

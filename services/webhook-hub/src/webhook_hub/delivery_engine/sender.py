@@ -41,7 +41,7 @@ from webhook_hub.delivery_engine.http1 import (
     header_lines,
     tls_context,
 )
-from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, Failure
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, Failure, FirstAttempt
 
 # How long a checked address is trusted before the name is looked up and checked again.
 RECHECK_SECONDS = 60.0
@@ -184,7 +184,9 @@ class WebhookSender:
         coroutine of its own, and the receiver gets the trace context the delivery keeps (the
         producer's) unless its subscription says no."""
         if self._traced and not (
-            self._skip_unsampled and not job.stored and sampled(job.traceparent) is False
+            self._skip_unsampled
+            and isinstance(job, FirstAttempt)
+            and sampled(job.traceparent) is False
         ):
             return self._traced_attempt(job)
         # Untraced, or a first attempt in an unsampled trace: the receiver gets the context
@@ -198,16 +200,17 @@ class WebhookSender:
         dispatch span; any later one (a retry, or a delivery set aside and claimed) starts a
         trace of its own LINKED to the delivery's, not a child of a span that ended long ago."""
         origin = {TRACEPARENT: job.traceparent, TRACESTATE: job.tracestate}
+        first = isinstance(job, FirstAttempt)
         # A first attempt without a trace to continue starts one: never the child of whatever
         # span this task happens to have current.
-        token = None if job.stored else otel_context.attach(context_from(origin) or Context())
+        token = otel_context.attach(context_from(origin) or Context()) if first else None
         try:
             with attempt_span(
                 subscription_id=str(job.subscription_id),
                 event_type=job.event_type,
                 webhook_id=job.message_id,
                 attempt=job.attempts + 1,
-                origin=origin if job.stored else None,
+                origin=None if first else origin,
             ) as span:
                 if job.send_trace_context:
                     ours = span.trace_headers
