@@ -304,7 +304,7 @@ async def test_after_the_recheck_a_new_answer_is_checked_again(
     guarded = sender(EndpointGuard(["127.0.0.1/32"], resolver=resolver))
     url = f"http://rebind.test:{port}/hook"
     assert (await guarded.attempt(make_job(endpoint_url=url))).status_code == 200
-    monkeypatch.setattr("webhook_hub.delivery_engine.sender.RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr("webhook_hub.delivery_engine.http1.RECHECK_SECONDS", 0.0)
     result = await guarded.attempt(make_job(endpoint_url=url))
     assert result.failure is Failure.REFUSED
     assert len(public) == 1
@@ -461,7 +461,6 @@ async def test_a_quiet_origins_idle_connections_are_closed_by_the_next_attempt_e
         ).status_code == 200
         assert quiet.open == 1
         monkeypatch.setattr("webhook_hub.delivery_engine.http1.IDLE_SECONDS", 0.1)
-        monkeypatch.setattr("webhook_hub.delivery_engine.sender.IDLE_SECONDS", 0.1)
         await asyncio.sleep(0.2)
         assert (
             await one.attempt(make_job(endpoint_url=f"http://127.0.0.1:{busy.port}/"))
