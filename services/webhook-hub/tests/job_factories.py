@@ -5,7 +5,13 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, Failure
+from webhook_hub.delivery_engine.jobs import (
+    AttemptResult,
+    DeliveryJob,
+    Failure,
+    FirstAttempt,
+    StoredDelivery,
+)
 
 WHEN = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -19,7 +25,8 @@ def make_job(
     timeout_seconds: int = 10,
     retry_schedule: list[float] | None = None,
 ) -> DeliveryJob:
-    return DeliveryJob(
+    kind = StoredDelivery if attempts > 0 else FirstAttempt
+    return kind(
         delivery_id=uuid.uuid4(),
         subscription_id=subscription_id or uuid.uuid4(),
         event_type="order.paid",
@@ -31,7 +38,6 @@ def make_job(
         headers={},
         timeout_seconds=timeout_seconds,
         event_id=uuid.uuid4(),
-        stored=attempts > 0,
         owner=owner,
         retry_schedule=retry_schedule,
     )

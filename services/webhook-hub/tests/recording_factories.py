@@ -12,7 +12,7 @@ from pydantic_core import to_json
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
-from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, delivery_id_for
+from webhook_hub.delivery_engine.jobs import AttemptResult, FirstAttempt, delivery_id_for
 from webhook_hub.models import Consumer, Subscription
 
 
@@ -34,7 +34,7 @@ async def make_subscription(session: AsyncSession) -> Subscription:
 
 def first_attempt(subscription: Subscription, status: int | None = 200) -> AttemptResult:
     event_id = uuid.uuid4()
-    job = DeliveryJob(
+    job = FirstAttempt(
         delivery_id=delivery_id_for(subscription.id, event_id),
         subscription_id=subscription.id,
         event_type="order.paid",
@@ -46,7 +46,6 @@ def first_attempt(subscription: Subscription, status: int | None = 200) -> Attem
         headers={},
         timeout_seconds=10,
         event_id=event_id,
-        stored=False,
     )
     return AttemptResult(
         job=job,

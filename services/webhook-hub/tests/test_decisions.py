@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from webhook_hub.delivery_engine.decisions import (
     Outcome,
     RetryRules,
+    attempt_that_raised,
+    decided,
     next_step,
     outcome_of,
     tally,
@@ -47,6 +49,29 @@ def test_each_answer_has_one_outcome(
     status: int | None, failure: Failure | None, outcome: Outcome
 ) -> None:
     assert outcome_of(status, failure) is outcome
+
+
+@pytest.mark.parametrize(
+    ("status", "failure"),
+    [(200, None), (410, None), (503, None), (500, None), (None, Failure.TIMEOUT), (None, None)],
+)
+def test_a_result_carries_the_outcome_of_its_answer(
+    status: int | None, failure: Failure | None
+) -> None:
+    assert make_result(status=status, failure=failure).outcome is outcome_of(status, failure)
+
+
+def test_an_attempt_that_raised_carries_the_outcome_unreachable() -> None:
+    result = attempt_that_raised(make_job(), WHEN, RuntimeError("boom"))
+    assert result.outcome is Outcome.UNREACHABLE
+
+
+def test_the_next_step_is_decided_once_and_carried_by_the_result() -> None:
+    rules = RetryRules(schedule=[100.0], jitter=0.5, retry_after_cap=3600.0)
+    result = make_result(status=500)
+    step = decided(result, rules)
+    assert result.step is step
+    assert decided(result, rules) is step  # the same jittered time, not a second draw
 
 
 def test_a_2xx_completes_the_delivery() -> None:

@@ -45,7 +45,8 @@ async def test_deleting_a_subscription_deletes_its_deliveries_and_their_attempts
     subscription = await make_subscription(db_session)
     failed = first_attempt(subscription, 500)
     await DeliveryWrites(db_session).record_outcomes([failed], service_settings)
-    failed.job.stored, failed.job.attempts = True, 1  # its retry, in the attempt log
+    failed.job = failed.job.as_stored()  # its retry, in the attempt log
+    failed.job.attempts = 1
     await DeliveryWrites(db_session).record_outcomes([failed], service_settings)
     assert await attempts_logged(db_session, subscription.id) == 1
     connection = await db_session.connection()

@@ -13,7 +13,8 @@ from structlog.testing import capture_logs
 from webhook_hub import worker as hub_worker
 from webhook_hub.delivery_engine.activity import DeliveryActivity
 from webhook_hub.delivery_engine.decisions import RetryRules
-from webhook_hub.delivery_engine.jobs import Failure
+from webhook_hub.delivery_engine.jobs import Failure, NextStep
+from webhook_hub.models import DeliveryStatus
 from webhook_hub.settings import Settings
 
 from tests.factories import make_consumer, publish_event, subscribe
@@ -63,6 +64,16 @@ def test_an_attempt_without_an_answer_is_logged_with_its_error() -> None:
     assert line["outcome"] == "timed_out"
     assert line["status_code"] is None
     assert line["error"] == "no answer"
+
+
+def test_a_failed_attempt_is_logged_with_the_next_step_recorded_for_it() -> None:
+    result = make_result(status=500)  # retried under RULES...
+    result.step = NextStep(DeliveryStatus.FAILED, None, result.attempted_at)  # ...not as stored
+    log = activity()
+    with capture_logs() as lines:
+        log.record([result])
+    assert lines[0]["retried"] is False
+    assert (log.retried, log.given_up) == (0, 1)
 
 
 def test_the_last_attempt_of_the_schedule_is_logged_as_given_up() -> None:

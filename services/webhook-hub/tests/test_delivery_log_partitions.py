@@ -19,7 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.deliveries.hour_stats_repository import HOURS_FROM_LOG, LIVE_SAMPLE
-from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
+from webhook_hub.delivery_engine.jobs import AttemptResult, StoredDelivery
 from webhook_hub.delivery_engine.maintenance import maintain, prune_rollup
 from webhook_hub.delivery_engine.store import DeliveryStore, DeliveryWrites
 from webhook_hub.models import Subscription
@@ -195,7 +195,7 @@ async def test_a_delivery_being_retried_outlives_its_partition_and_is_claimed_an
     )
     assert [row.id for row in claimed] == [retried]
     row = claimed[0]
-    job = DeliveryJob(
+    job = StoredDelivery(
         delivery_id=row.id,
         subscription_id=row.subscription_id,
         event_type=row.event_type,

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 from structlog.testing import capture_logs
 from webhook_hub.delivery_engine.engine import DeliveryEngine
-from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, StoredDelivery
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.delivery_engine.store import DeliveryStore, DeliveryWrites
 from webhook_hub.models import Subscription
@@ -162,8 +162,12 @@ class DefectiveSender(WebhookSender):
         if job.delivery_id in self.raising:
             raise RuntimeError("a defect in the sender")
         if job.delivery_id in self.spoiled:
-            result.status_code = 429
-            result.retry_after = 7  # type: ignore[assignment]  # not text: reading it raises
+            # Made anew, as the sender makes a result: its outcome is worked out when it is.
+            return dataclasses.replace(
+                result,
+                status_code=429,
+                retry_after=7,  # type: ignore[arg-type]  # not text: reading it raises
+            )
         return result
 
 
@@ -229,7 +233,7 @@ class UnreadableRowEngine(DeliveryEngine):
 
     unreadable: set[uuid.UUID] = set()
 
-    def _job(self, row: Any, now: datetime) -> DeliveryJob:
+    def _job(self, row: Any, now: datetime) -> StoredDelivery:
         if row.id in self.unreadable:
             raise ValueError("a stored value no job can hold")
         return super()._job(row, now)

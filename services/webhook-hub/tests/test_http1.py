@@ -209,7 +209,7 @@ async def test_a_target_with_a_line_break_is_refused_before_anything_is_sent(
 ) -> None:
     server = await scripted(always(Reply(answer())))
     with pytest.raises(ValueError, match="line break"):
-        await pool_to(server).post("/hook\r\nx-forged: 1", "", b"{}", 5.0)
+        await pool_to(server).post("/hook\r\nx-forged: 1", header_lines({}), b"{}", 5.0)
     assert server.connections == 0
 
 
@@ -482,3 +482,35 @@ async def test_an_answer_with_both_a_length_and_chunked_framing_leaves_its_conne
     assert (await post(pool)).body == b"ok"
     assert (await post(pool)).body == b"ok"
     assert server.connections == 2
+
+
+async def test_the_client_posts_to_a_url_over_its_origins_kept_alive_pool(
+    scripted: ServerFactory,
+) -> None:
+    server = await scripted(always(Reply(answer())))
+    client = http1.HttpClient(user_agent="hub-test", body_limit=4096, guard=None)
+    url = f"http://127.0.0.1:{server.port}/hook?x=1"
+    try:
+        for _ in range(3):
+            response = await client.post(url, header_lines({"webhook-id": "msg_1"}), b"{}", 5.0)
+            assert response.status == 200
+    finally:
+        await client.close()
+    assert server.connections == 1
+    assert server.requests[0].startswith(b"POST /hook?x=1 HTTP/1.1\r\n")
+
+
+async def test_the_client_keeps_at_most_max_origins_pools_closing_the_least_recently_used(
+    scripted: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http1, "MAX_ORIGINS", 1)
+    first, second = await scripted(always(Reply(answer()))), await scripted(always(Reply(answer())))
+    client = http1.HttpClient(user_agent="hub-test", body_limit=4096, guard=None)
+    lines = header_lines({"webhook-id": "msg_1"})
+    try:
+        await client.post(f"http://127.0.0.1:{first.port}/", lines, b"{}", 5.0)
+        await client.post(f"http://127.0.0.1:{second.port}/", lines, b"{}", 5.0)
+        await client.post(f"http://127.0.0.1:{first.port}/", lines, b"{}", 5.0)
+    finally:
+        await client.close()
+    assert (first.connections, second.connections) == (2, 1)

@@ -12,7 +12,7 @@ from servicekit.testing import HttpReceiver, serve_app
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.app import create_app
 from webhook_hub.delivery_engine.endpoint_policy import EndpointGuard, EndpointRefused
-from webhook_hub.delivery_engine.jobs import DeliveryJob
+from webhook_hub.delivery_engine.jobs import StoredDelivery
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.settings import Settings
 
@@ -203,7 +203,7 @@ async def test_allowed_networks_let_development_endpoints_through(
 
 async def test_the_guard_is_checked_again_at_delivery_time(http_receiver: HttpReceiver) -> None:
     """DNS can change after creation: the sender refuses without sending anything."""
-    job = DeliveryJob(
+    job = StoredDelivery(
         delivery_id=uuid.uuid4(),
         subscription_id=uuid.uuid4(),
         event_type="order.paid",

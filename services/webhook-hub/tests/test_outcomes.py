@@ -189,7 +189,7 @@ async def test_a_retry_of_a_stored_delivery_is_a_row_of_the_attempt_log(
     subscription = await make_subscription(db_session)
     first = first_attempt(subscription, 500)
     await DeliveryWrites(db_session).record_outcomes([first], service_settings)
-    retry_job = dataclasses.replace(first.job, stored=True, attempts=1)
+    retry_job = dataclasses.replace(first.job.as_stored(), attempts=1)
     retry = dataclasses.replace(
         first, job=retry_job, attempted_at=datetime.now(UTC), status_code=200, duration_ms=9
     )

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from servicekit.signing import sign_webhook
 from servicekit.testing.app import serve_app
 from servicekit.testing.resolver import ScriptedResolver
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -29,7 +30,7 @@ from webhook_hub.app import create_app
 from webhook_hub.delivery_engine.decisions import Outcome, outcome_of
 from webhook_hub.delivery_engine.endpoint_policy import EndpointGuard
 from webhook_hub.delivery_engine.http1 import tls_context
-from webhook_hub.delivery_engine.jobs import Failure
+from webhook_hub.delivery_engine.jobs import Failure, message_id_for, render_body, signed_at
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.settings import Settings
 from webhook_hub.worker import delivery_sender
@@ -303,7 +304,7 @@ async def test_after_the_recheck_a_new_answer_is_checked_again(
     guarded = sender(EndpointGuard(["127.0.0.1/32"], resolver=resolver))
     url = f"http://rebind.test:{port}/hook"
     assert (await guarded.attempt(make_job(endpoint_url=url))).status_code == 200
-    monkeypatch.setattr("webhook_hub.delivery_engine.sender.RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr("webhook_hub.delivery_engine.http1.RECHECK_SECONDS", 0.0)
     result = await guarded.attempt(make_job(endpoint_url=url))
     assert result.failure is Failure.REFUSED
     assert len(public) == 1
@@ -326,6 +327,35 @@ async def test_the_signature_and_webhook_id_reach_the_receiver(
     assert seen[0]["webhook-id"] == job.message_id
     assert seen[0]["webhook-signature"].startswith("v1,")
     assert seen[0]["user-agent"] == "test"
+
+
+async def test_what_the_receiver_gets_is_what_as_sent_rebuilds_from_the_wire_format(
+    serve: Callable[..., Awaitable[int]],
+) -> None:
+    # The sender copies `message_id_for`, `signed_at` and the rendered body for speed; the
+    # portal's "as sent" calls them: this holds the copies equal.
+    seen: list[tuple[dict[str, str], bytes]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        seen.append((headers, await request.read()))
+        return web.Response(status=204)
+
+    port = await serve(handle)
+    job = make_job(endpoint_url=f"http://127.0.0.1:{port}/")
+    result = await sender().attempt(job)
+    headers, body = seen[0]
+    message_id = message_id_for(job.delivery_id)
+    timestamp = signed_at(result.attempted_at)
+    assert body == render_body(job.event_type, job.event_time, job.payload_json)
+    assert headers["webhook-id"] == message_id
+    assert headers["webhook-timestamp"] == str(timestamp)
+    assert headers["webhook-signature"] == sign_webhook(message_id, timestamp, body, job.secrets)
+
+
+def test_a_jobs_webhook_id_is_message_id_for_its_delivery() -> None:
+    job = make_job()
+    assert job.message_id == message_id_for(job.delivery_id)
 
 
 async def test_the_subscriptions_headers_go_first_and_its_trace_headers_give_way_to_the_deliverys(
@@ -431,7 +461,6 @@ async def test_a_quiet_origins_idle_connections_are_closed_by_the_next_attempt_e
         ).status_code == 200
         assert quiet.open == 1
         monkeypatch.setattr("webhook_hub.delivery_engine.http1.IDLE_SECONDS", 0.1)
-        monkeypatch.setattr("webhook_hub.delivery_engine.sender.IDLE_SECONDS", 0.1)
         await asyncio.sleep(0.2)
         assert (
             await one.attempt(make_job(endpoint_url=f"http://127.0.0.1:{busy.port}/"))

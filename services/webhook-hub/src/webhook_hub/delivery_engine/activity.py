@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from webhook_hub.delivery_engine.decisions import RetryRules, next_step, outcome_of
+from webhook_hub.delivery_engine.decisions import RetryRules, decided
 from webhook_hub.delivery_engine.jobs import AttemptResult
 from webhook_hub.models import DeliveryStatus
 
@@ -33,7 +33,7 @@ class DeliveryActivity:
                 self.succeeded += 1
                 continue
             job = result.job
-            retried = next_step(result, self._rules).status is DeliveryStatus.PENDING
+            retried = decided(result, self._rules).status is DeliveryStatus.PENDING
             if retried:
                 self.retried += 1
             else:
@@ -42,7 +42,7 @@ class DeliveryActivity:
                 "delivery attempt failed",
                 **job.log_fields(),
                 attempt=job.attempts + 1,
-                outcome=outcome_of(result.status_code, result.failure).value,
+                outcome=result.outcome.value,
                 status_code=result.status_code,
                 error=result.error,
                 retried=retried,

@@ -15,46 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import NamedTuple
 
+# `Outcome`, `outcome_of` and `NextStep` are carried by an attempt's result, so they are
+# defined beside it (jobs.py) and named here too, with the decisions that make them.
 from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, Failure
-from webhook_hub.delivery_engine.policy import (
-    RETRY_AFTER_STATUSES,
-    next_attempt_delay,
-    parse_retry_after,
-)
+from webhook_hub.delivery_engine.jobs import NextStep as NextStep
+from webhook_hub.delivery_engine.jobs import Outcome as Outcome
+from webhook_hub.delivery_engine.jobs import outcome_of as outcome_of
+from webhook_hub.delivery_engine.policy import next_attempt_delay, parse_retry_after
 from webhook_hub.models import DeliveryStatus
-
-
-class Outcome(StrEnum):
-    """An attempt's outcome (also the `outcome` label of the attempt-duration histogram)."""
-
-    DELIVERED = "delivered"  # 2xx
-    GONE = "gone"  # 410: the receiver asks us to stop
-    THROTTLED = "throttled"  # 429 or 503: Retry-After is honoured
-    REJECTED = "rejected"  # any other status
-    TIMED_OUT = "timed_out"
-    REFUSED = "refused"  # the endpoint's address is not allowed (SSRF)
-    UNREACHABLE = "unreachable"  # no answer: connection or TLS error
-
-
-_FAILURE_OUTCOMES = {
-    Failure.TIMEOUT: Outcome.TIMED_OUT,
-    Failure.REFUSED: Outcome.REFUSED,
-    Failure.NETWORK: Outcome.UNREACHABLE,
-}
-
-
-def outcome_of(status_code: int | None, failure: Failure | None) -> Outcome:
-    if status_code is None:
-        return _FAILURE_OUTCOMES[failure or Failure.NETWORK]
-    if 200 <= status_code < 300:
-        return Outcome.DELIVERED
-    if status_code == 410:
-        return Outcome.GONE
-    if status_code in RETRY_AFTER_STATUSES:
-        return Outcome.THROTTLED
-    return Outcome.REJECTED
 
 
 @dataclass(frozen=True)
@@ -65,15 +34,6 @@ class RetryRules:
     retry_after_cap: float
 
 
-class NextStep(NamedTuple):
-    """A tuple: made once per recorded attempt, and a frozen dataclass's fields cost a call
-    each to set."""
-
-    status: DeliveryStatus
-    next_attempt_at: datetime | None
-    completed_at: datetime | None
-
-
 def next_step(
     result: AttemptResult, rules: RetryRules, rng: random.Random | None = None
 ) -> NextStep:
@@ -82,7 +42,7 @@ def next_step(
     The schedule is the job's when it carries one (its subscription's or owner's), else the
     rules'; jitter and the `Retry-After` cap are the rules' either way."""
     at = result.attempted_at
-    outcome = outcome_of(result.status_code, result.failure)
+    outcome = result.outcome
     if outcome is Outcome.DELIVERED:
         return NextStep(DeliveryStatus.SUCCEEDED, None, at)
     if outcome is Outcome.GONE:
@@ -102,6 +62,16 @@ def next_step(
     if delay is None:
         return NextStep(DeliveryStatus.FAILED, None, at)
     return NextStep(DeliveryStatus.PENDING, at + timedelta(seconds=delay), None)
+
+
+def decided(result: AttemptResult, rules: RetryRules) -> NextStep:
+    """`result`'s next step, decided by `next_step` the first time it is asked (as the
+    attempt is recorded) and carried by the result after: the log line says what was
+    stored, jitter included, and nothing decides it twice."""
+    step = result.step
+    if step is None:
+        step = result.step = next_step(result, rules)
+    return step
 
 
 def attempt_that_raised(job: DeliveryJob, at: datetime, exc: BaseException) -> AttemptResult:

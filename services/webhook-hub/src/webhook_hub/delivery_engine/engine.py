@@ -34,13 +34,18 @@ from webhook_hub.delivery_engine.breakers import Breakers
 from webhook_hub.delivery_engine.decisions import (
     Admission,
     BreakerRules,
-    Outcome,
     RetryRules,
     attempt_that_raised,
-    outcome_of,
     unrecordable,
 )
-from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, EventTicket
+from webhook_hub.delivery_engine.jobs import (
+    AttemptResult,
+    DeliveryJob,
+    EventTicket,
+    FirstAttempt,
+    Outcome,
+    StoredDelivery,
+)
 from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.delivery_engine.rate_limit import next_claim_in
 from webhook_hub.delivery_engine.scheduling import (
@@ -138,7 +143,7 @@ def observe(batch: list[AttemptResult]) -> None:
     durations: dict[Outcome, list[float]] = {}
     lags = []
     for result in batch:
-        outcome = outcome_of(result.status_code, result.failure)
+        outcome = result.outcome
         seconds = result.duration_ms / 1000
         if outcome is Outcome.DELIVERED:
             sent = result.job.event_time
@@ -469,8 +474,8 @@ class DeliveryEngine:
         self._results_ready.set()
         return None
 
-    def _job(self, row: Any, now: datetime) -> DeliveryJob:
-        return DeliveryJob(
+    def _job(self, row: Any, now: datetime) -> StoredDelivery:
+        return StoredDelivery(
             delivery_id=row.id,
             subscription_id=row.subscription_id,
             event_type=row.event_type,
@@ -568,11 +573,12 @@ class DeliveryEngine:
 
     # --- kept deliveries ----------------------------------------------------------------
 
-    def _keep(self, jobs: list[DeliveryJob]) -> None:
+    def _keep(self, jobs: list[FirstAttempt]) -> None:
+        """Deliveries set aside and now stored, leased to this worker: sent from here as
+        their subscription's slots free (stored now: their outcome updates their row)."""
         due = time.time() + KEEP_SECONDS
         for job in jobs:
-            job.stored = True
-            self._kept.setdefault(job.subscription_id.int, deque()).append((due, job))
+            self._kept.setdefault(job.subscription_id.int, deque()).append((due, job.as_stored()))
         self._kept_count += len(jobs)
 
     def _next_kept(self, key: int, now: float) -> DeliveryJob | None:
@@ -663,7 +669,7 @@ class DeliveryEngine:
         kept = [
             job
             for job in waited
-            if not job.stored and not job.rate_limited and job.order_key is None
+            if isinstance(job, FirstAttempt) and not job.rate_limited and job.order_key is None
         ][: max(room, 0)]
         # Due when the lease ends (as claims lease): not in the claims' scans before.
         due_in.update((job.delivery_id.int, (KEEP_SECONDS, KEEP_SECONDS)) for job in kept)
@@ -686,11 +692,11 @@ class DeliveryEngine:
             batch, aside, refused = await self._record_one_by_one(batch, aside)
         else:
             self._keep(kept)
-            if any(job.rate_limited and not job.stored for job in waited):
+            if any(job.rate_limited and isinstance(job, FirstAttempt) for job in waited):
                 # This worker claims them as the bucket allows; others at their poll.
                 self._wake.wake()
             if self._watermark_source is not None and any(
-                job.order_key is not None and not job.stored for job in aside
+                job.order_key is not None and isinstance(job, FirstAttempt) for job in aside
             ):
                 # Ordered deliveries stored: their keys' turns come once the watermark
                 # passes them (their events are acknowledged just below).

@@ -1,4 +1,6 @@
-"""What the engine works on: one delivery to send, and the event message it came from."""
+"""What the engine works on: one delivery to send, the event message it came from, and what
+one attempt of it ended in (its `Outcome`, worked out once where the attempt ends, and its
+`NextStep`, decided once where it is recorded: both carried, never worked out again)."""
 
 from __future__ import annotations
 
@@ -6,13 +8,16 @@ import functools
 import hashlib
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from nats.aio.msg import Msg
 from pydantic_core import to_json
+
+from webhook_hub.delivery_engine.policy import RETRY_AFTER_STATUSES
+from webhook_hub.models import DeliveryStatus
 
 if TYPE_CHECKING:
     from _hashlib import HASH
@@ -104,6 +109,12 @@ def _body_opening(event_type: str) -> bytes:
 # dozen times per attempt.
 @dataclass(eq=False, slots=True)
 class DeliveryJob:
+    """One delivery to attempt. Made as one of two kinds, which the engine treats apart:
+    `FirstAttempt` (no row yet) and `StoredDelivery` (its row exists)."""
+
+    # What the kind says, for reading (`isinstance` decides): its delivery row exists.
+    stored: ClassVar[bool]
+
     delivery_id: uuid.UUID
     subscription_id: uuid.UUID
     event_type: str
@@ -117,8 +128,6 @@ class DeliveryJob:
     headers: dict[str, str]
     timeout_seconds: int
     event_id: uuid.UUID | None = None
-    # False for an event's first attempt: its delivery row is written with the outcome.
-    stored: bool = True
     # The subscription's owner: the worker's slots are shared fairly between owners.
     owner: str = ""
     # The request body: the same bytes for every delivery of an event.
@@ -146,6 +155,8 @@ class DeliveryJob:
     lease_end: float = 0.0
 
     def __post_init__(self) -> None:
+        if type(self) is DeliveryJob:  # neither kind: the store would write it nowhere
+            raise TypeError("a delivery job is made as a FirstAttempt or a StoredDelivery")
         if not self.body:
             self.body = render_body(self.event_type, self.event_time, self.payload_json)
 
@@ -163,6 +174,32 @@ class DeliveryJob:
             "event_type": self.event_type,
         }
 
+    def as_stored(self) -> StoredDelivery:
+        """The same delivery once its row is written (set aside, and kept by this worker)."""
+        return StoredDelivery(*[getattr(self, name) for name in _JOB_FIELDS])
+
+
+@dataclass(eq=False, slots=True)
+class FirstAttempt(DeliveryJob):
+    """An event's delivery straight from dispatch, before any attempt: it has no row yet
+    (the event message stands for it), and its row is written with its first outcome, or as
+    pending when it is set aside. Its attempt continues the dispatch's trace."""
+
+    stored: ClassVar[bool] = False
+
+
+@dataclass(eq=False, slots=True)
+class StoredDelivery(DeliveryJob):
+    """A delivery whose row exists: claimed (a retry, or set aside before its first attempt)
+    or kept by the worker that set it aside. Its attempt is a row of `delivery_attempts` and
+    an update of its row; its trace links to the delivery's; set aside, its lease is
+    released."""
+
+    stored: ClassVar[bool] = True
+
+
+_JOB_FIELDS = tuple(f.name for f in fields(DeliveryJob))
+
 
 class Failure(StrEnum):
     """Why an attempt got no HTTP answer."""
@@ -170,6 +207,46 @@ class Failure(StrEnum):
     TIMEOUT = "timeout"
     REFUSED = "refused"  # the address policy (SSRF) refused the endpoint
     NETWORK = "network"  # no connection, TLS refused, connection reset, ...
+
+
+class Outcome(StrEnum):
+    """An attempt's outcome (also the `outcome` label of the attempt-duration histogram)."""
+
+    DELIVERED = "delivered"  # 2xx
+    GONE = "gone"  # 410: the receiver asks us to stop
+    THROTTLED = "throttled"  # 429 or 503: Retry-After is honoured
+    REJECTED = "rejected"  # any other status
+    TIMED_OUT = "timed_out"
+    REFUSED = "refused"  # the endpoint's address is not allowed (SSRF)
+    UNREACHABLE = "unreachable"  # no answer: connection or TLS error
+
+
+_FAILURE_OUTCOMES = {
+    Failure.TIMEOUT: Outcome.TIMED_OUT,
+    Failure.REFUSED: Outcome.REFUSED,
+    Failure.NETWORK: Outcome.UNREACHABLE,
+}
+
+
+def outcome_of(status_code: int | None, failure: Failure | None) -> Outcome:
+    if status_code is None:
+        return _FAILURE_OUTCOMES[failure or Failure.NETWORK]
+    if 200 <= status_code < 300:
+        return Outcome.DELIVERED
+    if status_code == 410:
+        return Outcome.GONE
+    if status_code in RETRY_AFTER_STATUSES:
+        return Outcome.THROTTLED
+    return Outcome.REJECTED
+
+
+class NextStep(NamedTuple):
+    """A delivery's state after an attempt (`decisions.next_step`). A tuple: made once per
+    recorded attempt, and a frozen dataclass's fields cost a call each to set."""
+
+    status: DeliveryStatus
+    next_attempt_at: datetime | None
+    completed_at: datetime | None
 
 
 @dataclass(slots=True)  # not frozen: one per attempt, and frozen fields cost each a call
@@ -182,6 +259,15 @@ class AttemptResult:
     error: str | None
     retry_after: str | None
     failure: Failure | None = None
+    # What the answer (or its absence) means: worked out here, once, and read by the span,
+    # the metrics, the log lines and the decision of the next step.
+    outcome: Outcome = field(init=False)
+    # The delivery's next step, decided once (`decisions.decided`, when the attempt is
+    # recorded) and read by whatever needs it after: None until then.
+    step: NextStep | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.outcome = outcome_of(self.status_code, self.failure)
 
     @property
     def succeeded(self) -> bool:

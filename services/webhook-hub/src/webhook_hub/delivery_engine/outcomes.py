@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook_hub.delivery_engine.decisions import NextStep
-from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
+from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob, NextStep
 from webhook_hub.models import DeliveryStatus
 
 

@@ -54,14 +54,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.delivery_engine.decisions import (
-    NextStep,
     RetryRules,
     SubscriptionTally,
-    next_step,
+    decided,
     tally,
 )
 from webhook_hub.delivery_engine.disabling import disable_reason, disable_subscription
-from webhook_hub.delivery_engine.jobs import AttemptResult, DeliveryJob
+from webhook_hub.delivery_engine.jobs import (
+    AttemptResult,
+    DeliveryJob,
+    FirstAttempt,
+    NextStep,
+    StoredDelivery,
+)
 from webhook_hub.delivery_engine.outcomes import (
     as_arrays,
     attempt_row,
@@ -864,10 +869,10 @@ class DeliveryWrites:
             settings.retry_jitter,
             settings.retry_after_cap_seconds,
         )
-        steps = {r.job.delivery_id: (r, next_step(r, rules)) for r in ordered}
+        steps = {r.job.delivery_id: (r, decided(r, rules)) for r in ordered}
         # An event's first attempt is written in the row it creates, if its subscription is
         # still there (one deleted since its event was matched took its deliveries with it).
-        firsts = [(r, step) for r, step in steps.values() if not r.job.stored]
+        firsts = [(r, step) for r, step in steps.values() if isinstance(r.job, FirstAttempt)]
         # Every other result (a retry; an earlier copy of the same first attempt) is a log row.
         in_rows = {id(r) for r, _ in firsts}
         logged = [r for r in ordered if id(r) not in in_rows]
@@ -929,7 +934,7 @@ class DeliveryWrites:
         # free (`wake_claims_on_free_slot`), the others' at their poll. A NOTIFY per recorded
         # batch woke every worker's claim loop for deliveries of subscriptions at their cap,
         # a claim that found nothing it could take, several times a second.
-        updates = [(r, step) for r, step in steps.values() if r.job.stored]
+        updates = [(r, step) for r, step in steps.values() if isinstance(r.job, StoredDelivery)]
         in_order = [(r, step) for r, step in updates if r.job.order_key is not None]
         if updates:
             await connection.execute(
@@ -1443,9 +1448,11 @@ class DeliveryStore:
             disabled = await writes.record_outcomes(
                 results,
                 self._settings,
-                [job for job in aside if not job.stored],
+                [job for job in aside if isinstance(job, FirstAttempt)],
                 _due_at(due_in),
             )
-            await writes.release([job.delivery_id for job in aside if job.stored])
+            await writes.release(
+                [job.delivery_id for job in aside if isinstance(job, StoredDelivery)]
+            )
             await writes.resume(resumed)
         return disabled

@@ -23,6 +23,7 @@ from servicekit.loops import describe
 
 from webhook_hub.delivery_engine.jobs import (
     DeliveryJob,
+    FirstAttempt,
     delivery_id_within,
     namespace_of,
     render_body,
@@ -266,7 +267,7 @@ class Dispatcher:
                     continue
                 sent_payload, sent_body = shaped
             jobs.append(
-                DeliveryJob(
+                FirstAttempt(
                     delivery_id=delivery_id_within(sub.namespace, event_id_bytes),
                     subscription_id=sub.id,
                     event_type=event_type,
@@ -278,7 +279,6 @@ class Dispatcher:
                     headers=sub.headers,
                     timeout_seconds=sub.timeout_seconds,
                     event_id=event_id,
-                    stored=False,
                     owner=sub.owner,
                     body=sent_body,
                     traceparent=event.traceparent,
