@@ -157,7 +157,11 @@ class StoredPages:
             )
             pages = self._pages
             for url, etag, last_modified, items, links in rows:
-                headers = conditional_headers(Validators(etag, last_modified, True))
+                headers = {}
+                if etag is not None:
+                    headers["If-None-Match"] = etag
+                if last_modified is not None:
+                    headers["If-Modified-Since"] = last_modified
                 pages[url] = (headers, links is not None, items, links)
         return len(pages)
 
