@@ -270,8 +270,10 @@ class Crawl:
         return self.stats
 
     async def _work(self) -> None:
+        queue = self._queue
         while True:
-            url, key, depth = await self._queue.get()
+            # Taken in place when there is one (no coroutine per page), else waited for.
+            url, key, depth = await queue.get() if queue.empty() else queue.get_nowait()
             try:
                 # The count is checked after the await and taken before the next one, so
                 # concurrent fetchers never oversell `max_pages`.
