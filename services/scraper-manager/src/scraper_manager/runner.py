@@ -125,11 +125,15 @@ _HEARTBEATS = text(
 # from it (when it is of the run's extraction fingerprint), in their stored order, under the
 # URL stored with them: a reused item is never decoded, re-encoded and sent back by the
 # worker. Each run is a range of the rows (`first` to `last`), so rows carry no run ids.
+# The cache keys are one text, a line each ('' for an item): a canonical URL has no raw
+# newline, and one string costs the driver nothing where an array costs it per element.
 _WRITE_ITEMS = text(
     """
     WITH batch AS (
-        SELECT r.run_id, r.scraper_id, r.fingerprint, b.url, b.data, b.cached, b.n
-        FROM unnest(CAST(:urls AS text[]), CAST(:data AS jsonb[]), CAST(:cached AS text[]))
+        SELECT r.run_id, r.scraper_id, r.fingerprint, b.url, b.data,
+               NULLIF(b.cached, '') AS cached, b.n
+        FROM unnest(CAST(:urls AS text[]), CAST(:data AS jsonb[]),
+                    string_to_array(CAST(:cached AS text), E'\n'))
              WITH ORDINALITY AS b(url, data, cached, n)
         JOIN unnest(CAST(:runs AS int[]), CAST(:scrapers AS int[]),
                     CAST(:fingerprints AS text[]), CAST(:firsts AS int[]),
@@ -181,7 +185,7 @@ async def write_items(
     lasts: list[int] = []
     urls: list[str | None] = []
     data: list[str | None] = []
-    cached: list[str | None] = []
+    cached: list[str] = []
     for run_id, scraper_id, batch in batches:
         if not batch:
             continue
@@ -199,7 +203,7 @@ async def write_items(
                 url, item = entry
                 urls.append(clean_text(url))
                 data.append(json.dumps(clean_value(item), default=str))
-                cached.append(None)
+                cached.append("")
         fingerprints.append(fingerprint)
         lasts.append(len(urls))
     if not runs:
@@ -214,7 +218,7 @@ async def write_items(
             "lasts": lasts,
             "urls": urls,
             "data": data,
-            "cached": cached,
+            "cached": "\n".join(cached),
         },
     )
     return {int(run_id): (int(n), int(total)) for run_id, total, n in rows}

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
@@ -27,7 +27,9 @@ from opentelemetry.trace import SpanKind
 from parsel import Selector
 from servicekit.net import AddressRefused, ProxyTarget, refusal_of
 from servicekit.tracing import tracer, tracing_enabled
+from yarl import URL
 
+from scraper_manager.crawler.deadlines import Deadlines
 from scraper_manager.crawler.extraction import (
     canonical,
     extract_items,
@@ -37,11 +39,7 @@ from scraper_manager.crawler.extraction import (
 from scraper_manager.crawler.host_budget import HostBudget, host_interval, host_of, wait_for_slot
 from scraper_manager.crawler.patterns import LinkPattern
 from scraper_manager.crawler.politeness import RobotsRules, TokenBucket
-from scraper_manager.crawler.revalidation import (
-    StoredPages,
-    conditional_headers,
-    validator,
-)
+from scraper_manager.crawler.revalidation import StoredPages, validator
 from scraper_manager.crawler.runlog import RunLog, without_credentials
 from scraper_manager.crawler.text import clean_value, decode
 
@@ -77,6 +75,8 @@ ItemsSink = Callable[[list[Collected]], Awaitable[None]]
 ProxyRoute = Callable[[str], Awaitable[ProxyTarget]]
 # A page's document as the browser leaves it after its scripts ran (crawler.browser).
 Renderer = Callable[["Response"], Awaitable["Response"]]
+# A crawl's requests are timed by its `Deadlines`, not by aiohttp (nor the session's default).
+NO_CLIENT_TIMEOUT = aiohttp.ClientTimeout(total=None)
 # Never carried to another origin, whoever set them.
 CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 
@@ -120,6 +120,17 @@ class Response:
     url: str  # after redirects
     etag: str | None = None
     last_modified: str | None = None
+
+
+class NotModified:
+    """A 304: no body, and what it would say is the stored page's, so nothing but the URL
+    that answered is kept (a `Response` costs more to build than this whole answer)."""
+
+    __slots__ = ("url",)
+    status: ClassVar[int] = 304
+
+    def __init__(self, url: str) -> None:
+        self.url = url
 
 
 @dataclass
@@ -223,8 +234,9 @@ class Crawl:
         self._pending: list[Collected] = []
         self._pending_items = 0
         self._sink_lock = asyncio.Lock()
-        # Built once: a run's requests share them (a 304 costs little else).
-        self._timeout = aiohttp.ClientTimeout(total=config.timeout_seconds)
+        # Each request's `timeout_seconds`, on timers its requests share (crawler.deadlines):
+        # none of aiohttp's, whose timer per request was a tenth of a 304's CPU.
+        self._deadlines = Deadlines(config.timeout_seconds)
         self._own_headers = {"User-Agent": user_agent}
         self._headers = {**self._own_headers, **config.headers}
 
@@ -258,8 +270,10 @@ class Crawl:
         return self.stats
 
     async def _work(self) -> None:
+        queue = self._queue
         while True:
-            url, key, depth = await self._queue.get()
+            # Taken in place when there is one (no coroutine per page), else waited for.
+            url, key, depth = await queue.get() if queue.empty() else queue.get_nowait()
             try:
                 # The count is checked after the await and taken before the next one, so
                 # concurrent fetchers never oversell `max_pages`.
@@ -306,14 +320,15 @@ class Crawl:
             return
         # The key of the URL that answered (another one's after a redirect).
         answered = key if fetched.url == url else canonical(fetched.url)
-        if fetched.status == 304:
+        if isinstance(fetched, NotModified):
             if self._reuse(answered, depth, follow):
                 return
             # A 304 to a page with nothing stored (a server answering one unasked): fetched
             # whole, once, without validators.
-            fetched = await self._fetch(url, None)
-            if fetched is None:
+            again = await self._fetch(url, None)
+            if again is None or isinstance(again, NotModified):
                 return
+            fetched = again
             answered = key if fetched.url == url else canonical(fetched.url)
         if fetched.status >= 400 or "html" not in fetched.content_type:
             return
@@ -351,20 +366,22 @@ class Crawl:
         items are not read here: the batch names the stored page and its writer copies them
         in SQL (a decoded item would cost more CPU than the request that found it unchanged)."""
         assert self.pages is not None
-        stored = self.pages.stored(key)
+        stored = self.pages.stored_raw(key)
         if stored is None:
             return False
+        items, links = stored
         self.stats.not_modified += 1
-        self.stats.items_reused += stored.items
+        self.stats.items_reused += items
         # A reference, not items (the page's row is marked seen where it is written, its items
         # copied): it does not fill the batch, whose bound is for items held in memory, and
         # goes with the next beat's write, or the crawl's last.
-        self._pending.append(CachedItems(key, self.pages.fingerprint, stored.items))
-        self.stats.items_collected += stored.items
-        if follow:
-            for link in stored.links or []:
+        self._pending.append(CachedItems(key, self.pages.fingerprint, items))
+        self.stats.items_collected += items
+        if follow and links:
+            enqueue = self._enqueue
+            for link in links.split("\n"):
                 # Stored as extracted: canonical already.
-                self._enqueue(link, depth + 1, link)
+                enqueue(link, depth + 1, link)
         return True
 
     def _parse(self, fetched: Response, follow: bool) -> tuple[list[dict[str, Any]], list[str]]:
@@ -388,7 +405,7 @@ class Crawl:
 
     async def _fetch(
         self, url: str, need_links: bool | None = None, key: str | None = None
-    ) -> Response | None:
+    ) -> Response | NotModified | None:
         """`need_links`: None sends no validators; else a page's stored validators are sent
         when what is stored suffices (its links too, when they will be followed). `key`: the
         URL's canonical form, when known."""
@@ -413,12 +430,17 @@ class Crawl:
 
     async def _fetch_with_retries(
         self, url: str, need_links: bool | None, key: str | None = None
-    ) -> Response | None:
+    ) -> Response | NotModified | None:
         attempt = 0
         while True:
             if self.stop.is_set():
                 return None
-            await self._pace(url)
+            # `_pace` in place: no coroutine for a request that need not wait.
+            wait = self.bucket.take()
+            if wait:
+                await asyncio.sleep(wait)
+            if self._shares_host:
+                await self._host_slot(url)
             proxy = self.proxies.take()
             try:
                 response = await self._request(url, proxy, need_links, key)
@@ -443,7 +465,11 @@ class Crawl:
                 self.log.error("request failed", url=url, error=error, attempts=attempt + 1)
                 self._failed(url, error=error, attempts=attempt + 1)
                 return None
-            if response.status in RETRY_STATUSES and attempt < self.config.max_retries:
+            if (
+                response.status in RETRY_STATUSES
+                and attempt < self.config.max_retries
+                and isinstance(response, Response)
+            ):
                 attempt += 1
                 self.stats.retries += 1
                 wait = retry_delay(attempt, response.retry_after)
@@ -507,17 +533,16 @@ class Crawl:
         self.log.error("refused by the address policy", url=url, reason=str(refusal))
         logger.warning("request refused by the address policy", url=url[:500], reason=str(refusal))
 
-    def _conditional(self, url: str, need_links: bool | None, key: str | None) -> dict[str, str]:
+    def _conditional(
+        self, url: str, need_links: bool | None, key: str | None
+    ) -> dict[str, str] | None:
         if need_links is None or self.pages is None:
-            return {}
-        validators = self.pages.validators(key if key is not None else canonical(url))
-        if validators is None or (need_links and not validators.has_links):
-            return {}
-        return conditional_headers(validators)
+            return None
+        return self.pages.conditional(key if key is not None else canonical(url), need_links)
 
     async def _request(
         self, url: str, proxy: str | None, need_links: bool | None = None, key: str | None = None
-    ) -> Response:
+    ) -> Response | NotModified:
         """One request and its redirects, each hop a request of its own (so each connects
         through the guard, or is checked before it goes to the proxy)."""
         current = url
@@ -525,8 +550,14 @@ class Crawl:
         for hop in range(self.config.max_redirects + 1):
             if hop:
                 await self._pace(current)
-            target, sent = current, headers
-            if proxy is not None and self.proxy_target is not None:
+            target: str | URL = current
+            sent = headers
+            if proxy is None:
+                if not hop and key is not None and current == key and key.isascii():
+                    # A canonical URL (a link as extracted or stored) is percent-encoded
+                    # already: handed over as such, not parsed and quoted again per request.
+                    target = URL(current, encoded=True)
+            elif self.proxy_target is not None:
                 # Refused here (not retried) if the worker cannot resolve it or may not reach it.
                 routed = await self.proxy_target(current)
                 target = routed.url
@@ -538,41 +569,43 @@ class Crawl:
             if conditional:
                 sent = {**sent, **conditional}
             session = self.proxy_http if proxy is not None else self.http
-            async with session.get(
-                target,
-                headers=sent,
-                proxy=proxy,
-                allow_redirects=False,
-                timeout=self._timeout,
-            ) as response:
-                self.stats.status_counts[str(response.status)] += 1
-                location = (
-                    response.headers.get("Location")
-                    if response.status in REDIRECT_STATUSES
-                    else None
-                )
-                if location:
-                    following = urljoin(current, location)
-                    if urlsplit(following).scheme in {"http", "https"}:
-                        headers = next_hop_headers(headers, own, current, following)
-                        current = following
-                        continue
-                if response.status == 304:
-                    # No body (RFC 9110 §15.4.5), and what it says is the stored page's: nothing
-                    # read or parsed, not even its headers.
-                    return Response(304, b"", False, None, "", None, current)
-                body, truncated = await self._read(response)
-                return Response(
-                    status=response.status,
-                    body=body,
-                    truncated=truncated,
-                    charset=response.charset,
-                    content_type=response.headers.get("Content-Type", ""),
-                    retry_after=response.headers.get("Retry-After"),
-                    url=current,
-                    etag=validator(response.headers.get("ETag")),
-                    last_modified=validator(response.headers.get("Last-Modified")),
-                )
+            # The limit covers the hop whole: connecting, the answer, the body read.
+            with self._deadlines.limit():
+                async with session.get(
+                    target,
+                    headers=sent,
+                    proxy=proxy,
+                    allow_redirects=False,
+                    timeout=NO_CLIENT_TIMEOUT,
+                ) as response:
+                    self.stats.status_counts[str(response.status)] += 1
+                    location = (
+                        response.headers.get("Location")
+                        if response.status in REDIRECT_STATUSES
+                        else None
+                    )
+                    if location:
+                        following = urljoin(current, location)
+                        if urlsplit(following).scheme in {"http", "https"}:
+                            headers = next_hop_headers(headers, own, current, following)
+                            current = following
+                            continue
+                    if response.status == 304:
+                        # No body (RFC 9110 §15.4.5), and what it says is the stored page's:
+                        # nothing read or parsed, not even its headers.
+                        return NotModified(current)
+                    body, truncated = await self._read(response)
+                    return Response(
+                        status=response.status,
+                        body=body,
+                        truncated=truncated,
+                        charset=response.charset,
+                        content_type=response.headers.get("Content-Type", ""),
+                        retry_after=response.headers.get("Retry-After"),
+                        url=current,
+                        etag=validator(response.headers.get("ETag")),
+                        last_modified=validator(response.headers.get("Last-Modified")),
+                    )
         raise TooManyRedirects(f"more than {self.config.max_redirects} redirects")
 
     async def _read(self, response: aiohttp.ClientResponse) -> tuple[bytes, bool]:

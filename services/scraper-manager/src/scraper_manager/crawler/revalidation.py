@@ -135,8 +135,9 @@ class StoredPages:
         self.fingerprint = fingerprint
         self.keep_days = keep_days
         self.limit = limit
-        self._validators: dict[str, Validators] = {}
-        self._stored: dict[str, tuple[int, str | None]] = {}
+        # Per page: the headers that ask for a 304 (built once, shared by its requests and
+        # never changed), whether its links were stored, its items' count, its links.
+        self._pages: dict[str, tuple[dict[str, str], bool, int, str | None]] = {}
         self._learned: dict[str, tuple[str, str | None, str | None, str, str | None]] = {}
 
     async def load(self) -> int:
@@ -154,16 +155,39 @@ class StoredPages:
                     "limit": self.limit,
                 },
             )
+            pages = self._pages
             for url, etag, last_modified, items, links in rows:
-                self._validators[url] = Validators(etag, last_modified, links is not None)
-                self._stored[url] = (items, links)
-        return len(self._validators)
+                headers = {}
+                if etag is not None:
+                    headers["If-None-Match"] = etag
+                if last_modified is not None:
+                    headers["If-Modified-Since"] = last_modified
+                pages[url] = (headers, links is not None, items, links)
+        return len(pages)
 
     def validators(self, url: str) -> Validators | None:
-        return self._validators.get(url)
+        found = self._pages.get(url)
+        if found is None:
+            return None
+        headers, has_links, _, _ = found
+        return Validators(headers.get("If-None-Match"), headers.get("If-Modified-Since"), has_links)
+
+    def conditional(self, url: str, need_links: bool) -> dict[str, str] | None:
+        """The headers asking for a 304 for a page (None: none to send, or not what is
+        needed: its links, when they will be followed). Shared: never to be changed."""
+        found = self._pages.get(url)
+        if found is None or (need_links and not found[1]) or not found[0]:
+            return None
+        return found[0]
+
+    def stored_raw(self, url: str) -> tuple[int, str | None] | None:
+        """A page's item count and links one a line (None: its links were not stored), as
+        loaded: what a 304 reuses, without a `StoredPage` built per page."""
+        found = self._pages.get(url)
+        return None if found is None else (found[2], found[3])
 
     def stored(self, url: str) -> StoredPage | None:
-        found = self._stored.get(url)
+        found = self.stored_raw(url)
         if found is None:
             return None
         items, links = found
