@@ -65,6 +65,7 @@ def event_types_seeded(request: pytest.FixtureRequest) -> None:
     (`make test-fast` runs them alone)."""
     if "database_url" in request.fixturenames:
         request.getfixturevalue("seeded_event_types")
+        request.getfixturevalue("delivery_log_partitions")
 
 
 @pytest.fixture(scope="session")
@@ -77,10 +78,12 @@ async def seeded_event_types(db_engine: AsyncEngine) -> None:
         )
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 async def delivery_log_partitions(db_engine: AsyncEngine, service_settings: Settings) -> None:
     """The partitions a worker's first maintenance round makes (the migration attaches only
-    the old tables, up to a few minutes ahead), for tests that write deliveries without one."""
+    the old tables, up to a few minutes ahead), for tests that write deliveries without one.
+    Not autouse: `event_types_seeded` asks for it only for tests that reach the database, so
+    the pure ones stay server-free for `make test-fast`."""
     await maintain(db_engine, service_settings.delivery_log_layout, datetime.now(UTC))
 
 
