@@ -7,14 +7,13 @@ import time
 from typing import Annotated, Any
 
 from fastapi import Depends, Form, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from servicekit.auth import AccessLevel
+from fastapi.responses import HTMLResponse, Response
 from servicekit.errors import ServiceError
 from servicekit.web.pages import PagesDep, PageSessionDep, page_router
 from servicekit.web.params import DbId
 
 from scraper_manager.dashboard.forms import parse_selectors
-from scraper_manager.dashboard.routes.common import PREFIX, require
+from scraper_manager.dashboard.routes.common import PREFIX, EditableScraper, redirected
 from scraper_manager.dashboard.selector_preview import (
     PREVIEW_ITEMS as SELECTOR_PREVIEW_ITEMS,
 )
@@ -41,14 +40,10 @@ router = page_router()
 
 @router.get("/scrapers/{scraper_id}/selectors")
 async def selector_editor(
-    scraper_id: DbId,
     request: Request,
     pages: PagesDep,
-    user: PageSessionDep,
-    service: ScraperServiceDep,
+    scraper: EditableScraper,
 ) -> HTMLResponse:
-    scraper = await service.get(user.owner, scraper_id)
-    require(user, AccessLevel.WRITE)  # it makes the service fetch a page
     return pages.render(
         request,
         "dashboard/selectors.html",
@@ -64,19 +59,15 @@ async def selector_editor(
 
 @router.get("/scrapers/{scraper_id}/selectors/preview")
 async def selector_preview(
-    scraper_id: DbId,
     request: Request,
     pages: PagesDep,
-    user: PageSessionDep,
-    service: ScraperServiceDep,
+    scraper: EditableScraper,
     settings: SettingsDep,
     start_pages: StartPagesDep,
     item_selector: Annotated[str, Query(max_length=500)] = "",
     selectors: Annotated[str, Query(max_length=10_000)] = "",
     fetch: Annotated[str, Query(max_length=10)] = "",
 ) -> HTMLResponse:
-    scraper = await service.get(user.owner, scraper_id)
-    require(user, AccessLevel.WRITE)
     page = await start_pages.get(scraper, settings, fresh=fetch == "again")
     context: dict[str, Any] = {"scraper": scraper, "limit": SELECTOR_PREVIEW_ITEMS}
     if isinstance(page, NoStartPage):
@@ -98,11 +89,10 @@ async def save_selectors(
     pages: PagesDep,
     user: PageSessionDep,
     service: ScraperServiceDep,
+    scraper: EditableScraper,
     item_selector: Annotated[str, Form(max_length=500)] = "",
     selectors: Annotated[str, Form(max_length=10_000)] = "",
 ) -> Response:
-    scraper = await service.get(user.owner, scraper_id)
-    require(user, AccessLevel.WRITE)
     parsed, error = parse_selectors(selectors)
     if error is None:
         try:
@@ -114,9 +104,7 @@ async def save_selectors(
         except ServiceError as exc:
             error = exc.message
         else:
-            response = RedirectResponse(f"{PREFIX}/scrapers/{scraper_id}", status_code=303)
-            pages.flash(response, "Selectors saved.")
-            return response
+            return redirected(pages, f"{PREFIX}/scrapers/{scraper_id}", "Selectors saved.")
     return pages.render(
         request,
         "dashboard/selectors.html",

@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Path, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 from servicekit.auth import AccessLevel
 from servicekit.contracts.webhook_hub import HubUnavailable
 from servicekit.errors import ServiceError
 from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep, page_router
 
-from scraper_manager.dashboard.routes.common import PREFIX, require
+from scraper_manager.dashboard.routes.common import PREFIX, redirected, require
 from scraper_manager.errors import NoPortalYet, UnknownRunEvents
 from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.settings import Settings, SettingsDep
@@ -143,6 +143,4 @@ async def remove_webhook(
 ) -> Response:
     require(user, AccessLevel.ADMIN)
     await service.delete(user.owner, webhook_id)
-    response = RedirectResponse(f"{PREFIX}/webhooks", status_code=303)
-    pages.flash(response, "Webhook removed.")
-    return response
+    return redirected(pages, f"{PREFIX}/webhooks", "Webhook removed.")

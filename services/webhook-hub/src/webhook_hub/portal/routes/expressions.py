@@ -5,12 +5,10 @@ or save (a preview runs the expression on the server)."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
-from servicekit.auth.api_keys import AccessLevel
 from servicekit.web.pages import Pages, PagesDep, PageSessionDep, page_router
 
 from webhook_hub.errors import InvalidExpression
@@ -23,7 +21,12 @@ from webhook_hub.portal.expression_editor import (
     run_preview,
     sample_data,
 )
-from webhook_hub.portal.routes.common import FormText, patched, principal, require, saved
+from webhook_hub.portal.routes.common import (
+    FormText,
+    SettingsSaveDep,
+    WritableSubscription,
+    principal,
+)
 from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
 from webhook_hub.subscriptions.service import SubscriptionService, example_choices
 
@@ -37,10 +40,8 @@ async def expressions_page(
     session: PageSessionDep,
     service: SubscriptionServiceDep,
     types: EventTypeServiceDep,
-    subscription_id: uuid.UUID,
+    subscription: WritableSubscription,
 ) -> HTMLResponse:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)
     catalog = await types.visible_to(principal(session))
     return await _render(
         request,
@@ -60,25 +61,23 @@ async def save_expressions(
     session: PageSessionDep,
     service: SubscriptionServiceDep,
     types: EventTypeServiceDep,
-    subscription_id: uuid.UUID,
+    subscription: WritableSubscription,
+    save: SettingsSaveDep,
     filter: FormText = "",
     transform: FormText = "",
 ) -> Response:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)
-
     def body() -> dict[str, str | None]:
         return {"filter": filter.strip() or None, "transform": transform.strip() or None}
 
-    refusal = await patched(service, session, subscription_id, body, (InvalidExpression,))
-    if refusal is None:
-        return saved(pages, subscription_id, "Filter and transform saved.")
+    answer = await save(body, (InvalidExpression,), "Filter and transform saved.")
+    if isinstance(answer, Response):  # saved
+        return answer
     catalog = await types.visible_to(principal(session))
     error = Outcome(
-        refusal.extra["field"],
-        error=refusal.extra["reason"],
-        line=refusal.extra["line"],
-        column=refusal.extra["column"],
+        answer.extra["field"],
+        error=answer.extra["reason"],
+        line=answer.extra["line"],
+        column=answer.extra["column"],
     )
     return await _render(
         request,
@@ -98,16 +97,13 @@ async def preview_expressions(
     request: Request,
     pages: PagesDep,
     session: PageSessionDep,
-    service: SubscriptionServiceDep,
     types: EventTypeServiceDep,
-    subscription_id: uuid.UUID,
+    subscription: WritableSubscription,
     filter: FormText = "",
     transform: FormText = "",
     sample_type: FormText = "",
     sample: FormText = "",
 ) -> HTMLResponse:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)
     offered = example_choices(subscription, await types.visible_to(principal(session)))
     example = next((t for t in offered if t.name == sample_type), None)
     try:

@@ -15,7 +15,12 @@ from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep, p
 
 from webhook_hub.models import Subscription
 from webhook_hub.portal.retries import RetryForm, defaults_editor, endpoint_retries
-from webhook_hub.portal.routes.common import PREFIX, require
+from webhook_hub.portal.routes.common import (
+    PREFIX,
+    OwnSubscription,
+    WritableSubscription,
+    require,
+)
 from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
 from webhook_hub.subscriptions.schemas import DeliveryDefaults, SubscriptionUpdate
 
@@ -28,9 +33,8 @@ async def retries_page(
     pages: PagesDep,
     session: PageSessionDep,
     service: SubscriptionServiceDep,
-    subscription_id: uuid.UUID,
+    subscription: OwnSubscription,
 ) -> HTMLResponse:
-    subscription = await service.get(session.owner, subscription_id)
     return _render_endpoint(
         pages,
         request,
@@ -47,9 +51,8 @@ async def save_retries(
     session: PageSessionDep,
     service: SubscriptionServiceDep,
     subscription_id: uuid.UUID,
+    subscription: WritableSubscription,
 ) -> Response:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)  # another's: 404
     form = RetryForm.read(await request.form())
     try:
         patch = SubscriptionUpdate.model_validate(form.body())
