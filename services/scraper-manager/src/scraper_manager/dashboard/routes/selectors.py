@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from servicekit.errors import ServiceError
-from servicekit.web.pages import PagesDep, PageSessionDep, page_router
+from servicekit.web.pages import Pages, PagesDep, PageSessionDep, page_router
 from servicekit.web.params import DbId
 
 from scraper_manager.dashboard.forms import parse_selectors
@@ -22,6 +22,7 @@ from scraper_manager.dashboard.selector_preview import (
     StartPages,
     extract_preview,
 )
+from scraper_manager.models import Scraper
 from scraper_manager.scrapers.dependencies import ScraperServiceDep
 from scraper_manager.scrapers.schemas import ScraperPatch
 from scraper_manager.settings import SettingsDep
@@ -44,17 +45,8 @@ async def selector_editor(
     pages: PagesDep,
     scraper: EditableScraper,
 ) -> HTMLResponse:
-    return pages.render(
-        request,
-        "dashboard/selectors.html",
-        {
-            "title": f"Selectors of {scraper.name}",
-            "scraper": scraper,
-            "item_selector": scraper.item_selector or "",
-            "selectors": "\n".join(f"{k}: {v}" for k, v in scraper.selectors.items()),
-            "error": None,
-        },
-    )
+    selectors = "\n".join(f"{k}: {v}" for k, v in scraper.selectors.items())
+    return _editor(pages, request, scraper, scraper.item_selector or "", selectors)
 
 
 @router.get("/scrapers/{scraper_id}/selectors/preview")
@@ -105,6 +97,20 @@ async def save_selectors(
             error = exc.message
         else:
             return redirected(pages, f"{PREFIX}/scrapers/{scraper_id}", "Selectors saved.")
+    return _editor(pages, request, scraper, item_selector, selectors, error, status_code=422)
+
+
+def _editor(
+    pages: Pages,
+    request: Request,
+    scraper: Scraper,
+    item_selector: str,
+    selectors: str,
+    error: str | None = None,
+    *,
+    status_code: int = 200,
+) -> HTMLResponse:
+    """The editor, its selectors as typed (or as saved) and what is wrong with them."""
     return pages.render(
         request,
         "dashboard/selectors.html",
@@ -115,5 +121,5 @@ async def save_selectors(
             "selectors": selectors,
             "error": error,
         },
-        status_code=422,
+        status_code=status_code,
     )
