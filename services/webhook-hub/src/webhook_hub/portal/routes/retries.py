@@ -9,7 +9,6 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import ValidationError
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep, page_router
 
@@ -54,12 +53,8 @@ async def save_retries(
     subscription: WritableSubscription,
 ) -> Response:
     form = RetryForm.read(await request.form())
-    try:
-        patch = SubscriptionUpdate.model_validate(form.body())
-        errors = form.contradiction()
-    except ValidationError as exc:
-        errors = form.errors(exc)
-    if errors:
+    patch, errors = form.parsed(SubscriptionUpdate)
+    if patch is None:
         context = await endpoint_retries(
             service, session.owner, subscription, form=form, errors=errors
         )
@@ -92,12 +87,8 @@ async def save_defaults(
 ) -> Response:
     require(session, AccessLevel.WRITE)
     form = RetryForm.read(await request.form())
-    try:
-        body = DeliveryDefaults.model_validate(form.body())
-        errors = form.contradiction()
-    except ValidationError as exc:
-        errors = form.errors(exc)
-    if errors:
+    body, errors = form.parsed(DeliveryDefaults)
+    if body is None:
         context = await defaults_editor(service, session.owner, form=form, errors=errors)
         return _render_defaults(pages, request, session, context, 422)
     await service.set_defaults(session.owner, None, body)
