@@ -1,11 +1,16 @@
 """Typed errors that carry their HTTP status: raised by service layers, repositories and the
 kit's own non-web modules alike, and rendered once per service by `servicekit.web.errors`.
-Framework-free on purpose, so code below the endpoints never imports the web stack."""
+Framework-free on purpose, so code below the endpoints never imports the web stack; what the
+OpenAPI description says of them (`error_responses`) is here too, as it reads their class
+attributes alone and `servicekit.auth`'s routes, below the web package, declare theirs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 class ServiceError(Exception):
@@ -127,3 +132,27 @@ STATUS_ERRORS: dict[int, type[ServiceError]] = {
         ServiceUnavailable,
     )
 }
+
+
+def error_responses(
+    model: type[BaseModel],
+    *errors: type[ServiceError],
+    example_of: Callable[[ServiceError], dict[str, Any]] | None = None,
+) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` entries for the errors an operation can raise: one per status, its
+    description naming each error's code and meaning; with `example_of` (the service's body
+    for an error), one named example per error."""
+    by_status: dict[int, list[type[ServiceError]]] = {}
+    for error in errors:
+        by_status.setdefault(error.status_code, []).append(error)
+    declared: dict[int | str, dict[str, Any]] = {}
+    for status, group in sorted(by_status.items()):
+        described = [f"`{e.code}`: {e.default_message}" for e in dict.fromkeys(group)]
+        declared[status] = {"model": model, "description": "; ".join(described)}
+        if example_of is not None:
+            examples = {
+                e.code: {"summary": e.default_message, "value": example_of(e())}
+                for e in dict.fromkeys(group)
+            }
+            declared[status]["content"] = {"application/json": {"examples": examples}}
+    return declared

@@ -30,8 +30,8 @@ from servicekit.errors import (
     ServiceUnavailable,
     Unauthorized,
     UnprocessableEntity,
+    error_responses,
 )
-from servicekit.web.errors import error_responses
 
 RESOURCE_API_PREFIX = "/api/v1/"
 GRAPHQL_PATH = "/graphql"

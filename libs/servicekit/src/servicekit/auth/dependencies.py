@@ -15,7 +15,7 @@ from servicekit.auth.key_cache import ApiKeyCache
 from servicekit.auth.principal import Principal as Principal  # where callers take it
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.errors import Unauthorized
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 bearer_scheme = HTTPBearer(auto_error=False, description="An API key: `Bearer <key>`")
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]

@@ -19,9 +19,8 @@ from servicekit.auth.dependencies import AdminPrincipal, ReadPrincipal
 from servicekit.auth.key_cache import ApiKeyCache
 from servicekit.auth.service import ApiKeyNotFound, ApiKeyService, KeyRevokesItself
 from servicekit.db.models import ApiKey
-from servicekit.errors import Forbidden, ServiceError, Unauthorized
-from servicekit.web.errors import error_responses
-from servicekit.web.session import SessionDep
+from servicekit.errors import Forbidden, ServiceError, Unauthorized, error_responses
+from servicekit.web_session import SessionDep
 
 _KEY_EXAMPLE: dict[str, Any] = {
     "id": "0b8f2d4e-6a1c-4e55-9f0e-3c2a7d9b1e42",

@@ -1,4 +1,4 @@
-"""Async SQLModel engine and the Alembic wiring (the per-request session is in `servicekit.web`)."""
+"""Async SQLModel engine and the Alembic wiring (the per-request session is `servicekit.web_session`)."""
 
 from servicekit.db.engine import create_engine, create_session_factory, to_sqlalchemy_url
 

@@ -1,5 +1,5 @@
 """Engine and sessions: psycopg 3 under SQLAlchemy's async engine. Framework-free: the
-per-request session is web glue (`servicekit.web.session`)."""
+per-request session is web glue (`servicekit.web_session`)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import functools
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -100,19 +100,6 @@ def well_formed_traceparent(value: str) -> bool:
 
 def well_formed_tracestate(value: str) -> bool:
     return len(value) <= TRACESTATE_MAX_LENGTH and value.isascii() and value.isprintable()
-
-
-class TracedEvent(Protocol):
-    """What tracing reads of an event: either envelope type."""
-
-    @property
-    def id(self) -> uuid.UUID: ...
-    @property
-    def type(self) -> str: ...
-    @property
-    def traceparent(self) -> str | None: ...
-    @property
-    def tracestate(self) -> str | None: ...
 
 
 class RawCloudEvent(msgspec.Struct, frozen=True):

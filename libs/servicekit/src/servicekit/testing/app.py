@@ -12,7 +12,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from servicekit.web.server import DEFAULT_MAX_HEADER_BYTES
-from servicekit.web.session import get_session
+from servicekit.web_session import get_session
 
 
 def use_session(app: FastAPI, session: AsyncSession) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -28,13 +28,35 @@ from servicekit.tracing.propagation import (
 from servicekit.tracing.setup import active_tracer, tracing_enabled
 
 if TYPE_CHECKING:
-    from servicekit.events.envelope import CloudEvent, TracedEvent
+    import uuid
 
 # For callers' own spans (the crawler, GraphQL): the API's proxy, which follows the provider
 # installed later. Our helpers below use `active_tracer()`, the SDK's own.
 tracer = trace.get_tracer("servicekit")
 
 MESSAGING_SYSTEM = "nats"
+
+
+# Described here, by what the spans read, rather than named from `servicekit.events`: the
+# events package stands on tracing (the relay and consumers open these spans).
+class TracedEvent(Protocol):
+    """What tracing reads of an event: either envelope type."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def traceparent(self) -> str | None: ...
+    @property
+    def tracestate(self) -> str | None: ...
+
+
+class PublishedEvent(TracedEvent, Protocol):
+    """An event the relay publishes: a `CloudEvent`, which names its NATS subject."""
+
+    @property
+    def subject(self) -> str: ...
 
 
 def _event_carrier(event: TracedEvent) -> dict[str, str | None]:
@@ -70,7 +92,7 @@ def outbox_record_span(event_type: str, event_id: str) -> Iterator[dict[str, str
 
 
 @contextmanager
-def publish_span(event: CloudEvent) -> Iterator[dict[str, str]]:
+def publish_span(event: PublishedEvent) -> Iterator[dict[str, str]]:
     """The relay's publish of one event, a child of its outbox record span when the envelope
     names one; yields the trace headers for the NATS message."""
     if not tracing_enabled():
@@ -93,7 +115,7 @@ def publish_span(event: CloudEvent) -> Iterator[dict[str, str]]:
 
 
 @contextmanager
-def consume_span(consumer: str, events: Sequence[CloudEvent]) -> Iterator[Span | None]:
+def consume_span(consumer: str, events: Sequence[TracedEvent]) -> Iterator[Span | None]:
     """A consumer processing a batch. One event: a child of its producer's span (a new trace
     when the envelope names none). Several: one span linked to each producer, as the messaging
     conventions say for batches; per-event work continues each trace with `event_span`."""

@@ -1,24 +1,6 @@
-"""The per-request database session: FastAPI glue over `servicekit.db`."""
+"""The per-request database session under the name the kit's own tests and the services import
+it by; its home is `servicekit.web_session`, below both this package and `servicekit.auth`."""
 
-from __future__ import annotations
+from servicekit.web_session import SessionDep, get_session
 
-from collections.abc import AsyncIterator
-from typing import Annotated
-
-from fastapi import Depends, Request
-from sqlalchemy.ext.asyncio import async_sessionmaker
-from sqlmodel.ext.asyncio.session import AsyncSession
-
-
-async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
-    """One transaction per request: committed when the endpoint returns, rolled back on error.
-
-    Declared with scope="function" below so the commit happens before the response is sent: a
-    client never sees success for a change that failed to commit.
-    """
-    factory: async_sessionmaker[AsyncSession] = request.app.state.session_factory
-    async with factory() as session, session.begin():
-        yield session
-
-
-SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
+__all__ = ["SessionDep", "get_session"]

@@ -8,9 +8,9 @@ its own row."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.datastructures import FormData
 
 from webhook_hub.models import Subscription
@@ -34,6 +34,8 @@ _SOURCES = {
 }
 # pydantic's "Value error, " prefix says nothing to a person filling a form.
 _PREFIX = "Value error, "
+
+Body = TypeVar("Body", bound=BaseModel)
 
 
 @dataclass
@@ -71,6 +73,16 @@ class RetryForm:
                 "retry_schedule": "Choose “Set these waits” to use the waits typed, or empty them."
             }
         return {}
+
+    def parsed(self, model: type[Body]) -> tuple[Body | None, dict[str, str]]:
+        """The form read into `model` (the API's body: `SubscriptionUpdate`, `DeliveryDefaults`),
+        or None and what is wrong with it, each at its input."""
+        try:
+            body = model.model_validate(self.body())
+        except ValidationError as exc:
+            return None, self.errors(exc)
+        errors = self.contradiction()
+        return (None if errors else body), errors
 
     def rows(self) -> list[str]:
         """The rows to show: those typed, then spare empty ones, up to the most allowed."""

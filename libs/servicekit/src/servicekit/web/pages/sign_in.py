@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from servicekit.web.pages.links import SignInLinks, landing_page, signed_in
 from servicekit.web.pages.site import OptionalPageSessionDep, PagesDep, page_router
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 # A key is some 50 characters; longer text is no key, and a `next` no path of ours.
 MAX_KEY_CHARS = 200

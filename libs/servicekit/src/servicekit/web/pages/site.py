@@ -55,7 +55,7 @@ from servicekit.web.pages.page_session import (
     SessionState,
 )
 from servicekit.web.pages.templating import template_environment
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 logger = structlog.get_logger(__name__)
 

@@ -1,19 +1,26 @@
-"""What the dashboard's page modules share: the prefix, the level check, a run's duration, the
-answers of a refused action, and the total readers of the lists' filters and of cells."""
+"""What the dashboard's page modules share: the prefix, the level check, the scraper and run a
+page is about (loaded and authorised once, as dependencies), a run's duration, the answers of a
+done or refused action, a download's answer, and the total readers of the lists' filters and of
+cells."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi import Depends
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from servicekit.auth import AccessLevel
 from servicekit.errors import Forbidden
-from servicekit.web.pages import Pages, PageSession
+from servicekit.web.pages import Pages, PageSession, PageSessionDep
+from servicekit.web.params import DbId
 
-from scraper_manager.models import LogLevel, Run, ScraperStatus
+from scraper_manager.models import LogLevel, Run, Scraper, ScraperStatus
+from scraper_manager.runs.dependencies import RunServiceDep
+from scraper_manager.runs.service import Export
+from scraper_manager.scrapers.dependencies import ScraperServiceDep
 
 PREFIX = "/dashboard"
 
@@ -23,6 +30,37 @@ def require(session: PageSession, level: AccessLevel) -> None:
         raise Forbidden(f"This needs a {level.value} session")
 
 
+async def own_scraper(
+    user: PageSessionDep, service: ScraperServiceDep, scraper_id: DbId
+) -> Scraper:
+    """The scraper a page shows: the session owner's (another owner's id: 404)."""
+    return await service.get(user.owner, scraper_id)
+
+
+async def editable_scraper(
+    user: PageSessionDep, service: ScraperServiceDep, scraper_id: DbId
+) -> Scraper:
+    """The scraper a page changes: the owner's (404) before the write level (403), the
+    dashboard's order."""
+    scraper = await service.get(user.owner, scraper_id)
+    require(user, AccessLevel.WRITE)
+    return scraper
+
+
+OwnScraper = Annotated[Scraper, Depends(own_scraper)]
+EditableScraper = Annotated[Scraper, Depends(editable_scraper)]
+
+
+async def own_run(
+    scraper: OwnScraper, user: PageSessionDep, runs: RunServiceDep, run_id: DbId
+) -> Run:
+    """The run a page shows, of the page's scraper (loaded first, as always)."""
+    return await runs.get(user.owner, scraper.id, run_id)
+
+
+OwnRun = Annotated[Run, Depends(own_run)]
+
+
 def duration(run: Run) -> float | None:
     if run.started_at is None:
         return None
@@ -30,11 +68,25 @@ def duration(run: Run) -> float | None:
     return round((end - run.started_at).total_seconds(), 1)
 
 
+def redirected(pages: Pages, target: str, message: str, kind: str = "success") -> Response:
+    """A done action's answer: to `target`, with `message` flashed there."""
+    response = RedirectResponse(target, status_code=303)
+    pages.flash(response, message, kind)
+    return response
+
+
 def refused(pages: Pages, target: str, message: str) -> Response:
     """A 409 of the service, told on the page it redirects to."""
-    response = RedirectResponse(target, status_code=303)
-    pages.flash(response, message, "error")
-    return response
+    return redirected(pages, target, message, "error")
+
+
+def attachment(export: Export) -> StreamingResponse:
+    """An export as the browser saves it."""
+    return StreamingResponse(
+        export.body,
+        media_type=export.media_type,
+        headers={"Content-Disposition": f'attachment; filename="{export.filename}"'},
+    )
 
 
 def flash_only(pages: Pages, text: str, kind: str) -> HTMLResponse:

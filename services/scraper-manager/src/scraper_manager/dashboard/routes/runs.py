@@ -19,6 +19,9 @@ from servicekit.web.params import DbId
 from scraper_manager.dashboard.live import RateMeter, requests_made
 from scraper_manager.dashboard.routes.common import (
     PREFIX,
+    OwnRun,
+    OwnScraper,
+    attachment,
     cell,
     duration,
     full,
@@ -38,7 +41,6 @@ from scraper_manager.runlog.repository import RunLogRepository
 from scraper_manager.runs.dependencies import RunServiceDep
 from scraper_manager.runs.repository import RunRepository
 from scraper_manager.runs.service import RunService
-from scraper_manager.scrapers.dependencies import ScraperServiceDep
 
 PREVIEW_ITEMS = 50
 BROWSE_ITEMS = 50
@@ -52,20 +54,17 @@ router = page_router()
 
 @router.get("/scrapers/{scraper_id}/runs/{run_id}")
 async def run_page(
-    scraper_id: DbId,
-    run_id: DbId,
     request: Request,
     pages: PagesDep,
     user: PageSessionDep,
-    service: ScraperServiceDep,
+    scraper: OwnScraper,
+    run: OwnRun,
     runs: RunServiceDep,
     logs: RunLogServiceDep,
     least: Annotated[str, Query(alias="level", max_length=16)] = "",
     q: Annotated[str, Query(max_length=200)] = "",
     kind: Annotated[str, Query(max_length=16)] = "",
 ) -> HTMLResponse:
-    scraper = await service.get(user.owner, scraper_id)
-    run = await runs.get(user.owner, scraper_id, run_id)
     # Read as text: "all" sends `kind=`; an unknown kind shows all rather than a 422 page.
     change_kind = kind if kind in {k.value for k in ChangeKind} else ""
     shown = (
@@ -114,15 +113,14 @@ async def live(
     request: Request,
     pages: PagesDep,
     user: PageSessionDep,
-    service: ScraperServiceDep,
+    scraper: OwnScraper,
+    run: OwnRun,
     runs: RunServiceDep,
     hub: LiveHubDep,
     least: Annotated[str, Query(alias="level", max_length=16)] = "",
     after: Annotated[int, Query(ge=0)] = 0,
     q: Annotated[str, Query(max_length=200)] = "",
 ) -> Response:
-    scraper = await service.get(user.owner, scraper_id)
-    run = await runs.get(user.owner, scraper_id, run_id)
     max_pages, rate_limit = scraper.max_pages, scraper.rate_limit
     can_stop = user.can(AccessLevel.WRITE)
     factory = request.app.state.session_factory
@@ -202,14 +200,12 @@ async def item_browser(
     run_id: DbId,
     request: Request,
     pages: PagesDep,
-    user: PageSessionDep,
-    service: ScraperServiceDep,
+    scraper: OwnScraper,
+    run: OwnRun,
     runs: RunServiceDep,
     q: Annotated[str, Query(max_length=200)] = "",
     cursor: Annotated[str | None, Query(max_length=20)] = None,
 ) -> HTMLResponse:
-    scraper = await service.get(user.owner, scraper_id)
-    run = await runs.get(user.owner, scraper_id, run_id)
     search = q.strip()
     page = await runs.items(
         run, limit=BROWSE_ITEMS, cursor=cursor, newest_first=False, search=search or None
@@ -237,17 +233,13 @@ async def item_browser(
 
 @router.get("/scrapers/{scraper_id}/runs/{run_id}/items/{item_id}")
 async def item_page(
-    scraper_id: DbId,
-    run_id: DbId,
     item_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
     request: Request,
     pages: PagesDep,
-    user: PageSessionDep,
-    service: ScraperServiceDep,
+    scraper: OwnScraper,
+    run: OwnRun,
     runs: RunServiceDep,
 ) -> HTMLResponse:
-    scraper = await service.get(user.owner, scraper_id)
-    run = await runs.get(user.owner, scraper_id, run_id)
     item = await runs.item(run, item_id)
     return pages.render(
         request,
@@ -271,12 +263,7 @@ async def download(
     runs: RunServiceDep,
 ) -> Response:
     run = await runs.get(user.owner, scraper_id, run_id)
-    export = await runs.export(user.owner, scraper_id, run, fmt)
-    return StreamingResponse(
-        export.body,
-        media_type=export.media_type,
-        headers={"Content-Disposition": f'attachment; filename="{export.filename}"'},
-    )
+    return attachment(await runs.export(user.owner, scraper_id, run, fmt))
 
 
 @router.get("/scrapers/{scraper_id}/runs/{run_id}/changes.{fmt}")
@@ -288,12 +275,7 @@ async def download_changes(
     runs: RunServiceDep,
 ) -> Response:
     run = await runs.get(user.owner, scraper_id, run_id)
-    export = await runs.export_changes(user.owner, scraper_id, run, None, fmt)
-    return StreamingResponse(
-        export.body,
-        media_type=export.media_type,
-        headers={"Content-Disposition": f'attachment; filename="{export.filename}"'},
-    )
+    return attachment(await runs.export_changes(user.owner, scraper_id, run, None, fmt))
 
 
 @router.get("/scrapers/{scraper_id}/runs/{run_id}/log.txt")

@@ -17,8 +17,10 @@ from scraper_manager.crawler.signals import signal_stop
 from scraper_manager.dashboard.charts import run_chart
 from scraper_manager.dashboard.routes.common import (
     PREFIX,
+    OwnScraper,
     duration,
     flash_only,
+    redirected,
     refused,
     require,
 )
@@ -37,12 +39,11 @@ async def compare_two_runs(
     request: Request,
     pages: PagesDep,
     user: PageSessionDep,
-    service: ScraperServiceDep,
+    scraper: OwnScraper,
     runs: RunServiceDep,
     first: Annotated[int | None, Query(ge=1, le=MAX_DB_INT)] = None,
     second: Annotated[int | None, Query(ge=1, le=MAX_DB_INT)] = None,
 ) -> HTMLResponse:
-    scraper = await service.get(user.owner, scraper_id)
     recent = (await runs.page(user.owner, scraper_id, limit=50, cursor=None, status=None)).items
     if first is None or second is None:
         pair = default_pair(recent)
@@ -69,11 +70,11 @@ async def scraper_page(
     pages: PagesDep,
     user: PageSessionDep,
     service: ScraperServiceDep,
+    scraper: OwnScraper,
     runs: RunServiceDep,
     settings: SettingsDep,
     cursor: Annotated[str | None, Query(max_length=20)] = None,
 ) -> HTMLResponse:
-    scraper = await service.get(user.owner, scraper_id)
     view = await service.render(scraper)
     history = await runs.page(user.owner, scraper_id, limit=20, cursor=cursor, status=None)
     active = await service.scrapers.active_run(scraper_id)
@@ -119,11 +120,12 @@ async def run_now(
         active = await service.scrapers.active_run(scraper_id)
         if active is None:
             return refused(pages, f"{PREFIX}/scrapers/{scraper_id}", f"Not started: {exc.message}.")
-        response = RedirectResponse(
-            f"{PREFIX}/scrapers/{scraper_id}/runs/{active.id}", status_code=303
+        return redirected(
+            pages,
+            f"{PREFIX}/scrapers/{scraper_id}/runs/{active.id}",
+            f"Run #{active.number} is already under way.",
+            "info",
         )
-        pages.flash(response, f"Run #{active.number} is already under way.", "info")
-        return response
     background.add_task(enqueue_run, request.app.state.runtime, run.id)
     return RedirectResponse(f"{PREFIX}/scrapers/{scraper_id}/runs/{run.id}", status_code=303)
 
@@ -152,9 +154,7 @@ async def stop(
         background.add_task(signal_stop, request.app.state.runtime, run.id)
     if from_live_page:
         return flash_only(pages, "Stopping.", "info")
-    response = RedirectResponse(f"{target}/runs/{run.id}", status_code=303)
-    pages.flash(response, "Stopping.", "info")
-    return response
+    return redirected(pages, f"{target}/runs/{run.id}", "Stopping.", "info")
 
 
 @router.post("/scrapers/{scraper_id}/delete")
@@ -164,6 +164,4 @@ async def delete(
     await service.get(user.owner, scraper_id)
     require(user, AccessLevel.ADMIN)
     await service.delete(user.owner, scraper_id)
-    response = RedirectResponse(f"{PREFIX}/", status_code=303)
-    pages.flash(response, "Scraper deleted.")
-    return response
+    return redirected(pages, f"{PREFIX}/", "Scraper deleted.")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from servicekit.auth import AccessLevel
 from servicekit.errors import ServiceError
 from servicekit.web.pages import Pages, PagesDep, PageSessionDep, page_router
@@ -23,7 +23,13 @@ from scraper_manager.dashboard.forms import (
     preview_firings,
     read_form,
 )
-from scraper_manager.dashboard.routes.common import PREFIX, require, status_filter
+from scraper_manager.dashboard.routes.common import (
+    PREFIX,
+    EditableScraper,
+    redirected,
+    require,
+    status_filter,
+)
 from scraper_manager.errors import UnknownItemKey
 from scraper_manager.models import Scraper, ScraperStatus
 from scraper_manager.scrapers.dependencies import ScraperServiceDep
@@ -123,23 +129,19 @@ async def create_scraper(
         except ServiceError as exc:
             form.errors[field_of(exc)] = exc.message
         else:
-            response = RedirectResponse(f"{PREFIX}/scrapers/{scraper.id}", status_code=303)
-            pages.flash(response, f"Scraper {scraper.name} created.")
-            return response
+            return redirected(
+                pages, f"{PREFIX}/scrapers/{scraper.id}", f"Scraper {scraper.name} created."
+            )
     return form_page(pages, request, settings, form, status_code=422)
 
 
 @router.get("/scrapers/{scraper_id}/edit")
 async def edit_scraper(
-    scraper_id: DbId,
     request: Request,
     pages: PagesDep,
-    user: PageSessionDep,
     settings: SettingsDep,
-    service: ScraperServiceDep,
+    scraper: EditableScraper,
 ) -> HTMLResponse:
-    scraper = await service.get(user.owner, scraper_id)
-    require(user, AccessLevel.WRITE)
     return form_page(pages, request, settings, ScraperForm(form_values(scraper)), scraper=scraper)
 
 
@@ -151,9 +153,8 @@ async def update_scraper(
     user: PageSessionDep,
     settings: SettingsDep,
     service: ScraperServiceDep,
+    scraper: EditableScraper,
 ) -> Response:
-    scraper = await service.get(user.owner, scraper_id)
-    require(user, AccessLevel.WRITE)
     form = read_form(await request.form())
     if form.config is not None:
         fields = form.config.model_dump(include=set(FORM_FIELDS))
@@ -162,9 +163,7 @@ async def update_scraper(
         except ServiceError as exc:
             form.errors[field_of(exc)] = exc.message
         else:
-            response = RedirectResponse(f"{PREFIX}/scrapers/{scraper_id}", status_code=303)
-            pages.flash(response, "Saved.")
-            return response
+            return redirected(pages, f"{PREFIX}/scrapers/{scraper_id}", "Saved.")
     return form_page(pages, request, settings, form, scraper=scraper, status_code=422)
 
 

@@ -7,14 +7,13 @@ import time
 from typing import Annotated, Any
 
 from fastapi import Depends, Form, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from servicekit.auth import AccessLevel
+from fastapi.responses import HTMLResponse, Response
 from servicekit.errors import ServiceError
-from servicekit.web.pages import PagesDep, PageSessionDep, page_router
+from servicekit.web.pages import Pages, PagesDep, PageSessionDep, page_router
 from servicekit.web.params import DbId
 
 from scraper_manager.dashboard.forms import parse_selectors
-from scraper_manager.dashboard.routes.common import PREFIX, require
+from scraper_manager.dashboard.routes.common import PREFIX, EditableScraper, redirected
 from scraper_manager.dashboard.selector_preview import (
     PREVIEW_ITEMS as SELECTOR_PREVIEW_ITEMS,
 )
@@ -23,6 +22,7 @@ from scraper_manager.dashboard.selector_preview import (
     StartPages,
     extract_preview,
 )
+from scraper_manager.models import Scraper
 from scraper_manager.scrapers.dependencies import ScraperServiceDep
 from scraper_manager.scrapers.schemas import ScraperPatch
 from scraper_manager.settings import SettingsDep
@@ -41,42 +41,25 @@ router = page_router()
 
 @router.get("/scrapers/{scraper_id}/selectors")
 async def selector_editor(
-    scraper_id: DbId,
     request: Request,
     pages: PagesDep,
-    user: PageSessionDep,
-    service: ScraperServiceDep,
+    scraper: EditableScraper,
 ) -> HTMLResponse:
-    scraper = await service.get(user.owner, scraper_id)
-    require(user, AccessLevel.WRITE)  # it makes the service fetch a page
-    return pages.render(
-        request,
-        "dashboard/selectors.html",
-        {
-            "title": f"Selectors of {scraper.name}",
-            "scraper": scraper,
-            "item_selector": scraper.item_selector or "",
-            "selectors": "\n".join(f"{k}: {v}" for k, v in scraper.selectors.items()),
-            "error": None,
-        },
-    )
+    selectors = "\n".join(f"{k}: {v}" for k, v in scraper.selectors.items())
+    return _editor(pages, request, scraper, scraper.item_selector or "", selectors)
 
 
 @router.get("/scrapers/{scraper_id}/selectors/preview")
 async def selector_preview(
-    scraper_id: DbId,
     request: Request,
     pages: PagesDep,
-    user: PageSessionDep,
-    service: ScraperServiceDep,
+    scraper: EditableScraper,
     settings: SettingsDep,
     start_pages: StartPagesDep,
     item_selector: Annotated[str, Query(max_length=500)] = "",
     selectors: Annotated[str, Query(max_length=10_000)] = "",
     fetch: Annotated[str, Query(max_length=10)] = "",
 ) -> HTMLResponse:
-    scraper = await service.get(user.owner, scraper_id)
-    require(user, AccessLevel.WRITE)
     page = await start_pages.get(scraper, settings, fresh=fetch == "again")
     context: dict[str, Any] = {"scraper": scraper, "limit": SELECTOR_PREVIEW_ITEMS}
     if isinstance(page, NoStartPage):
@@ -98,11 +81,10 @@ async def save_selectors(
     pages: PagesDep,
     user: PageSessionDep,
     service: ScraperServiceDep,
+    scraper: EditableScraper,
     item_selector: Annotated[str, Form(max_length=500)] = "",
     selectors: Annotated[str, Form(max_length=10_000)] = "",
 ) -> Response:
-    scraper = await service.get(user.owner, scraper_id)
-    require(user, AccessLevel.WRITE)
     parsed, error = parse_selectors(selectors)
     if error is None:
         try:
@@ -114,9 +96,21 @@ async def save_selectors(
         except ServiceError as exc:
             error = exc.message
         else:
-            response = RedirectResponse(f"{PREFIX}/scrapers/{scraper_id}", status_code=303)
-            pages.flash(response, "Selectors saved.")
-            return response
+            return redirected(pages, f"{PREFIX}/scrapers/{scraper_id}", "Selectors saved.")
+    return _editor(pages, request, scraper, item_selector, selectors, error, status_code=422)
+
+
+def _editor(
+    pages: Pages,
+    request: Request,
+    scraper: Scraper,
+    item_selector: str,
+    selectors: str,
+    error: str | None = None,
+    *,
+    status_code: int = 200,
+) -> HTMLResponse:
+    """The editor, its selectors as typed (or as saved) and what is wrong with them."""
     return pages.render(
         request,
         "dashboard/selectors.html",
@@ -127,5 +121,5 @@ async def save_selectors(
             "selectors": selectors,
             "error": error,
         },
-        status_code=422,
+        status_code=status_code,
     )

@@ -3,17 +3,18 @@ once), removing one, and the way into webhook-hub's delivery portal."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Path, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi import Depends, Path, Request
+from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 from servicekit.auth import AccessLevel
 from servicekit.contracts.webhook_hub import HubUnavailable
 from servicekit.errors import ServiceError
 from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep, page_router
 
-from scraper_manager.dashboard.routes.common import PREFIX, require
+from scraper_manager.dashboard.routes.common import PREFIX, redirected, require
 from scraper_manager.errors import NoPortalYet, UnknownRunEvents
 from scraper_manager.events import RUN_EVENT_TYPES
 from scraper_manager.settings import Settings, SettingsDep
@@ -21,61 +22,69 @@ from scraper_manager.webhooks.dependencies import WebhookServiceDep
 from scraper_manager.webhooks.schemas import WebhookCreate
 from scraper_manager.webhooks.service import WebhookService
 
-router = page_router()
+
+@dataclass(frozen=True)
+class WebhooksPage:
+    """The webhooks' page for the request's user, drawn with what an action has to tell."""
+
+    request: Request
+    pages: Pages
+    user: PageSession
+    settings: Settings
+    service: WebhookService
+
+    async def render(
+        self,
+        *,
+        form: dict[str, Any] | None = None,
+        errors: dict[str, str] | None = None,
+        created: Any = None,
+        portal_error: str | None = None,
+        status_code: int = 200,
+    ) -> HTMLResponse:
+        owner, shown = self.user.owner, self.settings.dashboard_deliveries
+        return self.pages.render(
+            self.request,
+            "dashboard/webhooks.html",
+            {
+                "title": "Webhooks",
+                "webhooks": await self.service.with_deliveries(owner, shown),
+                "event_types": RUN_EVENT_TYPES,
+                "form": form or {"url": "", "events": []},
+                "errors": errors or {},
+                "created": created,
+                "portal_error": portal_error,
+                "can_write": self.user.can(AccessLevel.WRITE),
+                "can_delete": self.user.can(AccessLevel.ADMIN),
+            },
+            status_code=status_code,
+        )
 
 
 async def webhooks_page(
-    pages: Pages,
     request: Request,
-    user: PageSession,
-    settings: Settings,
-    service: WebhookService,
-    *,
-    form: dict[str, Any] | None = None,
-    errors: dict[str, str] | None = None,
-    created: Any = None,
-    portal_error: str | None = None,
-    status_code: int = 200,
-) -> HTMLResponse:
-    return pages.render(
-        request,
-        "dashboard/webhooks.html",
-        {
-            "title": "Webhooks",
-            "webhooks": await service.with_deliveries(user.owner, settings.dashboard_deliveries),
-            "event_types": RUN_EVENT_TYPES,
-            "form": form or {"url": "", "events": []},
-            "errors": errors or {},
-            "created": created,
-            "portal_error": portal_error,
-            "can_write": user.can(AccessLevel.WRITE),
-            "can_delete": user.can(AccessLevel.ADMIN),
-        },
-        status_code=status_code,
-    )
+    pages: PagesDep,
+    user: PageSessionDep,
+    settings: SettingsDep,
+    service: WebhookServiceDep,
+) -> WebhooksPage:
+    return WebhooksPage(request, pages, user, settings, service)
+
+
+WebhooksPageDep = Annotated[WebhooksPage, Depends(webhooks_page)]
+
+router = page_router()
 
 
 @router.get("/webhooks")
-async def webhooks(
-    request: Request,
-    pages: PagesDep,
-    user: PageSessionDep,
-    settings: SettingsDep,
-    service: WebhookServiceDep,
-) -> HTMLResponse:
-    return await webhooks_page(pages, request, user, settings, service)
+async def webhooks(page: WebhooksPageDep) -> HTMLResponse:
+    return await page.render()
 
 
 @router.post("/webhooks")
-async def add_webhook(
-    request: Request,
-    pages: PagesDep,
-    user: PageSessionDep,
-    settings: SettingsDep,
-    service: WebhookServiceDep,
-) -> HTMLResponse:
-    require(user, AccessLevel.WRITE)
-    data = await request.form()
+async def add_webhook(page: WebhooksPageDep) -> HTMLResponse:
+    require(page.user, AccessLevel.WRITE)
+    data = await page.request.form()
     form = {
         "url": str(data.get("url", "") or "").strip(),
         "events": [str(e) for e in data.getlist("events")],
@@ -89,46 +98,28 @@ async def add_webhook(
             errors.setdefault(where, str(error["msg"]).removeprefix("Value error, "))
     else:
         try:
-            created = await service.register(user.owner, None, body)
+            created = await page.service.register(page.user.owner, None, body)
         except ServiceError as exc:
             errors["events" if isinstance(exc, UnknownRunEvents) else "url"] = exc.message
         else:
             # Rendered, not redirected: the secret is shown this once and never stored
             # in a cookie.
-            return await webhooks_page(
-                pages, request, user, settings, service, created=created, status_code=201
-            )
-    return await webhooks_page(
-        pages, request, user, settings, service, form=form, errors=errors, status_code=422
-    )
+            return await page.render(created=created, status_code=201)
+    return await page.render(form=form, errors=errors, status_code=422)
 
 
 @router.post("/webhooks/portal")
-async def open_portal(
-    request: Request,
-    pages: PagesDep,
-    user: PageSessionDep,
-    settings: SettingsDep,
-    service: WebhookServiceDep,
-) -> HTMLResponse:
+async def open_portal(page: WebhooksPageDep) -> HTMLResponse:
     """A fresh one-time link into webhook-hub's portal for this user, asked on the click
     (a POST: it mints a credential). The browser is sent on by the answer page's meta
     refresh, not a 303: the page's CSP (`form-action 'self'`) stops a form's redirect to
     another origin in Chromium."""
     try:
-        issued = await service.portal_link(user.owner, user.level)
+        issued = await page.service.portal_link(page.user.owner, page.user.level)
     except (HubUnavailable, NoPortalYet) as exc:
-        return await webhooks_page(
-            pages,
-            request,
-            user,
-            settings,
-            service,
-            portal_error=exc.message,
-            status_code=exc.status_code,
-        )
-    return pages.render(
-        request,
+        return await page.render(portal_error=exc.message, status_code=exc.status_code)
+    return page.pages.render(
+        page.request,
         "dashboard/portal_open.html",
         {"title": "Opening the delivery portal", "url": issued.url},
     )
@@ -143,6 +134,4 @@ async def remove_webhook(
 ) -> Response:
     require(user, AccessLevel.ADMIN)
     await service.delete(user.owner, webhook_id)
-    response = RedirectResponse(f"{PREFIX}/webhooks", status_code=303)
-    pages.flash(response, "Webhook removed.")
-    return response
+    return redirected(pages, f"{PREFIX}/webhooks", "Webhook removed.")

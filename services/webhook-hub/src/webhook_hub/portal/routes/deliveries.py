@@ -25,7 +25,7 @@ from webhook_hub.delivery_engine.jobs import message_id_for
 from webhook_hub.errors import DeliveryNotFound, SubscriptionNotFound
 from webhook_hub.portal.forms import parse_delivery_ids, parse_local_time, parse_status_filter
 from webhook_hub.portal.presenting import recovered_sentence, retried_sentence
-from webhook_hub.portal.routes.common import PREFIX, FormText, back_to, require, time_window
+from webhook_hub.portal.routes.common import PREFIX, FormText, back_with, require, time_window
 from webhook_hub.settings import SettingsDep
 from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
 
@@ -46,13 +46,9 @@ async def recover_failed(
     if moment is None:
         # The API's 422 for a missing or malformed `since`, as a message on the page.
         await service.get(session.owner, subscription_id)
-        response = back_to(subscription_id)
-        pages.flash(response, "Pick the date and time to recover from.", "error")
-        return response
+        return back_with(pages, subscription_id, "Pick the date and time to recover from.", "error")
     recovered = await deliveries.recover_all(session.owner, subscription_id, moment)
-    response = back_to(subscription_id)
-    pages.flash(response, recovered_sentence(recovered, moment))
-    return response
+    return back_with(pages, subscription_id, recovered_sentence(recovered, moment))
 
 
 @router.post("/endpoints/{subscription_id}/retry-selected")
@@ -65,14 +61,11 @@ async def retry_selected(
 ) -> Response:
     require(session, AccessLevel.WRITE)
     picked = parse_delivery_ids((await request.form()).getlist("delivery"))
-    response = back_to(subscription_id)
     if not picked:
         await deliveries.owned_subscription(session.owner, subscription_id)
-        pages.flash(response, "Tick the deliveries to retry first.", "error")
-        return response
+        return back_with(pages, subscription_id, "Tick the deliveries to retry first.", "error")
     queued = await deliveries.retry_many(session.owner, subscription_id, picked)
-    pages.flash(response, retried_sentence(queued, len(picked)))
-    return response
+    return back_with(pages, subscription_id, retried_sentence(queued, len(picked)))
 
 
 @router.get("/endpoints/{subscription_id}/deliveries/live")

@@ -33,11 +33,12 @@ from webhook_hub.portal.retries import endpoint_retries
 from webhook_hub.portal.routes.common import (
     PREFIX,
     FormText,
-    back_to,
-    patched,
+    OwnSubscription,
+    SettingsSaveDep,
+    WritableSubscription,
+    back_with,
     principal,
     require,
-    saved,
     snippets,
     time_window,
 )
@@ -68,6 +69,7 @@ async def endpoint_detail(
     stats: PortalStatsServiceDep,
     types: EventTypeServiceDep,
     subscription_id: uuid.UUID,
+    subscription: OwnSubscription,
     status_text: Annotated[str, Query(alias="status", max_length=40)] = "",
     event_type: Annotated[str | None, Query(max_length=200)] = None,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
@@ -75,7 +77,6 @@ async def endpoint_detail(
     created_to: Annotated[str, Query(alias="to", max_length=40)] = "",
     q: Annotated[str, Query(max_length=1000)] = "",
 ) -> HTMLResponse:
-    subscription = await service.get(session.owner, subscription_id)
     event_type = event_type or None
     search = parse_log_search(q)
     window, filter_errors = time_window(created_from, created_to)
@@ -145,23 +146,20 @@ async def endpoint_detail(
 async def set_rate_limit(
     request: Request,
     pages: PagesDep,
-    session: PageSessionDep,
-    service: SubscriptionServiceDep,
     deliveries: DeliveryServiceDep,
-    subscription_id: uuid.UUID,
+    subscription: WritableSubscription,
+    save: SettingsSaveDep,
 ) -> Response:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)
     form = RateLimitForm.read(await request.form())
-    refusal = await patched(service, session, subscription_id, form.patch, RATE_LIMIT_REFUSALS)
-    if refusal is None:
-        return saved(pages, subscription_id, "Rate limit saved.")
+    answer = await save(form.patch, RATE_LIMIT_REFUSALS, "Rate limit saved.")
+    if isinstance(answer, Response):  # saved
+        return answer
     held = await deliveries.held_by_rate_limit(subscription, HELD_CAP)
     context = {
         "title": "Rate limit",
         "subscription": subscription,
         "can_write": True,
-        "rate_limit": rate_limit_view(subscription, held, form, form_errors(refusal)),
+        "rate_limit": rate_limit_view(subscription, held, form, form_errors(answer)),
     }
     return pages.render(request, "portal/rate_limit.html", context, status_code=422)
 
@@ -171,23 +169,22 @@ async def save_ordering(
     request: Request,
     pages: PagesDep,
     session: PageSessionDep,
-    service: SubscriptionServiceDep,
     deliveries: DeliveryServiceDep,
     subscription_id: uuid.UUID,
+    subscription: WritableSubscription,
+    save: SettingsSaveDep,
 ) -> Response:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)
     form = OrderingForm.read(await request.form())
-    refusal = await patched(service, session, subscription_id, form.body, ORDERING_REFUSALS)
-    if refusal is None:
-        return saved(pages, subscription_id, "Ordering saved.")
+    answer = await save(form.body, ORDERING_REFUSALS, "Ordering saved.")
+    if isinstance(answer, Response):  # saved
+        return answer
     # The editor again, the expression as typed and what is wrong with it at its input.
     context = {
         "title": "Ordered delivery",
         "subscription": subscription,
         "ordering_now": OrderingForm.of(subscription.ordering),
         "ordering_form": form,
-        "ordering_error": expression_error_text(refusal),
+        "ordering_error": expression_error_text(answer),
         "standalone": True,
         "held_keys": await deliveries.held_keys(session.owner, subscription_id),
         "can_write": True,
@@ -206,24 +203,22 @@ async def set_status(
     require(session, AccessLevel.WRITE)
     enable = active == "true"
     await service.update(session.owner, subscription_id, SubscriptionUpdate(is_active=enable))
-    response = back_to(subscription_id)
-    pages.flash(response, "Endpoint re-enabled." if enable else "Endpoint disabled.")
-    return response
+    return back_with(
+        pages, subscription_id, "Endpoint re-enabled." if enable else "Endpoint disabled."
+    )
 
 
 @router.post("/endpoints/{subscription_id}/test")
 async def send_test(
     pages: PagesDep,
-    session: PageSessionDep,
     service: SubscriptionServiceDep,
     subscription_id: uuid.UUID,
+    subscription: WritableSubscription,
 ) -> Response:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)
     await service.queue_test(subscription)
-    response = back_to(subscription_id)
-    pages.flash(response, "A webhook.test event is on its way: watch the log below.")
-    return response
+    return back_with(
+        pages, subscription_id, "A webhook.test event is on its way: watch the log below."
+    )
 
 
 @router.post("/endpoints/{subscription_id}/example")
@@ -233,20 +228,22 @@ async def send_example(
     service: SubscriptionServiceDep,
     types: EventTypeServiceDep,
     subscription_id: uuid.UUID,
+    subscription: WritableSubscription,
     event_type: FormText = "",
 ) -> Response:
-    require(session, AccessLevel.WRITE)  # as `POST .../{id}/test`
-    subscription = await service.get(session.owner, subscription_id)
     offered = example_choices(subscription, await types.visible_to(principal(session)))
     chosen = next((t for t in offered if t.name == event_type), None)
-    response = back_to(subscription_id)
     if chosen is None:
         # Only a stale page or a hand-made post names a type the list does not offer.
-        pages.flash(response, "Pick an event type this endpoint receives.", "error")
-        return response
+        return back_with(
+            pages, subscription_id, "Pick an event type this endpoint receives.", "error"
+        )
     await service.queue_example(subscription, chosen)
-    pages.flash(response, f"An example {chosen.name} event is on its way: watch the log below.")
-    return response
+    return back_with(
+        pages,
+        subscription_id,
+        f"An example {chosen.name} event is on its way: watch the log below.",
+    )
 
 
 @router.post("/endpoints/{subscription_id}/rotate-secret")

@@ -22,10 +22,10 @@ from webhook_hub.portal.forms import EndpointForm, subscription_form_errors
 from webhook_hub.portal.presenting import probe_verdict
 from webhook_hub.portal.routes.common import (
     PREFIX,
-    patched,
+    SettingsSaveDep,
+    WritableSubscription,
     principal,
     require,
-    saved,
     snippets,
 )
 from webhook_hub.portal.stats import PortalStatsServiceDep
@@ -117,12 +117,9 @@ async def edit_endpoint_form(
     request: Request,
     pages: PagesDep,
     session: PageSessionDep,
-    service: SubscriptionServiceDep,
     types: EventTypeServiceDep,
-    subscription_id: uuid.UUID,
+    subscription: WritableSubscription,
 ) -> HTMLResponse:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)
     form = EndpointForm(
         endpoint_url=subscription.endpoint_url,
         events=list(subscription.events),
@@ -139,19 +136,17 @@ async def edit_endpoint(
     request: Request,
     pages: PagesDep,
     session: PageSessionDep,
-    service: SubscriptionServiceDep,
     types: EventTypeServiceDep,
     subscription_id: uuid.UUID,
+    save: SettingsSaveDep,  # another owner's id: 404 before the form is read
 ) -> Response:
-    require(session, AccessLevel.WRITE)
-    await service.get(session.owner, subscription_id)  # another owner's id: 404 first
     form = EndpointForm.read(await request.form())
     # Every field is sent, as a PATCH naming them all: the same checks as the API's.
-    refusal = await patched(service, session, subscription_id, form.body, FORM_REFUSALS)
-    if refusal is None:
-        return saved(pages, subscription_id, "Endpoint saved.")
+    answer = await save(form.body, FORM_REFUSALS, "Endpoint saved.")
+    if isinstance(answer, Response):  # saved
+        return answer
     catalog = await types.visible_to(principal(session))
-    errors = subscription_form_errors(refusal)
+    errors = subscription_form_errors(answer)
     return _render_form(
         pages, request, catalog, form, errors, editing=subscription_id, status_code=422
     )

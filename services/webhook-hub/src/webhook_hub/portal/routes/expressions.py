@@ -5,17 +5,17 @@ or save (a preview runs the expression on the server)."""
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, Response
-from servicekit.auth.api_keys import AccessLevel
-from servicekit.web.pages import Pages, PagesDep, PageSessionDep, page_router
+from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep, page_router
 
 from webhook_hub.errors import InvalidExpression
 from webhook_hub.event_types.dependencies import EventTypeServiceDep
-from webhook_hub.models import EventType, Subscription
+from webhook_hub.event_types.service import EventTypeService
+from webhook_hub.models import Subscription
 from webhook_hub.portal.expression_editor import (
     Outcome,
     Preview,
@@ -23,74 +23,96 @@ from webhook_hub.portal.expression_editor import (
     run_preview,
     sample_data,
 )
-from webhook_hub.portal.routes.common import FormText, patched, principal, require, saved
+from webhook_hub.portal.routes.common import (
+    FormText,
+    SettingsSaveDep,
+    WritableSubscription,
+    principal,
+)
 from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
 from webhook_hub.subscriptions.service import SubscriptionService, example_choices
+
+
+@dataclass(frozen=True)
+class ExpressionEditor:
+    """The editor's page for the request's subscription, drawn with what was typed."""
+
+    request: Request
+    pages: Pages
+    session: PageSession
+    service: SubscriptionService
+    types: EventTypeService
+    subscription: Subscription
+
+    async def render(
+        self,
+        filter_source: str,
+        transform_source: str,
+        *,
+        errors: dict[str, Outcome] | None = None,
+        status_code: int = 200,
+    ) -> HTMLResponse:
+        catalog = await self.types.visible_to(principal(self.session))
+        offered = example_choices(self.subscription, catalog)
+        context = {
+            "title": "Filter and transform",
+            "subscription": self.subscription,
+            "filter_source": filter_source,
+            "transform_source": transform_source,
+            "example_types": offered,
+            "examples": {
+                t.name: json.dumps(t.example_payload, indent=2, ensure_ascii=False) for t in offered
+            },
+            "counts": await expression_counts(self.service, self.subscription.id),
+            "errors": errors or {},
+        }
+        return self.pages.render(
+            self.request, "portal/subscription_expressions.html", context, status_code=status_code
+        )
+
+
+async def expression_editor(
+    request: Request,
+    pages: PagesDep,
+    session: PageSessionDep,
+    service: SubscriptionServiceDep,
+    types: EventTypeServiceDep,
+    subscription: WritableSubscription,
+) -> ExpressionEditor:
+    return ExpressionEditor(request, pages, session, service, types, subscription)
+
+
+ExpressionEditorDep = Annotated[ExpressionEditor, Depends(expression_editor)]
 
 router = page_router()
 
 
 @router.get("/endpoints/{subscription_id}/expressions")
-async def expressions_page(
-    request: Request,
-    pages: PagesDep,
-    session: PageSessionDep,
-    service: SubscriptionServiceDep,
-    types: EventTypeServiceDep,
-    subscription_id: uuid.UUID,
-) -> HTMLResponse:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)
-    catalog = await types.visible_to(principal(session))
-    return await _render(
-        request,
-        pages,
-        service,
-        subscription,
-        catalog,
-        subscription.filter or "",
-        subscription.transform or "",
-    )
+async def expressions_page(editor: ExpressionEditorDep) -> HTMLResponse:
+    subscription = editor.subscription
+    return await editor.render(subscription.filter or "", subscription.transform or "")
 
 
 @router.post("/endpoints/{subscription_id}/expressions")
 async def save_expressions(
-    request: Request,
-    pages: PagesDep,
-    session: PageSessionDep,
-    service: SubscriptionServiceDep,
-    types: EventTypeServiceDep,
-    subscription_id: uuid.UUID,
+    editor: ExpressionEditorDep,
+    save: SettingsSaveDep,
     filter: FormText = "",
     transform: FormText = "",
 ) -> Response:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)
-
     def body() -> dict[str, str | None]:
         return {"filter": filter.strip() or None, "transform": transform.strip() or None}
 
-    refusal = await patched(service, session, subscription_id, body, (InvalidExpression,))
-    if refusal is None:
-        return saved(pages, subscription_id, "Filter and transform saved.")
-    catalog = await types.visible_to(principal(session))
+    answer = await save(body, (InvalidExpression,), "Filter and transform saved.")
+    if isinstance(answer, Response):  # saved
+        return answer
     error = Outcome(
-        refusal.extra["field"],
-        error=refusal.extra["reason"],
-        line=refusal.extra["line"],
-        column=refusal.extra["column"],
+        answer.extra["field"],
+        error=answer.extra["reason"],
+        line=answer.extra["line"],
+        column=answer.extra["column"],
     )
-    return await _render(
-        request,
-        pages,
-        service,
-        subscription,
-        catalog,
-        filter,
-        transform,
-        errors={error.field: error},
-        status_code=422,
-    )
+    return await editor.render(filter, transform, errors={error.field: error}, status_code=422)
 
 
 @router.post("/endpoints/{subscription_id}/expressions/preview")
@@ -98,16 +120,13 @@ async def preview_expressions(
     request: Request,
     pages: PagesDep,
     session: PageSessionDep,
-    service: SubscriptionServiceDep,
     types: EventTypeServiceDep,
-    subscription_id: uuid.UUID,
+    subscription: WritableSubscription,
     filter: FormText = "",
     transform: FormText = "",
     sample_type: FormText = "",
     sample: FormText = "",
 ) -> HTMLResponse:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)
     offered = example_choices(subscription, await types.visible_to(principal(session)))
     example = next((t for t in offered if t.name == sample_type), None)
     try:
@@ -118,33 +137,3 @@ async def preview_expressions(
         name = example.name if example is not None else (sample_type or "sample.event")
         result = run_preview(filter, transform, name, data, session.owner)
     return pages.render(request, "portal/_expression_preview.html", {"preview": result})
-
-
-async def _render(
-    request: Request,
-    pages: Pages,
-    service: SubscriptionService,
-    subscription: Subscription,
-    catalog: Sequence[EventType],
-    filter_source: str,
-    transform_source: str,
-    *,
-    errors: dict[str, Outcome] | None = None,
-    status_code: int = 200,
-) -> HTMLResponse:
-    offered = example_choices(subscription, catalog)
-    context = {
-        "title": "Filter and transform",
-        "subscription": subscription,
-        "filter_source": filter_source,
-        "transform_source": transform_source,
-        "example_types": offered,
-        "examples": {
-            t.name: json.dumps(t.example_payload, indent=2, ensure_ascii=False) for t in offered
-        },
-        "counts": await expression_counts(service, subscription.id),
-        "errors": errors or {},
-    }
-    return pages.render(
-        request, "portal/subscription_expressions.html", context, status_code=status_code
-    )

@@ -9,13 +9,17 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import ValidationError
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.web.pages import Pages, PagesDep, PageSession, PageSessionDep, page_router
 
 from webhook_hub.models import Subscription
 from webhook_hub.portal.retries import RetryForm, defaults_editor, endpoint_retries
-from webhook_hub.portal.routes.common import PREFIX, require
+from webhook_hub.portal.routes.common import (
+    PREFIX,
+    OwnSubscription,
+    WritableSubscription,
+    require,
+)
 from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
 from webhook_hub.subscriptions.schemas import DeliveryDefaults, SubscriptionUpdate
 
@@ -28,9 +32,8 @@ async def retries_page(
     pages: PagesDep,
     session: PageSessionDep,
     service: SubscriptionServiceDep,
-    subscription_id: uuid.UUID,
+    subscription: OwnSubscription,
 ) -> HTMLResponse:
-    subscription = await service.get(session.owner, subscription_id)
     return _render_endpoint(
         pages,
         request,
@@ -47,16 +50,11 @@ async def save_retries(
     session: PageSessionDep,
     service: SubscriptionServiceDep,
     subscription_id: uuid.UUID,
+    subscription: WritableSubscription,
 ) -> Response:
-    require(session, AccessLevel.WRITE)
-    subscription = await service.get(session.owner, subscription_id)  # another's: 404
     form = RetryForm.read(await request.form())
-    try:
-        patch = SubscriptionUpdate.model_validate(form.body())
-        errors = form.contradiction()
-    except ValidationError as exc:
-        errors = form.errors(exc)
-    if errors:
+    patch, errors = form.parsed(SubscriptionUpdate)
+    if patch is None:
         context = await endpoint_retries(
             service, session.owner, subscription, form=form, errors=errors
         )
@@ -89,12 +87,8 @@ async def save_defaults(
 ) -> Response:
     require(session, AccessLevel.WRITE)
     form = RetryForm.read(await request.form())
-    try:
-        body = DeliveryDefaults.model_validate(form.body())
-        errors = form.contradiction()
-    except ValidationError as exc:
-        errors = form.errors(exc)
-    if errors:
+    body, errors = form.parsed(DeliveryDefaults)
+    if body is None:
         context = await defaults_editor(service, session.owner, form=form, errors=errors)
         return _render_defaults(pages, request, session, context, 422)
     await service.set_defaults(session.owner, None, body)
