@@ -29,7 +29,7 @@ from servicekit.web.pages import (
     PageSettings,
     event_stream,
 )
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 from sqlalchemy import Column, DateTime
 from sqlmodel import Field, SQLModel
 

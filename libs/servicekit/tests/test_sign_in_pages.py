@@ -23,7 +23,7 @@ from servicekit.web.errors import render_flat_error
 from servicekit.web.pages import Pages, PageSessionDep, PageSettings, page_router
 from servicekit.web.pages.links import SignInLinks
 from servicekit.web.pages.sign_in import SignInPages, sign_in_router
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 

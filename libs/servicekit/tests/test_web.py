@@ -13,13 +13,13 @@ from servicekit.auth.dependencies import ReadPrincipal, WritePrincipal
 from servicekit.auth.endpoints import api_keys_router
 from servicekit.auth.repository import ApiKeyRepository
 from servicekit.db.engine import create_session_factory
-from servicekit.errors import BadRequest, Conflict
+from servicekit.errors import BadRequest, Conflict, error_responses
 from servicekit.runtime import NatsConnection
 from servicekit.settings import ServiceSettings
 from servicekit.testing import serve_app
 from servicekit.testing.openapi_docs import undocumented_operations
 from servicekit.web.app import create_service_app
-from servicekit.web.errors import FlatErrorBody, error_responses, flat_error_body, render_flat_error
+from servicekit.web.errors import FlatErrorBody, flat_error_body, render_flat_error
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 

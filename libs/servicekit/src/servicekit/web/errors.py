@@ -15,8 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
-from servicekit.errors import STATUS_ERRORS, ServiceError, UnprocessableEntity
-from servicekit.errors import error_responses as error_responses  # the name the kit's tests use
+from servicekit.errors import STATUS_ERRORS, ServiceError, UnprocessableEntity, error_responses
 
 logger = structlog.get_logger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 from servicekit.auth.jwt import InvalidToken
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 from commerce_content.admin_action.dependencies import AuditServiceDep
 from commerce_content.errors import InvalidRequest, NotAuthenticated, NotPermitted, plain_errors

@@ -7,7 +7,7 @@ import hmac
 
 from fastapi import Request
 from servicekit.auth.jwt import InvalidToken
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 from commerce_content.errors import InvalidRequest, NotAuthenticated
 from commerce_content.identity.dependencies import Caller, known_caller_from_jwt

@@ -22,7 +22,7 @@ from servicekit.web.input_guard import (
     load_finite_json,
 )
 from servicekit.web.pages.docs import graphiql_response
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 from strawberry.exceptions import MissingQueryError
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError

@@ -12,7 +12,7 @@ from servicekit.auth.api_keys import AccessLevel
 from servicekit.auth.dependencies import BearerCredentials, principal_from_api_key
 from servicekit.auth.jwt import InvalidToken, JWTCodec
 from servicekit.web.params import MAX_DB_INT
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.errors import NotAuthenticated, NotPermitted

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Annotated
 
 from fastapi import Depends
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 from commerce_content.orders.checkout import CheckoutService
 from commerce_content.orders.idempotency import IdempotentCheckout

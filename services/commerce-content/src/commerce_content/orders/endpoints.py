@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request, Response
 from pydantic import BaseModel
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 from commerce_content.errors import (
     CheckoutError,

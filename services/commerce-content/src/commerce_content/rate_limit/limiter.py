@@ -14,7 +14,7 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 from servicekit.auth.dependencies import principal_from_api_key
 from servicekit.auth.jwt import InvalidToken
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from commerce_content.errors import TooManyRequests

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 from servicekit.auth.dependencies import ReadPrincipal
 from servicekit.web.pages.links import MAX_LINK_TTL_SECONDS, MIN_LINK_TTL_SECONDS
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 from scraper_manager.dashboard.links import dashboard_links, link_ttl
 from scraper_manager.errors import AUTH, LinkNeedsApiKey, RequestInvalid, declared

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from servicekit.web.pages.links import SignInLinks
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.models import DashboardLink

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 from scraper_manager.scrapers.service import ScraperService
 from scraper_manager.settings import SettingsDep

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 from webhook_hub.consumers.service import ConsumerService
 

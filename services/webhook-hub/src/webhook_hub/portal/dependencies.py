@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends
 from servicekit.web.pages.links import SignInLinks
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 from webhook_hub.models import PortalLink
 from webhook_hub.portal.service import portal_links

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import structlog
 from fastapi import Depends
 from servicekit.loops import describe, is_outage
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.deliveries.hour_stats_repository import HourStatsRepository

@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Annotated
 
 from fastapi import Depends
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 from webhook_hub.producer_events.service import ProducerEventService
 from webhook_hub.settings import SettingsDep

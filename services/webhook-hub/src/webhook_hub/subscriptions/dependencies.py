@@ -10,7 +10,7 @@ from typing import Annotated
 import aiohttp
 from fastapi import Depends, FastAPI, Request
 from servicekit.runtime import ServiceRuntime
-from servicekit.web.session import SessionDep
+from servicekit.web_session import SessionDep
 
 from webhook_hub.delivery_engine.endpoint_policy import EndpointGuard
 from webhook_hub.delivery_engine.http1 import tls_context
