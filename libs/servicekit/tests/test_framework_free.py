@@ -10,10 +10,11 @@ from pathlib import Path
 
 import servicekit
 
-# The FastAPI glue: the web package, auth's dependency and routes, and the test tooling that
-# serves apps. Everything else must import without FastAPI or Starlette.
+# The FastAPI glue: the web package, auth's dependency and routes, the test tooling that
+# serves apps, and the sign-in link command (it makes the pages' links, so it stands above
+# both `cli` and `web`). Everything else must import without FastAPI or Starlette.
 WEB_GLUE = ("servicekit.web", "servicekit.testing", "servicekit.auth.dependencies")
-WEB_GLUE_MODULES = ("servicekit.auth.endpoints",)
+WEB_GLUE_MODULES = ("servicekit.auth.endpoints", "servicekit.link_command")
 FRAMEWORKS = ("fastapi", "starlette")
 
 

@@ -10,9 +10,10 @@ from typing import Any
 import msgspec
 from servicekit.events import CloudEvent, RawCloudEvent
 from structlog.testing import capture_logs
-from webhook_hub.delivery_engine.jobs import delivery_id_for, render_body
+from webhook_hub.delivery_engine.jobs import delivery_id_for
 from webhook_hub.dispatch.handler import Dispatcher, Matched
 from webhook_hub.settings import Settings
+from webhook_hub.wire_format import render_body
 
 NEW_SECRET = "bmV3LXNlY3JldC1uZXctc2VjcmV0LW5ldy1z"
 OLD_SECRET = "b2xkLXNlY3JldC1vbGQtc2VjcmV0LW9sZC1z"

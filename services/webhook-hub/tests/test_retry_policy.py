@@ -9,14 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from webhook_hub.delivery_engine.jobs import signed_at
-from webhook_hub.delivery_engine.policy import (
-    attempt_secrets,
-    next_attempt_delay,
-    parse_retry_after,
-    signing_secrets,
-)
+from webhook_hub.delivery_engine.policy import next_attempt_delay, parse_retry_after
 from webhook_hub.settings import DEFAULT_RETRY_SCHEDULE
+from webhook_hub.wire_format import attempt_secrets, signed_at, signing_secrets
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 

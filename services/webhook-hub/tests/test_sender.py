@@ -30,9 +30,10 @@ from webhook_hub.app import create_app
 from webhook_hub.delivery_engine.decisions import Outcome, outcome_of
 from webhook_hub.delivery_engine.endpoint_policy import EndpointGuard
 from webhook_hub.delivery_engine.http1 import tls_context
-from webhook_hub.delivery_engine.jobs import Failure, message_id_for, render_body, signed_at
+from webhook_hub.delivery_engine.jobs import Failure
 from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.settings import Settings
+from webhook_hub.wire_format import message_id_for, render_body, signed_at
 from webhook_hub.worker import delivery_sender
 
 from tests.factories import make_consumer, subscription_body

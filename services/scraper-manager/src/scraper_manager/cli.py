@@ -7,7 +7,7 @@ from pathlib import Path
 
 from servicekit.auth.api_keys import ISSUED_OVER_API
 from servicekit.cli import ExtraCommand, ServiceCLI, in_transaction
-from servicekit.web.pages.link_command import sign_in_link_command
+from servicekit.link_command import sign_in_link_command
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from scraper_manager.app import create_app

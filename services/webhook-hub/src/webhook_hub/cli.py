@@ -9,7 +9,7 @@ from pathlib import Path
 from servicekit.auth.api_keys import AccessLevel
 from servicekit.cli import ExtraCommand, ServiceCLI, in_transaction
 from servicekit.db.engine import create_engine
-from servicekit.web.pages.link_command import sign_in_link_command
+from servicekit.link_command import sign_in_link_command
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from webhook_hub.app import create_app

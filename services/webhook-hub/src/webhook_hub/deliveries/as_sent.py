@@ -21,9 +21,15 @@ from datetime import datetime, timedelta
 
 from servicekit.signing import sign_webhook
 
-from webhook_hub.delivery_engine.jobs import message_id_for, render_body, signed_at
-from webhook_hub.delivery_engine.policy import JOB_AGE_BOUND, changed_since_job, signing_secrets
 from webhook_hub.models import Delivery, DeliveryAttempt, Subscription
+from webhook_hub.wire_format import (
+    JOB_AGE_BOUND,
+    changed_since_job,
+    message_id_for,
+    render_body,
+    signed_at,
+    signing_secrets,
+)
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ def attempt_signing(
     have been made before the rotation or as the overlap ended).
 
     Issue 35: an attempt 37 s after a rotation was said to predate it, its signature hidden
-    (`policy.attempt_secrets` refuses any attempt within `JOB_AGE_BOUND` of a rotation)."""
+    (`wire_format.attempt_secrets` refuses any attempt within `JOB_AGE_BOUND` of a rotation)."""
     if rotated_at is None:
         return [secret], None  # never rotated: the one secret it ever had
     if attempted_at < rotated_at:

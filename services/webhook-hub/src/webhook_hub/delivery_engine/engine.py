@@ -46,7 +46,6 @@ from webhook_hub.delivery_engine.jobs import (
     Outcome,
     StoredDelivery,
 )
-from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.delivery_engine.rate_limit import next_claim_in
 from webhook_hub.delivery_engine.scheduling import (
     ClaimLimits,
@@ -57,6 +56,7 @@ from webhook_hub.delivery_engine.sender import WebhookSender
 from webhook_hub.delivery_engine.store import DeliveryStore
 from webhook_hub.models import AttemptOutcome
 from webhook_hub.settings import Settings
+from webhook_hub.wire_format import signing_secrets
 
 logger = structlog.get_logger(__name__)
 # On the worker's /metrics (WORKER_PROBE_PORT): what this process has delivered.

@@ -4,20 +4,19 @@ one attempt of it ended in (its `Outcome`, worked out once where the attempt end
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from nats.aio.msg import Msg
-from pydantic_core import to_json
 
 from webhook_hub.delivery_engine.policy import RETRY_AFTER_STATUSES
 from webhook_hub.models import DeliveryStatus
+from webhook_hub.wire_format import render_body
 
 if TYPE_CHECKING:
     from _hashlib import HASH
@@ -70,38 +69,6 @@ class EventTicket:
         """One delivery stored; true when it was the last."""
         self.outstanding -= 1
         return self.outstanding == 0
-
-
-def signed_at(attempted_at: datetime) -> int:
-    """`webhook-timestamp`: the attempt's recorded start in whole Unix seconds (the sender
-    inlines it). Taken from `attempted_at`, not from a second clock reading, so the attempt log
-    says what was signed. Exact: `timestamp()` divides whole microseconds, correctly rounded,
-    and a double near 2**31 s resolves far finer than one, so truncation floors."""
-    return int(attempted_at.timestamp())
-
-
-def message_id_for(delivery_id: uuid.UUID) -> str:
-    """`webhook-id`: one per event and subscription, the same on every retry."""
-    return f"msg_{delivery_id.hex}"
-
-
-def render_body(event_type: str, event_time: datetime, payload_json: bytes) -> bytes:
-    """The Standard Webhooks payload shape: `{"type", "timestamp", "data"}`, the timestamp in
-    UTC as ISO 8601 with `Z` (microseconds only when there are any)."""
-    # pydantic_core writes a UTC time as `isoformat` does, with `Z` for the offset: 0.9 µs
-    # against 3.0 for `astimezone(UTC).isoformat()` and the replacement. A time without an
-    # offset is read as local time, as `astimezone` reads it.
-    utc = event_time if event_time.utcoffset() == _NO_OFFSET else event_time.astimezone(UTC)
-    return b"".join((_body_opening(event_type), to_json(utc), b',"data":', payload_json, b"}"))
-
-
-_NO_OFFSET = timedelta(0)
-
-
-@functools.lru_cache(maxsize=1024)
-def _body_opening(event_type: str) -> bytes:
-    """`{"type":<the type>,"timestamp":`, made once per type."""
-    return b'{"type":' + to_json(event_type) + b',"timestamp":'
 
 
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, and dispatch

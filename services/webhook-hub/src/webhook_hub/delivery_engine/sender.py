@@ -138,7 +138,7 @@ class WebhookSender:
         # The one place an attempt is sent and its outcome known.
         try:
             msg_id = job.message_id
-            # `jobs.signed_at(attempted_at)`, inlined: the portal shows the signature again from
+            # `wire_format.signed_at(attempted_at)`, inlined: the portal shows the signature again from
             # the attempt log's time.
             timestamp = int(attempted_at.timestamp())
             # The head's lines in one string (a dict of headers rendered line by line cost

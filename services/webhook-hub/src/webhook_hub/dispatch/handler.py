@@ -26,7 +26,6 @@ from webhook_hub.delivery_engine.jobs import (
     FirstAttempt,
     delivery_id_within,
     namespace_of,
-    render_body,
 )
 from webhook_hub.delivery_engine.ordering import (
     FALLBACK_KEY,
@@ -34,7 +33,6 @@ from webhook_hub.delivery_engine.ordering import (
     key_of,
     parse_ordering,
 )
-from webhook_hub.delivery_engine.policy import signing_secrets
 from webhook_hub.dispatch.expression_tally import TALLY
 from webhook_hub.expressions import (
     CompiledExpression,
@@ -46,6 +44,7 @@ from webhook_hub.expressions import (
     event_variable,
 )
 from webhook_hub.settings import Settings
+from webhook_hub.wire_format import render_body, signing_secrets
 
 logger = structlog.get_logger(__name__)
 LOOP = "dispatch"

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook_hub.delivery_engine.jobs import render_body
 from webhook_hub.dispatch.expression_tally import Counts, totals_of
 from webhook_hub.expressions import (
     ExpressionError,
@@ -26,6 +25,7 @@ from webhook_hub.expressions import (
 )
 from webhook_hub.models import EventType
 from webhook_hub.subscriptions.service import SubscriptionService
+from webhook_hub.wire_format import render_body
 
 # A pasted sample is an event's data: bounded as the API bounds request bodies, well below.
 MAX_SAMPLE_CHARS = 64 * 1024

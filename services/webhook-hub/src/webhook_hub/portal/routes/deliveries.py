@@ -21,13 +21,13 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.deliveries.dependencies import DeliveryServiceDep
 from webhook_hub.deliveries.search import parse_log_search
 from webhook_hub.deliveries.service import DeliveryService
-from webhook_hub.delivery_engine.jobs import message_id_for
 from webhook_hub.errors import DeliveryNotFound, SubscriptionNotFound
 from webhook_hub.portal.forms import parse_delivery_ids, parse_local_time, parse_status_filter
 from webhook_hub.portal.presenting import recovered_sentence, retried_sentence
 from webhook_hub.portal.routes.common import PREFIX, FormText, back_with, require, time_window
 from webhook_hub.settings import SettingsDep
 from webhook_hub.subscriptions.dependencies import SubscriptionServiceDep
+from webhook_hub.wire_format import message_id_for
 
 router = page_router()
 
