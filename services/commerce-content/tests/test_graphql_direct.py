@@ -114,6 +114,24 @@ async def test_a_page_from_the_end_answers_as_the_general_path(
     assert [set(edge["node"]) for edge in edges] == [{"renamed", "pricing"}] * 2
 
 
+async def test_a_page_from_the_end_with_variants_answers_as_the_general_path(
+    graphql_app: FastAPI, graphql_url: str, general_graphql_url: str, db_engine: AsyncEngine
+) -> None:
+    await catalogue(db_engine, "direct-last-variants")
+    query = SHORT.replace("pricing { basePrice }", "variants { sku price inStock }")
+    _, body, _ = await send(
+        graphql_url, {"query": query, "variables": {"tag": "direct-last-variants"}}, {}, "POST"
+    )
+    before = json.loads(body)["data"]["products"]["edges"][-1]["cursor"]
+    params = {
+        "query": query,
+        "variables": {"tag": "direct-last-variants", "last": 2, "before": before},
+    }
+    _, body, _ = await answers_alike(graphql_app, general_graphql_url, graphql_url, params)
+    edges = json.loads(body)["data"]["products"]["edges"]
+    assert [len(edge["node"]["variants"]) for edge in edges] == [2, 0]
+
+
 async def test_an_empty_page_answers_as_the_general_path(
     graphql_app: FastAPI, graphql_url: str, general_graphql_url: str
 ) -> None:

@@ -70,7 +70,8 @@ class Child:
 
 # What each plain field of a product page is made of, per GraphQL type, as Python
 # expressions of the object's source `s`: the page (`ProductPage`) for the connection and its
-# page info, `(row, variants)` for an edge and its product, the product row for its pricing,
+# page info, `(record, variants)` for an edge and its product (a `ProductRecord`), the
+# product record for its pricing,
 # `(variant, product price)` for a variant. Mirrors `types.py`'s `of` constructors.
 FIELDS: dict[str, dict[str, Leaf | Child]] = {
     "ProductConnection": {
@@ -285,6 +286,7 @@ class DirectPage:
                 criteria,
                 given(kwargs.get("page")),
                 with_variants=self.selects_variants,
+                records=True,
             )
             return {self.key: self.build(page)}
         except Exception:  # any refusal is reported by the other paths

@@ -5,6 +5,7 @@ stable while products are added."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import strawberry
 from strawberry.types.nodes import SelectedField, Selection
@@ -19,6 +20,7 @@ from commerce_content.models import Product as ProductRow
 from commerce_content.products.repository import (
     KeysetWindow,
     ProductCriteria,
+    ProductRecord,
     ProductRepository,
     VariantRecord,
 )
@@ -104,7 +106,7 @@ class ProductPage:
     """A page's rows as read: its products, their variants when asked for, and whether
     there are more on either side."""
 
-    rows: list[ProductRow]
+    rows: list[ProductRow] | list[ProductRecord]
     variants: dict[int, list[VariantRecord]] | None
     has_next: bool
     has_previous: bool
@@ -116,13 +118,23 @@ async def load_product_page(
     page: PaginationInput | None,
     *,
     with_variants: bool,
+    records: bool = False,
 ) -> ProductPage:
-    """The page's rows (and every variant of the page in one query, when asked for)."""
+    """The page's rows (and every variant of the page in one query, when asked for); as
+    plain `ProductRecord`s with `records` (read in one round trip), else as models."""
     request = PageRequest.of(page)
     window = request.window
     async with context.db() as session:
         repository = ProductRepository(session)
-        rows = await repository.page(criteria, window)
+        rows: list[ProductRow] | list[ProductRecord]
+        grouped: dict[int, list[VariantRecord]] | None
+        if records:
+            rows, grouped = await repository.page_records(
+                criteria, window, with_variants=with_variants
+            )
+        else:
+            rows = await repository.page(criteria, window)
+            grouped = None
         more = len(rows) > window.limit
         rows = rows[: window.limit]
         if window.backwards:
@@ -134,7 +146,8 @@ async def load_product_page(
             )
         else:
             before_after = beyond_before = False
-        grouped = await repository.variants_of([row.id for row in rows]) if with_variants else None
+        if with_variants and not records:
+            grouped = await repository.variants_of([row.id for row in rows])
     return ProductPage(
         rows=rows,
         variants=grouped,
@@ -149,7 +162,7 @@ async def product_connection(
     loaded = await load_product_page(
         info.context, criteria, page, with_variants=selects_variants(info)
     )
-    rows, grouped = loaded.rows, loaded.variants
+    rows, grouped = cast("list[ProductRow]", loaded.rows), loaded.variants
     if grouped is not None:
         edges = [
             ProductEdge(node=Product.of(row, grouped.get(row.id, [])), cursor=encode_cursor(row.id))
