@@ -14,13 +14,19 @@ import json
 from typing import Any
 
 import pytest
+import strawberry
 from commerce_content.graphql_api.adapter import core_schema
 from commerce_content.graphql_api.direct import DirectPages, direct_page
+from commerce_content.graphql_api.directives import guarded_field
+from commerce_content.graphql_api.pagination import ProductConnection
+from commerce_content.graphql_api.scalars import SCALARS
 from commerce_content.graphql_api.schema import build_schema
+from commerce_content.identity.roles import Role
 from commerce_content.settings import Settings
 from fastapi import FastAPI
 from graphql import OperationDefinitionNode, parse
 from sqlalchemy.ext.asyncio import AsyncEngine
+from strawberry.schema.config import StrawberryConfig
 
 from tests.factories import bearer_for, make_product, make_user, make_variant
 from tests.test_graphql_prepared import schema_of, send, three_answers
@@ -262,3 +268,38 @@ def test_a_plain_page_is_answered_from_rows(service_settings: Settings) -> None:
     assert page is not None
     assert page.key == "page"
     assert page.selects_variants
+
+
+@strawberry.type
+class GuardedQuery:
+    @guarded_field(rate_limit=(1, "1m"))
+    async def products(self) -> ProductConnection:  # pragma: no cover - never resolved here
+        raise NotImplementedError
+
+
+@strawberry.type
+class AuthQuery:
+    @guarded_field(auth=Role.MANAGER)
+    async def products(self) -> ProductConnection:  # pragma: no cover - never resolved here
+        raise NotImplementedError
+
+
+@strawberry.type
+class OpenQuery:
+    @guarded_field()
+    async def products(self) -> ProductConnection:  # pragma: no cover - never resolved here
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize(
+    ("query_type", "direct"),
+    [(GuardedQuery, False), (AuthQuery, False), (OpenQuery, True)],
+    ids=["rate limited", "auth", "unguarded"],
+)
+def test_a_guarded_products_field_is_never_answered_from_rows(
+    query_type: type, direct: bool
+) -> None:
+    """@rateLimit and @auth run as field extensions, on the other paths only."""
+    schema = strawberry.Schema(query=query_type, config=StrawberryConfig(scalar_map=SCALARS))
+    page = direct_page(core_schema(schema), operation_of("{ products { edges { cursor } } }"))
+    assert (page is not None) is direct
