@@ -45,6 +45,15 @@ async def graphql_app(service_settings: Settings) -> AsyncIterator[FastAPI]:
 
 
 @pytest.fixture(scope="session")
+async def general_graphql_url(service_settings: Settings) -> AsyncIterator[str]:
+    """The same service with every request on the general path."""
+    app = create_app(service_settings)
+    app.state.graphql_schema.prepared_runner = None
+    async with run_http_server(app) as base_url:
+        yield f"{base_url}/graphql"
+
+
+@pytest.fixture(scope="session")
 def graphql_url(graphql_app: FastAPI) -> str:
     """/graphql of the service behind a real uvicorn server on 127.0.0.1."""
     return str(graphql_app.state.graphql_url)

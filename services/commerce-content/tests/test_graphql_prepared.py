@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from commerce_content.app import create_app
 from commerce_content.graphql_api.schema import CommerceSchema
 from commerce_content.settings import Settings
 from fastapi import FastAPI
-from servicekit.testing import run_http_server
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.factories import bearer_for, make_product, make_user, make_variant
@@ -37,15 +34,6 @@ query Guarded($tag: String!) {
   products(filter: {tags: [$tag]}) { edges { node { name variants { sku stock } } } }
 }"""
 Sent = tuple[int, bytes, str | None]
-
-
-@pytest.fixture(scope="session")
-async def general_graphql_url(service_settings: Settings) -> AsyncIterator[str]:
-    """The same service with every request on the general path."""
-    app = create_app(service_settings)
-    app.state.graphql_schema.prepared_runner = None
-    async with run_http_server(app) as base_url:
-        yield f"{base_url}/graphql"
 
 
 async def send(url: str, params: dict[str, Any], headers: dict[str, str], method: str) -> Sent:

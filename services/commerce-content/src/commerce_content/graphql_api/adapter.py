@@ -10,6 +10,9 @@ What is reached into:
 
 - `core_schema`: strawberry's `Schema._schema`, the graphql-core schema it builds (the
   operation analysis and the executor read its types; strawberry has no public accessor);
+- `scalar_registry`: the scalars of strawberry's schema converter
+  (`Schema.schema_converter.scalar_registry`), which `convert_arguments` needs to turn a
+  field's coerced arguments into its resolver's inputs (`direct.py`);
 - `STOCK_EXECUTION_CONTEXT`: strawberry's execution context class, which the executor below
   subclasses, overriding graphql-core's `ExecutionContext.execute_fields` and calling its
   `execute_field`, `collect_and_execute_subfields`, `handle_field_error`,
@@ -94,6 +97,12 @@ STOCK_EXECUTION_CONTEXT = StrawberryGraphQLCoreExecutionContext
 def core_schema(schema: Schema) -> GraphQLSchema:
     """The graphql-core schema strawberry built for `schema`."""
     return schema._schema
+
+
+def scalar_registry(schema: Schema) -> Mapping[object, Any]:
+    """The scalars strawberry's converter uses for `schema`'s arguments."""
+    registry: Mapping[object, Any] = schema.schema_converter.scalar_registry
+    return registry
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,20 +5,24 @@ stable while products are added."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import strawberry
 from strawberry.types.nodes import SelectedField, Selection
 
-from commerce_content.graphql_api.context import Context
+from commerce_content.graphql_api.context import Context, GraphQLContext
 from commerce_content.graphql_api.directives import CacheControl, guarded_field
 from commerce_content.graphql_api.errors import bad_input
 from commerce_content.graphql_api.ids import InvalidIdentifier, decode_cursor, encode_cursor
 from commerce_content.graphql_api.inputs import PaginationInput, given
 from commerce_content.graphql_api.types import PageInfo, Product, ProductEdge
+from commerce_content.models import Product as ProductRow
 from commerce_content.products.repository import (
     KeysetWindow,
     ProductCriteria,
+    ProductRecord,
     ProductRepository,
+    VariantRecord,
 )
 
 DEFAULT_PAGE_SIZE = 20
@@ -97,14 +101,40 @@ def _children(selections: list[Selection], name: str) -> list[SelectedField]:
     return found
 
 
-async def product_connection(
-    info: Context, criteria: ProductCriteria, page: PaginationInput | None
-) -> ProductConnection:
+@dataclass(frozen=True)
+class ProductPage:
+    """A page's rows as read: its products, their variants when asked for, and whether
+    there are more on either side."""
+
+    rows: list[ProductRow] | list[ProductRecord]
+    variants: dict[int, list[VariantRecord]] | None
+    has_next: bool
+    has_previous: bool
+
+
+async def load_product_page(
+    context: GraphQLContext,
+    criteria: ProductCriteria,
+    page: PaginationInput | None,
+    *,
+    with_variants: bool,
+    records: bool = False,
+) -> ProductPage:
+    """The page's rows (and every variant of the page in one query, when asked for); as
+    plain `ProductRecord`s with `records` (read in one round trip), else as models."""
     request = PageRequest.of(page)
     window = request.window
-    async with info.context.db() as session:
+    async with context.db() as session:
         repository = ProductRepository(session)
-        rows = await repository.page(criteria, window)
+        rows: list[ProductRow] | list[ProductRecord]
+        grouped: dict[int, list[VariantRecord]] | None
+        if records:
+            rows, grouped = await repository.page_records(
+                criteria, window, with_variants=with_variants
+            )
+        else:
+            rows = await repository.page(criteria, window)
+            grouped = None
         more = len(rows) > window.limit
         rows = rows[: window.limit]
         if window.backwards:
@@ -116,12 +146,23 @@ async def product_connection(
             )
         else:
             before_after = beyond_before = False
-        # The whole page's variants in one query, before the fields resolve, when asked for.
-        grouped = (
-            await repository.variants_of([row.id for row in rows])
-            if selects_variants(info)
-            else None
-        )
+        if with_variants and not records:
+            grouped = await repository.variants_of([row.id for row in rows])
+    return ProductPage(
+        rows=rows,
+        variants=grouped,
+        has_next=beyond_before or (more and not window.backwards),
+        has_previous=before_after or (more and window.backwards),
+    )
+
+
+async def product_connection(
+    info: Context, criteria: ProductCriteria, page: PaginationInput | None
+) -> ProductConnection:
+    loaded = await load_product_page(
+        info.context, criteria, page, with_variants=selects_variants(info)
+    )
+    rows, grouped = cast("list[ProductRow]", loaded.rows), loaded.variants
     if grouped is not None:
         edges = [
             ProductEdge(node=Product.of(row, grouped.get(row.id, [])), cursor=encode_cursor(row.id))
@@ -132,13 +173,11 @@ async def product_connection(
         edges = [
             ProductEdge(node=Product.of(row, loader), cursor=encode_cursor(row.id)) for row in rows
         ]
-    has_next = beyond_before or (more and not window.backwards)
-    has_previous = before_after or (more and window.backwards)
     return ProductConnection(
         edges=edges,
         page_info=PageInfo(
-            has_next_page=has_next,
-            has_previous_page=has_previous,
+            has_next_page=loaded.has_next,
+            has_previous_page=loaded.has_previous,
             start_cursor=edges[0].cursor if edges else None,
             end_cursor=edges[-1].cursor if edges else None,
         ),

@@ -9,7 +9,9 @@ next request with them runs graphql-core's executor on it directly, doing here w
 extensions do around execution (variables that cannot be stored refused, the cost limit and
 its report, masking unexpected errors, input-error codes, `Cache-Control`); anything that
 would be refused, and every operation while tracing is on (its span), goes the general way.
-`tests/test_graphql_prepared.py` checks both ways give the same answers.
+A plain page of products skips graphql-core too: it is built from its rows (`direct.py`).
+`tests/test_graphql_prepared.py` and `tests/test_graphql_direct.py` check every way gives
+the same answers.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from strawberry.types.graphql import OperationType
 
 from commerce_content.graphql_api.adapter import core_schema
 from commerce_content.graphql_api.analysis import OperationAnalyzer
+from commerce_content.graphql_api.direct import DirectPages
 from commerce_content.graphql_api.extensions import (
     MaskUnexpectedErrors,
     OperationAnalyses,
@@ -103,6 +106,8 @@ class PreparedRunner:
     prepared: PreparedQueries
     analyses: OperationAnalyses
     max_cost: int
+    # Plain product pages answered from their rows (`direct.py`); None: never.
+    direct: DirectPages | None = None
 
     async def run(
         self,
@@ -126,6 +131,22 @@ class PreparedRunner:
             analysis.cost = analyzer.cost(analysis.document, operation, variables)
         if analysis.cost > self.max_cost:
             return None  # refused, in the general path's words
+        pages = self.direct
+        direct = (
+            None
+            if pages is None
+            else pages.of(graphql_schema, prepared.document, prepared.operation_name, operation)
+        )
+        if pages is not None and direct is not None:
+            data = await direct.run(self.schema, graphql_schema, operation, variables, context)
+            if data is not None:
+                pages.answered += 1
+                context.cache_control = cache_header(
+                    analyzer, analysis, operation, variables, context.cache_hints
+                )
+                return ExecutionResult(
+                    data=data, errors=None, extensions=cost_report(analysis.cost, self.max_cost)
+                )
         result = core_execute(
             graphql_schema,
             prepared.document,

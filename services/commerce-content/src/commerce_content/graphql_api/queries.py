@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import strawberry
 
-from commerce_content.graphql_api.context import Context
+from commerce_content.graphql_api.context import Context, GraphQLContext
 from commerce_content.graphql_api.directives import CacheControl, CacheControlScope, guarded_field
 from commerce_content.graphql_api.errors import bad_input
 from commerce_content.graphql_api.ids import GlobalId, InvalidIdentifier, category_key, decode_id
@@ -56,6 +56,14 @@ def criteria_of(filter: ProductFilter | None, *, include_unpublished: bool) -> P
         tags=tuple(tags) if tags is not None else None,
         include_unpublished=include_unpublished,
     )
+
+
+def page_criteria(context: GraphQLContext, filter: ProductFilter | None) -> ProductCriteria:
+    """What `products` lists for this caller (managers see drafts, never shared by caches)."""
+    drafts = context.sees_drafts
+    if drafts:
+        context.cache_hints.restrict(scope=CacheControlScope.PRIVATE)
+    return criteria_of(given(filter), include_unpublished=drafts)
 
 
 def _category_id(value: str) -> int:
@@ -158,12 +166,7 @@ class Query:
         filter: ProductFilter | None = strawberry.UNSET,
         page: PaginationInput | None = strawberry.UNSET,
     ) -> ProductConnection:
-        drafts = info.context.sees_drafts
-        if drafts:
-            info.context.cache_hints.restrict(scope=CacheControlScope.PRIVATE)
-        return await product_connection(
-            info, criteria_of(given(filter), include_unpublished=drafts), given(page)
-        )
+        return await product_connection(info, page_criteria(info.context, filter), given(page))
 
     @guarded_field(
         cache=CacheControl(max_age=30, scope=CacheControlScope.PRIVATE),

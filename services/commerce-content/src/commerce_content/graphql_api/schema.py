@@ -24,6 +24,7 @@ from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from commerce_content.graphql_api.adapter import core_schema, executor_for
+from commerce_content.graphql_api.direct import DirectPages
 from commerce_content.graphql_api.extensions import (
     InvalidInputCodes,
     MaskUnexpectedErrors,
@@ -159,5 +160,7 @@ def build_schema(settings: Settings) -> CommerceSchema:
             disable_field_suggestions=settings.is_production, scalar_map=SCALARS
         ),
     )
-    schema.prepared_runner = PreparedRunner(schema, prepared, analyses, settings.graphql_max_cost)
+    schema.prepared_runner = PreparedRunner(
+        schema, prepared, analyses, settings.graphql_max_cost, DirectPages(CACHED_DOCUMENTS)
+    )
     return schema

@@ -94,6 +94,25 @@ VARIANT_COLUMNS = (
 )
 
 
+class ProductRecord(NamedTuple):
+    """What a page of products shows of each (GraphQL's direct pages): plain values."""
+
+    id: int
+    name: str
+    base_price: Decimal
+    sale_price: Decimal | None
+    currency: str
+
+
+PRODUCT_RECORD_COLUMNS = (
+    col(Product.id),
+    col(Product.name),
+    col(Product.base_price),
+    col(Product.sale_price),
+    col(Product.currency),
+)
+
+
 @dataclass(frozen=True)
 class KeysetWindow:
     """Ids strictly between `after_id` and `before_id`, `limit` of them from the start
@@ -118,6 +137,42 @@ class ProductRepository:
             query = query.where(col(Product.id) < window.before_id)
         order = col(Product.id).desc() if window.backwards else col(Product.id).asc()
         return list((await self.session.exec(query.order_by(order).limit(window.limit + 1))).all())
+
+    async def page_records(
+        self, criteria: ProductCriteria, window: KeysetWindow, *, with_variants: bool
+    ) -> tuple[list[ProductRecord], dict[int, list[VariantRecord]] | None]:
+        """`page` as plain records, with every variant of the page (in id order) when asked
+        for, in one round trip: the page is a CTE the variants are joined to."""
+        query = sa.select(*PRODUCT_RECORD_COLUMNS).where(*_conditions(criteria))
+        if window.after_id is not None:
+            query = query.where(col(Product.id) > window.after_id)
+        if window.before_id is not None:
+            query = query.where(col(Product.id) < window.before_id)
+        order = col(Product.id).desc() if window.backwards else col(Product.id).asc()
+        query = query.order_by(order).limit(window.limit + 1)
+        if not with_variants:
+            return [ProductRecord(*row) for row in await self._rows(query)], None
+        page = query.cte("page")
+        page_order = page.c.id.desc() if window.backwards else page.c.id.asc()
+        joined = (
+            sa.select(page, *VARIANT_COLUMNS)
+            .select_from(
+                page.outerjoin(ProductVariant, col(ProductVariant.product_id) == page.c.id)
+            )
+            .order_by(page_order, col(ProductVariant.id))
+        )
+        products: list[ProductRecord] = []
+        grouped: dict[int, list[VariantRecord]] = {}
+        width = len(PRODUCT_RECORD_COLUMNS)
+        for row in await self._rows(joined):
+            product_id = row[0]
+            variants = grouped.get(product_id)
+            if variants is None:
+                products.append(ProductRecord(*row[:width]))
+                variants = grouped[product_id] = []
+            if row[width] is not None:  # a product without variants joins to nulls
+                variants.append(VariantRecord(*row[width:]))
+        return products, grouped
 
     async def exists_beyond(
         self, criteria: ProductCriteria, *, at_or_below: int | None, at_or_above: int | None
