@@ -44,9 +44,36 @@ async def test_requests_sharing_a_deadline_time_out_only_while_still_running() -
 
 
 async def test_a_limit_under_the_rounding_threshold_keeps_its_own_exact_timer() -> None:
-    deadlines = Deadlines(0.05)  # aiohttp rounds only limits of 5 s and more
+    deadlines = Deadlines(0.05)  # aiohttp rounds only limits above 5 s
     with pytest.raises(TimeoutError), deadlines.limit():
         await asyncio.sleep(30)
+
+
+async def test_a_limit_of_exactly_the_threshold_is_exact_as_in_aiohttp() -> None:
+    limit = Deadlines(5.0).limit()
+    assert limit.handle is not None  # its own timer, at exactly 5 s
+    limit.handle.cancel()
+    assert Deadlines(5.5).limit().handle is None  # rounded: the second's shared timer
+
+
+async def test_an_expiry_the_request_turns_into_another_error_leaves_the_task_uncancelled() -> None:
+    deadlines = Deadlines(0.05, resolution=0.05, ceil_threshold=0)
+    task = asyncio.current_task()
+    assert task is not None
+    before = task.cancelling()
+
+    async def torn_down_when_cancelled() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            # what a connection's teardown may do with the cancel
+            raise ConnectionResetError("closed while cancelled") from None
+
+    with pytest.raises(ConnectionResetError), deadlines.limit():
+        await torn_down_when_cancelled()
+    # The task serves the next URL: a cancel left pending would cut its next await short.
+    assert task.cancelling() == before
+    await asyncio.sleep(0)
 
 
 async def test_a_stop_cancelling_a_request_is_a_cancellation_not_a_timeout() -> None:

@@ -4,7 +4,7 @@ by the requests whose deadlines fall in the same second.
 aiohttp's `ClientTimeout(total=...)` arms a loop timer per request and disarms it after: at
 thousands of requests a second (a revalidating crawl, all answered 304) that is about a
 tenth of the worker's CPU per request (`bench/changes_revalidation.py`). aiohttp already
-rounds a limit of 5 s or more up to the next whole second of the loop's clock (its
+rounds a limit of more than 5 s up to the next whole second of the loop's clock (its
 `ceil_threshold`); here the requests of one crawl whose rounded deadlines are the same
 second share one timer, which, when it fires, times out those of them still running, as
 aiohttp's own would: `TimeoutError` in the request's task (an `asyncio.Timeout`, which
@@ -17,7 +17,7 @@ import asyncio
 import math
 from types import TracebackType
 
-# aiohttp's `ClientTimeout.ceil_threshold`: limits from here up are rounded up to a second.
+# aiohttp's `ClientTimeout.ceil_threshold`: limits above it are rounded up to a second.
 CEIL_THRESHOLD_SECONDS = 5.0
 
 
@@ -42,7 +42,7 @@ class Deadlines:
         """A `with` around one request (its connection, its answer, its body)."""
         loop = asyncio.get_running_loop()
         when = loop.time() + self.seconds
-        if self.seconds < self.ceil_threshold:
+        if self.seconds <= self.ceil_threshold:
             limit = Limit(set())
             limit.handle = loop.call_at(when, limit.expire)
             return limit
@@ -91,12 +91,11 @@ class Limit:
         self._due.discard(self)
         if self.handle is not None:
             self.handle.cancel()
-        if (
-            self._expired
-            and exc_type is asyncio.CancelledError
-            and self._task is not None
-            and self._task.uncancel() <= self._cancelling
-        ):
+        if not self._expired or self._task is None:
+            return
+        # Our cancel is undone however the request ended: code inside may have turned it into
+        # another error, and the task goes on to serve other URLs (as `asyncio.Timeout` does).
+        if self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
             raise TimeoutError from exc
 
     def expire(self) -> None:
