@@ -16,6 +16,14 @@ from tests.dashboard import DashboardInBrowser
 from tests.processes import serve_and_worker
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The crawler's own Chromium pool (the `pool` fixture of the browser-render tests) is a
+    browser too: those tests need one, so `make test-fast` leaves them to `make test`."""
+    for item in items:
+        if "pool" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.server)
+
+
 @pytest.fixture(scope="session")
 def service() -> ServiceUnderTest:
     return ServiceUnderTest(
