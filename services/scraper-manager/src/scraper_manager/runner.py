@@ -208,6 +208,12 @@ async def write_items(
         lasts.append(len(urls))
     if not runs:
         return {}
+    # A 304 page's row has no url nor data: trailing ones are left out, as `unnest` pads
+    # the shorter arrays with NULLs (a crawl of 304s sends two empty arrays, not two arrays
+    # of 2,000 NULLs the driver dumps one by one).
+    while urls and urls[-1] is None:
+        urls.pop()
+        data.pop()
     rows = await connection.execute(
         _WRITE_ITEMS,
         {

@@ -36,6 +36,7 @@ from scraper_manager.crawler.extraction import (
     extract_links,
     follow_pattern,
 )
+from scraper_manager.crawler.frontier import Frontier
 from scraper_manager.crawler.host_budget import HostBudget, host_interval, host_of, wait_for_slot
 from scraper_manager.crawler.patterns import LinkPattern
 from scraper_manager.crawler.politeness import RobotsRules, TokenBucket
@@ -227,7 +228,7 @@ class Crawl:
         self.robots = RobotsRules(http, user_agent, self.log, pace=self._host_slot)
         self.proxies = ProxyRotation(config.proxies, self.log)
         # (URL, its canonical key, depth): the key is computed once, when the URL is found.
-        self._queue: asyncio.Queue[tuple[str, str, int]] = asyncio.Queue()
+        self._queue: Frontier[tuple[str, str, int]] = Frontier()
         self._seen: set[str] = set()
         self._started = 0
         self._fetches = 0
@@ -240,15 +241,27 @@ class Crawl:
         self._own_headers = {"User-Agent": user_agent}
         self._headers = {**self._own_headers, **config.headers}
 
-    def _enqueue(self, url: str, depth: int, key: str | None = None) -> None:
+    def _enqueue(self, url: str, depth: int, key: str | None = None, *, wake: bool = True) -> bool:
         """`key`: the URL's canonical form when the URL is one already (links as extracted
-        or stored are), so a page's links cost a set lookup each, not a canonicalisation."""
+        or stored are), so a page's links cost a set lookup each, not a canonicalisation.
+        `wake=False`: the fetcher enqueueing takes the next URL itself (`Frontier.put`).
+        Whether the URL was new."""
         if key is None:
             key = canonical(url)
         if key in self._seen:
-            return
+            return False
         self._seen.add(key)
-        self._queue.put_nowait((url, key, depth))
+        self._queue.put((url, key, depth), wake=wake)
+        return True
+
+    def _enqueue_links(self, links: list[str], depth: int) -> None:
+        """A visited page's links (canonical already), as its fetcher returns for its next
+        URL without waiting: the first new one is kept for it, the others wake a fetcher."""
+        enqueue = self._enqueue
+        wake = False
+        for link in links:
+            if enqueue(link, depth, link, wake=wake):
+                wake = True
 
     async def run(self) -> CrawlStats:
         # Compiled here, so a pattern stored before RE2 was required fails the run with a reason.
@@ -273,7 +286,7 @@ class Crawl:
         queue = self._queue
         while True:
             # Taken in place when there is one (no coroutine per page), else waited for.
-            url, key, depth = await queue.get() if queue.empty() else queue.get_nowait()
+            url, key, depth = queue.take_nowait() or await queue.take()
             try:
                 # The count is checked after the await and taken before the next one, so
                 # concurrent fetchers never oversell `max_pages`.
@@ -344,8 +357,8 @@ class Crawl:
             else await asyncio.to_thread(self._parse, fetched, follow)
         )
         await self._collect(fetched.url, items)
-        for link in links:
-            self._enqueue(link, depth + 1, link)
+        # No await from here to the fetcher's next URL (see `_enqueue_links`).
+        self._enqueue_links(links, depth + 1)
         if (
             self.pages is not None
             and fetched.status == 200
@@ -378,10 +391,8 @@ class Crawl:
         self._pending.append(CachedItems(key, self.pages.fingerprint, items))
         self.stats.items_collected += items
         if follow and links:
-            enqueue = self._enqueue
-            for link in links.split("\n"):
-                # Stored as extracted: canonical already.
-                enqueue(link, depth + 1, link)
+            # Stored as extracted: canonical already.
+            self._enqueue_links(links.split("\n"), depth + 1)
         return True
 
     def _parse(self, fetched: Response, follow: bool) -> tuple[list[dict[str, Any]], list[str]]:
@@ -403,16 +414,22 @@ class Crawl:
         )
         return [clean_value(item) for item in items], links
 
-    async def _fetch(
+    def _fetch(
         self, url: str, need_links: bool | None = None, key: str | None = None
-    ) -> Response | NotModified | None:
+    ) -> Awaitable[Response | NotModified | None]:
         """`need_links`: None sends no validators; else a page's stored validators are sent
         when what is stored suffices (its links too, when they will be followed). `key`: the
-        URL's canonical form, when known."""
+        URL's canonical form, when known. A fetch without a span of its own is the retries'
+        coroutine itself (no coroutine around it)."""
         self._fetches += 1
         sequence = self._fetches
         if not tracing_enabled() or (sequence != 1 and sequence % FETCH_SPAN_EVERY):
-            return await self._fetch_with_retries(url, need_links, key)
+            return self._fetch_with_retries(url, need_links, key)
+        return self._fetch_in_span(url, need_links, key, sequence)
+
+    async def _fetch_in_span(
+        self, url: str, need_links: bool | None, key: str | None, sequence: int
+    ) -> Response | NotModified | None:
         with tracer.start_as_current_span(
             "crawl fetch",
             kind=SpanKind.CLIENT,

@@ -156,7 +156,8 @@ class StoredPages:
                 },
             )
             pages = self._pages
-            for url, etag, last_modified, items, links in rows:
+            # All at once: a row at a time costs the driver's adapter calls per row.
+            for url, etag, last_modified, items, links in rows.all():
                 headers = {}
                 if etag is not None:
                     headers["If-None-Match"] = etag
