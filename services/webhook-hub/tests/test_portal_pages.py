@@ -13,7 +13,13 @@ from servicekit.testing import HttpReceiver
 from sqlalchemy.ext.asyncio import AsyncEngine
 from webhook_hub.settings import Settings
 
-from tests.factories import make_consumer, signed_in, signed_in_as_new, subscribe
+from tests.factories import (
+    make_consumer,
+    signed_in,
+    signed_in_as_new,
+    signed_in_with_endpoint,
+    subscribe,
+)
 
 
 async def test_the_endpoint_list_shows_status_failures_and_disabled_reason(
@@ -252,3 +258,27 @@ async def test_the_catalogs_subscribe_shortcut_opens_the_form_with_that_type_pic
     assert form.status_code == 200
     picked = re.findall(r'name="events" value="([^"]+)" checked', form.text)
     assert picked == ["run.failed"]
+
+
+def _ordering_summary(page_html: str) -> str:
+    """The endpoint page's ordering summary as a reader sees it (tags out, spaces joined)."""
+    found = re.search(r'<p id="ordering-summary">(.*?)</p>', page_html, re.S)
+    assert found is not None
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", found.group(1))).split())
+
+
+async def test_the_ordering_summary_promises_holding_only_when_events_are_ordered(
+    client: httpx.AsyncClient, db_engine: AsyncEngine, http_receiver: HttpReceiver
+) -> None:
+    _, unordered, _ = await signed_in_with_endpoint(client, db_engine, http_receiver.url)
+    summary = _ordering_summary((await client.get(f"/portal/endpoints/{unordered['id']}")).text)
+    assert summary == "Not ordered: events are delivered in parallel, as they come."
+
+    _, ordered, _ = await signed_in_with_endpoint(
+        client, db_engine, http_receiver.url, ordering={"key": None}
+    )
+    summary = _ordering_summary((await client.get(f"/portal/endpoints/{ordered['id']}")).text)
+    assert summary == (
+        "All events are delivered one at a time, in the order they were published. "
+        "A failing event holds the ones behind it (of its key) until it succeeds or gives up."
+    )
