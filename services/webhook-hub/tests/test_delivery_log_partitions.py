@@ -21,7 +21,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from webhook_hub.deliveries.hour_stats_repository import HOURS_FROM_LOG, LIVE_SAMPLE
 from webhook_hub.delivery_engine.jobs import AttemptResult, StoredDelivery
 from webhook_hub.delivery_engine.maintenance import maintain, prune_rollup
-from webhook_hub.delivery_engine.store import DeliveryStore, DeliveryWrites
+from webhook_hub.delivery_engine.store import DeliveryStore, DeliveryWrites, restore_pending
 from webhook_hub.models import Subscription
 from webhook_hub.partitions import AHEAD, CLOCK_MARGIN, Layout, attempts_since
 from webhook_hub.settings import Settings
@@ -377,3 +377,55 @@ async def test_an_hours_latency_reads_only_the_attempt_partitions_since_its_deli
         assert len(await partitions(engine, "delivery_attempts")) > len(scanned) + 20
     finally:
         await engine.dispose()
+
+
+async def test_an_ordered_delivery_written_back_before_a_drop_is_in_its_keys_queue_there(
+    minute_settings: Settings, own_engine: AsyncEngine
+) -> None:
+    # A retry made it pending again (and queued it under its old partition) after the
+    # maintenance moved its partition's pending rows; the partition is then detached.
+    layout = minute_settings.delivery_log_layout
+    start = datetime.now(UTC)
+    await maintain(own_engine, layout, start)
+    subscription = await committed_subscription_in(own_engine)
+    head = uuid.uuid4()
+    async with own_engine.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO deliveries (id, subscription_id, event_id, event_type, payload,"
+                " event_time, status, attempts, next_attempt_at, created_at, log_time,"
+                " order_key, order_seq)"
+                " VALUES (:id, :sub, gen_random_uuid(), 'order.paid', '{\"id\": 7}',"
+                " :at, 'pending', 1, now(), :at, :at, 'order-7', 1)"
+            ),
+            {"id": head, "sub": subscription.id, "at": start},
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO ordered_pending (subscription_id, order_key, order_seq,"
+                " delivery_id, log_time) VALUES (:sub, 'order-7', 1, :id, :at)"
+            ),
+            {"id": head, "sub": subscription.id, "at": start},
+        )
+        # What DETACH leaves: the rows in a table of their own, gone from the log.
+        await connection.execute(
+            text("CREATE TABLE detached_for_test AS SELECT * FROM deliveries WHERE id = :id"),
+            {"id": head},
+        )
+        await connection.execute(text("DELETE FROM deliveries WHERE id = :id"), {"id": head})
+    later = start + timedelta(minutes=20)
+    await maintain(own_engine, layout, later)
+    target = layout.slot_of(later)
+
+    async with own_engine.begin() as connection:
+        assert await restore_pending(connection, "detached_for_test", target) == 1
+        await connection.execute(text("DROP TABLE detached_for_test"))
+    async with own_engine.connect() as connection:
+        in_log = await connection.scalar(
+            text("SELECT log_time FROM deliveries WHERE id = :id"), {"id": head}
+        )
+        queued = await connection.scalar(
+            text("SELECT log_time FROM ordered_pending WHERE delivery_id = :id"), {"id": head}
+        )
+    assert in_log == target
+    assert queued == target  # the claim reads the head by (id, log_time): it finds it

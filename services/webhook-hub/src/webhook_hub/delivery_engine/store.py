@@ -731,7 +731,29 @@ async def restore_pending(connection: AsyncConnection, detached: str, target: da
         " ON CONFLICT DO NOTHING"
     ).bindparams(_PENDING)
     result = await connection.execute(statement, {"target": target})
+    # An ordered one is in its key's queue under the partition it was made pending in (a
+    # retry's requeue): the queue follows it to `target`, else the claim, which reads the row
+    # by (id, log_time), never finds the key's head and the key is held for good.
+    for requeue in (_REQUEUE_RESTORED, _REPOINT_RESTORED):
+        await connection.execute(
+            text(requeue.format(detached=detached)).bindparams(_PENDING), {"target": target}
+        )
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+# The names are ours (a partition's name from the catalog); `{detached}` is filled in.
+_REQUEUE_RESTORED = """
+    INSERT INTO ordered_pending (subscription_id, order_key, order_seq, delivery_id, log_time)
+    SELECT d.subscription_id, d.order_key, d.order_seq, d.id, :target FROM {detached} d
+    WHERE d.status = :pending AND d.order_key IS NOT NULL
+      AND EXISTS (SELECT 1 FROM deliveries l WHERE l.id = d.id AND l.log_time = :target)
+    ON CONFLICT DO NOTHING
+"""
+_REPOINT_RESTORED = """
+    UPDATE ordered_pending q SET log_time = :target FROM {detached} d
+    WHERE q.delivery_id = d.id AND d.status = :pending AND d.order_key IS NOT NULL
+      AND EXISTS (SELECT 1 FROM deliveries l WHERE l.id = d.id AND l.log_time = :target)
+"""
 
 
 async def wake_delivery_workers(session: AsyncSession) -> None:
