@@ -12,6 +12,7 @@ from servicekit.events import CloudEvent, RawCloudEvent
 from structlog.testing import capture_logs
 from webhook_hub.delivery_engine.jobs import delivery_id_for
 from webhook_hub.dispatch.handler import Dispatcher, Matched
+from webhook_hub.expressions import event_time_text
 from webhook_hub.settings import Settings
 from webhook_hub.wire_format import render_body
 
@@ -283,3 +284,16 @@ def test_an_event_expressions_cannot_read_is_counted_for_them_and_still_sent_to_
     )
     assert [job.subscription_id for job in jobs] == [plain[0]]
     assert TALLY.take()[filtered[0]].filter_errors == 1
+
+
+def test_an_ordering_key_sees_event_time_as_filters_and_transforms_do() -> None:
+    paid = order_event(150)
+    stamped = event_time_text(paid.time)
+    assert stamped.endswith("Z")
+    keyed = subscription_row(["order.paid"], ordering={"key": "event.time"})
+    shaped = subscription_row(["order.paid"], transform='{"at": event.time}')
+    [[by_time, reshaped]] = dispatcher().deliveries_of(
+        Matched.of([keyed, shaped]), [paid], sequences=lambda: [1]
+    )
+    assert by_time.order_key == stamped
+    assert msgspec.json.decode(reshaped.payload_json) == {"at": stamped}

@@ -4,6 +4,7 @@ and position, bounded in cost and output, results as plain JSON (pure: no server
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from webhook_hub.expressions import (
     ExpressionRefused,
     Position,
     compile_expression,
+    event_time_text,
     event_variable,
 )
 
@@ -322,3 +324,10 @@ def test_an_expression_nested_past_the_parsers_depth_is_refused_at_line_1_column
     error = refusal("event.data.s" + " + event.data.s" * 40 + ' == ""')
     assert error.position == Position(1, 1)
     assert error.message.startswith("Exceeded max recursion depth")
+
+
+def test_event_time_is_rfc3339_text_with_z_for_utc_and_the_offset_otherwise() -> None:
+    at = datetime(2026, 11, 29, 8, 30, 5, 120000, tzinfo=UTC)
+    assert event_time_text(at) == "2026-11-29T08:30:05.120000Z"
+    plus_one = at.astimezone(timezone(timedelta(hours=1)))
+    assert event_time_text(plus_one) == "2026-11-29T09:30:05.120000+01:00"

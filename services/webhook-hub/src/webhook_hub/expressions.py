@@ -116,6 +116,12 @@ class ExpressionRefused(Exception):
         self.message = message
 
 
+def event_time_text(time: datetime) -> str:
+    """`event.time` as expressions see it: RFC 3339, a UTC time with `Z` (as CloudEvents
+    publishers write it), the same for filters, transforms and ordering keys."""
+    return time.isoformat().replace("+00:00", "Z")
+
+
 def event_variable(
     *,
     id: str,

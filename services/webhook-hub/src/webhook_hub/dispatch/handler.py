@@ -41,6 +41,7 @@ from webhook_hub.expressions import (
     ExpressionRefused,
     Kind,
     compile_expression,
+    event_time_text,
     event_variable,
 )
 from webhook_hub.settings import Settings
@@ -322,7 +323,7 @@ def _variable_of(event: RawCloudEvent, payload_json: bytes) -> EventScope:
             id=str(event.id),
             type=event.type,
             tenant=event.tenant,
-            time=event.time.isoformat().replace("+00:00", "Z"),
+            time=event_time_text(event.time),
             data=msgspec.json.decode(payload_json),
             source=event.source,
         ),
@@ -410,7 +411,7 @@ def _event_variable(event: RawCloudEvent) -> dict[str, Any]:
         id=str(event.id),
         type=event.type,
         tenant=event.tenant,
-        time=event.time.isoformat(),
+        time=event_time_text(event.time),
         data=json.loads(bytes(event.data)),
         source=event.source,
     )

@@ -21,6 +21,7 @@ from webhook_hub.expressions import (
     ExpressionRefused,
     Kind,
     compile_expression,
+    event_time_text,
     event_variable,
 )
 from webhook_hub.models import EventType
@@ -73,7 +74,7 @@ def run_preview(
         id=str(uuid.uuid4()),
         type=event_type,
         tenant=tenant,
-        time=now.isoformat().replace("+00:00", "Z"),
+        time=event_time_text(now),
         data=data,
         source="portal-preview",
     )
