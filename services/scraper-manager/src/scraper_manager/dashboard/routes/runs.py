@@ -254,28 +254,21 @@ async def item_page(
     )
 
 
+ExportFormat = Literal["json", "jsonl", "csv", "xlsx"]
+
+
 @router.get("/scrapers/{scraper_id}/runs/{run_id}/results.{fmt}")
 async def download(
-    scraper_id: DbId,
-    run_id: DbId,
-    fmt: Literal["json", "jsonl", "csv", "xlsx"],
-    user: PageSessionDep,
-    runs: RunServiceDep,
+    run: OwnRun, fmt: ExportFormat, user: PageSessionDep, runs: RunServiceDep
 ) -> Response:
-    run = await runs.get(user.owner, scraper_id, run_id)
-    return attachment(await runs.export(user.owner, scraper_id, run, fmt))
+    return attachment(await runs.export(user.owner, run.scraper_id, run, fmt))
 
 
 @router.get("/scrapers/{scraper_id}/runs/{run_id}/changes.{fmt}")
 async def download_changes(
-    scraper_id: DbId,
-    run_id: DbId,
-    fmt: Literal["json", "jsonl", "csv", "xlsx"],
-    user: PageSessionDep,
-    runs: RunServiceDep,
+    run: OwnRun, fmt: ExportFormat, user: PageSessionDep, runs: RunServiceDep
 ) -> Response:
-    run = await runs.get(user.owner, scraper_id, run_id)
-    return attachment(await runs.export_changes(user.owner, scraper_id, run, None, fmt))
+    return attachment(await runs.export_changes(user.owner, run.scraper_id, run, None, fmt))
 
 
 @router.get("/scrapers/{scraper_id}/runs/{run_id}/log.txt")
